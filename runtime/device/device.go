@@ -1,0 +1,120 @@
+// Package device is the interface between generated family glue and the backends that run it.
+//
+// A backend owns memory (Buffers) and runs kernels. A kernel is one launch: a short, ordered list
+// of catalog ops (the compiler's fusion groups), named by the HIP symbol the compiler emitted for
+// it. The CPU backend runs the ops of a launch one after another; a GPU backend launches the named
+// kernel with the ops' operands. The float64 meaning of every op lives in package contracts.
+package device
+
+import "fmt"
+
+// DType is an element type of a buffer.
+type DType uint8
+
+const (
+	F32 DType = iota + 1
+	BF16
+	F16
+	I32
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	case I32:
+		return "I32"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Size is the element size in bytes.
+func (d DType) Size() int {
+	switch d {
+	case BF16, F16:
+		return 2
+	}
+	return 4
+}
+
+// Buffer is a backend allocation of Len elements of one DType.
+type Buffer interface {
+	Len() int
+	DType() DType
+}
+
+// Tensor is a row-major 2-D view into a buffer: Rows rows of Cols elements, row r starting at
+// element Off + r*RowStride(). The zero Tensor means "absent" for optional operands.
+type Tensor struct {
+	Buf    Buffer
+	Off    int
+	Rows   int
+	Cols   int
+	Stride int // elements between row starts; 0 means Cols
+}
+
+// RowStride is the distance in elements between the starts of consecutive rows.
+func (t Tensor) RowStride() int {
+	if t.Stride == 0 {
+		return t.Cols
+	}
+	return t.Stride
+}
+
+// Present reports whether an optional operand was given.
+func (t Tensor) Present() bool { return t.Buf != nil }
+
+// Contiguous reports whether rows follow each other with no gap.
+func (t Tensor) Contiguous() bool { return t.RowStride() == t.Cols }
+
+// Slice returns rows [lo, hi).
+func (t Tensor) Slice(lo, hi int) Tensor {
+	s := t
+	s.Off = t.Off + lo*t.RowStride()
+	s.Rows = hi - lo
+	return s
+}
+
+// ColSlice returns columns [lo, hi) of every row (a strided view).
+func (t Tensor) ColSlice(lo, hi int) Tensor {
+	s := t
+	s.Off = t.Off + lo
+	s.Cols = hi - lo
+	s.Stride = t.RowStride()
+	return s
+}
+
+// Reshape views a contiguous tensor as rows×cols of the same element count.
+func (t Tensor) Reshape(rows, cols int) Tensor {
+	if !t.Contiguous() || rows*cols != t.Rows*t.Cols {
+		panic(fmt.Sprintf("device: reshape [%d,%d] as [%d,%d]", t.Rows, t.Cols, rows, cols))
+	}
+	return Tensor{Buf: t.Buf, Off: t.Off, Rows: rows, Cols: cols}
+}
+
+// Kernel names one launch of generated code.
+type Kernel struct {
+	Name   string // symbol in kernels/<family>.hip
+	Source string // graph file:line the fused ops came from
+}
+
+// Backend runs kernels and owns their memory.
+type Backend interface {
+	Name() string
+	// Alloc returns a buffer of n elements of dt; its contents are unspecified.
+	Alloc(dt DType, n int) (Buffer, error)
+	Free(b Buffer)
+	// Write copies host data into t. src is []float32, []int32, or raw little-endian bytes whose
+	// element type is srcType ([]byte with srcType BF16, F16 or F32); values convert to t's dtype.
+	Write(t Tensor, src any, srcType DType) error
+	// Read copies t into dst ([]float32 or []int32, len Rows*Cols).
+	Read(t Tensor, dst any) error
+	// Launch runs the ops of one kernel in order.
+	Launch(k *Kernel, ops ...Op) error
+	// Sync waits for launched work to finish and reports its first error.
+	Sync() error
+}

@@ -1,0 +1,102 @@
+// Package positions holds the position rules a .graph file names: how each token row and each
+// vision patch gets its rotary position ids.
+package positions
+
+import "fmt"
+
+// Grid is an image's patch grid: temporal, height and width in patches.
+type Grid [3]int
+
+// MRoPE computes Qwen2-VL's three-axis positions ([T*3], row-major t,h,w per token) for a prompt
+// whose images appear as runs of imageToken, in order, one run per grid of t*h*w/merge² tokens.
+// It returns the positions and the delta that decode rows add to their cache position.
+func MRoPE(ids []int32, grids []Grid, imageToken int32, merge int) ([]int32, int32, error) {
+	pos := make([]int32, 0, 3*len(ids))
+	next := int32(0) // one past the largest position so far
+	add := func(t, h, w int32) {
+		pos = append(pos, t, h, w)
+		for _, v := range [3]int32{t, h, w} {
+			if v+1 > next {
+				next = v + 1
+			}
+		}
+	}
+	img := 0
+	for i := 0; i < len(ids); {
+		if ids[i] != imageToken {
+			start := next
+			for ; i < len(ids) && ids[i] != imageToken; i++ {
+				add(start, start, start)
+				start++
+			}
+			continue
+		}
+		if img >= len(grids) {
+			return nil, 0, fmt.Errorf("positions: prompt has more image placeholder runs than the %d images sent", len(grids))
+		}
+		g := grids[img]
+		img++
+		if g[1]%merge != 0 || g[2]%merge != 0 {
+			return nil, 0, fmt.Errorf("positions: image %d grid %v is not divisible by merge %d", img, g, merge)
+		}
+		gt, gh, gw := g[0], g[1]/merge, g[2]/merge
+		n := gt * gh * gw
+		for k := 0; k < n; k++ {
+			if i+k >= len(ids) || ids[i+k] != imageToken {
+				return nil, 0, fmt.Errorf("positions: image %d needs %d placeholder tokens, the prompt has fewer", img, n)
+			}
+		}
+		base := next
+		for t := 0; t < gt; t++ {
+			for h := 0; h < gh; h++ {
+				for w := 0; w < gw; w++ {
+					add(base+int32(t), base+int32(h), base+int32(w))
+				}
+			}
+		}
+		i += n
+	}
+	if img != len(grids) {
+		return nil, 0, fmt.Errorf("positions: %d images sent, the prompt has %d placeholder runs", len(grids), img)
+	}
+	return pos, next - int32(len(ids)), nil
+}
+
+// Decode gives the M-RoPE positions of a generated token at cache position p.
+func Decode(p int, delta int32) [3]int32 {
+	v := int32(p) + delta
+	return [3]int32{v, v, v}
+}
+
+// Vision2D gives each patch's (row, column) in the merge-window order the Qwen2-VL processor
+// emits patches in ([N*2], row-major), for every frame of every grid.
+func Vision2D(grids []Grid, merge int) []int32 {
+	var pos []int32
+	for _, g := range grids {
+		t, h, w := g[0], g[1], g[2]
+		for f := 0; f < t; f++ {
+			for bh := 0; bh < h/merge; bh++ {
+				for bw := 0; bw < w/merge; bw++ {
+					for mh := 0; mh < merge; mh++ {
+						for mw := 0; mw < merge; mw++ {
+							pos = append(pos, int32(bh*merge+mh), int32(bw*merge+mw))
+						}
+					}
+				}
+			}
+		}
+	}
+	return pos
+}
+
+// Spans gives the cumulative patch offsets of each frame of each grid: full attention runs
+// within a frame ([frames+1]).
+func Spans(grids []Grid) []int32 {
+	spans := []int32{0}
+	for _, g := range grids {
+		for f := 0; f < g[0]; f++ {
+			spans = append(spans, spans[len(spans)-1]+int32(g[1]*g[2]))
+		}
+	}
+	return spans
+}

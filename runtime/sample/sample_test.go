@@ -1,0 +1,44 @@
+package sample
+
+import "testing"
+
+func TestGreedyTiesAndNaN(t *testing.T) {
+	nan := float32(0)
+	nan = nan / nan
+	if got := Greedy([]float32{1, 3, 3, 2}); got != 1 {
+		t.Fatalf("tie went to %d, want 1", got)
+	}
+	if got := Greedy([]float32{nan, 0.5, 2}); got != 2 {
+		t.Fatalf("NaN first: got %d, want 2", got)
+	}
+}
+
+func TestPickKeyedBySeedAndPosition(t *testing.T) {
+	logits := []float32{1, 1.1, 0.9, 1.05, 0.2}
+	p := Params{Temperature: 1, Seed: 7}
+	seen := map[int]bool{}
+	for pos := 0; pos < 64; pos++ {
+		a, b := Pick(logits, p, pos), Pick(logits, p, pos)
+		if a != b {
+			t.Fatalf("position %d drew %d then %d", pos, a, b)
+		}
+		seen[a] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("64 draws at temperature 1 gave only %d distinct tokens", len(seen))
+	}
+	if got := Pick(logits, Params{Temperature: 1, TopK: 1, Seed: 3}, 5); got != 1 {
+		t.Fatalf("top-k 1 gave %d, want the argmax 1", got)
+	}
+	for pos := 0; pos < 32; pos++ {
+		if got := Pick(logits, Params{Temperature: 1, TopP: 0.2, Seed: 9}, pos); got != 1 && got != 3 {
+			t.Fatalf("top-p 0.2 drew %d outside the nucleus {1,3}", got)
+		}
+	}
+}
+
+func TestMargin(t *testing.T) {
+	if m := Margin([]float32{0.5, 2, 1.25}); m != 0.75 {
+		t.Fatalf("margin %v", m)
+	}
+}
