@@ -1,0 +1,168 @@
+// Package image turns request images into the pixel_values and image_grid_thw that a
+// Qwen2-VL style vision tower reads, bit for bit as transformers' Qwen2-VL image processor does.
+package image
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Config holds the image processor settings of one checkpoint (its preprocessor_config.json).
+type Config struct {
+	PatchSize         int
+	TemporalPatchSize int
+	MergeSize         int
+	MinPixels         int
+	MaxPixels         int
+	DoResize          bool
+	DoRescale         bool
+	DoNormalize       bool
+	RescaleFactor     float64
+	ImageMean         [3]float64
+	ImageStd          [3]float64
+}
+
+// Factor is the side length every resized dimension is a multiple of.
+func (c Config) Factor() int { return c.PatchSize * c.MergeSize }
+
+// PatchDim is the length of one row of pixel_values: 3 channels x temporal x patch x patch.
+func (c Config) PatchDim() int { return 3 * c.TemporalPatchSize * c.PatchSize * c.PatchSize }
+
+// WithPixels returns c with a request's min_pixels/max_pixels override; zero keeps the checkpoint's value.
+func (c Config) WithPixels(minPixels, maxPixels int) Config {
+	if minPixels > 0 {
+		c.MinPixels = minPixels
+	}
+	if maxPixels > 0 {
+		c.MaxPixels = maxPixels
+	}
+	return c
+}
+
+// DefaultConfig is what transformers' Qwen2VLImageProcessor uses when preprocessor_config.json is silent.
+func DefaultConfig() Config {
+	return Config{
+		PatchSize:         14,
+		TemporalPatchSize: 2,
+		MergeSize:         2,
+		MinPixels:         56 * 56,
+		MaxPixels:         28 * 28 * 1280,
+		DoResize:          true,
+		DoRescale:         true,
+		DoNormalize:       true,
+		RescaleFactor:     1.0 / 255,
+		ImageMean:         [3]float64{0.48145466, 0.4578275, 0.40821073},
+		ImageStd:          [3]float64{0.26862954, 0.26130258, 0.27577711},
+	}
+}
+
+// preprocessorJSON is the part of preprocessor_config.json that decides pixel_values.
+type preprocessorJSON struct {
+	MinPixels         *int               `json:"min_pixels"`
+	MaxPixels         *int               `json:"max_pixels"`
+	Size              map[string]float64 `json:"size"`
+	PatchSize         *int               `json:"patch_size"`
+	TemporalPatchSize *int               `json:"temporal_patch_size"`
+	MergeSize         *int               `json:"merge_size"`
+	DoResize          *bool              `json:"do_resize"`
+	DoRescale         *bool              `json:"do_rescale"`
+	DoNormalize       *bool              `json:"do_normalize"`
+	DoConvertRGB      *bool              `json:"do_convert_rgb"`
+	RescaleFactor     *float64           `json:"rescale_factor"`
+	ImageMean         []float64          `json:"image_mean"`
+	ImageStd          []float64          `json:"image_std"`
+	Resample          *int               `json:"resample"`
+}
+
+// LoadConfig reads dir/preprocessor_config.json; min/max pixels come from size.{shortest_edge,longest_edge}
+// and are overridden by top-level min_pixels/max_pixels, as transformers does.
+func LoadConfig(dir string) (Config, error) {
+	path := filepath.Join(dir, "preprocessor_config.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Config{}, fmt.Errorf("%s is missing; the checkpoint needs its preprocessor_config.json to process images", path)
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig parses the contents of a preprocessor_config.json; name is used in errors.
+func ParseConfig(name string, data []byte) (Config, error) {
+	var j preprocessorJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return Config{}, fmt.Errorf("%s: %v; fix the JSON", name, err)
+	}
+	c := DefaultConfig()
+	if j.Size != nil {
+		if v, ok := j.Size["shortest_edge"]; ok {
+			c.MinPixels = int(v)
+		} else if v, ok := j.Size["min_pixels"]; ok {
+			c.MinPixels = int(v)
+		}
+		if v, ok := j.Size["longest_edge"]; ok {
+			c.MaxPixels = int(v)
+		} else if v, ok := j.Size["max_pixels"]; ok {
+			c.MaxPixels = int(v)
+		}
+	}
+	setInt := func(dst *int, src *int) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	setBool := func(dst *bool, src *bool) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	setInt(&c.MinPixels, j.MinPixels)
+	setInt(&c.MaxPixels, j.MaxPixels)
+	setInt(&c.PatchSize, j.PatchSize)
+	setInt(&c.TemporalPatchSize, j.TemporalPatchSize)
+	setInt(&c.MergeSize, j.MergeSize)
+	setBool(&c.DoResize, j.DoResize)
+	setBool(&c.DoRescale, j.DoRescale)
+	setBool(&c.DoNormalize, j.DoNormalize)
+	if j.RescaleFactor != nil {
+		c.RescaleFactor = *j.RescaleFactor
+	}
+	if j.ImageMean != nil {
+		if len(j.ImageMean) != 3 {
+			return Config{}, fmt.Errorf("%s: image_mean has %d values; give one per RGB channel", name, len(j.ImageMean))
+		}
+		copy(c.ImageMean[:], j.ImageMean)
+	}
+	if j.ImageStd != nil {
+		if len(j.ImageStd) != 3 {
+			return Config{}, fmt.Errorf("%s: image_std has %d values; give one per RGB channel", name, len(j.ImageStd))
+		}
+		copy(c.ImageStd[:], j.ImageStd)
+	}
+	if j.DoConvertRGB != nil && !*j.DoConvertRGB {
+		return Config{}, fmt.Errorf("%s: do_convert_rgb is false; tfc always converts to RGB, set it to true", name)
+	}
+	if j.Resample != nil && *j.Resample != 3 {
+		return Config{}, fmt.Errorf("%s: resample is %d; tfc implements bicubic only, set it to 3", name, *j.Resample)
+	}
+	return c, c.validate(name)
+}
+
+func (c Config) validate(name string) error {
+	switch {
+	case c.PatchSize <= 0 || c.MergeSize <= 0 || c.TemporalPatchSize <= 0:
+		return fmt.Errorf("%s: patch_size, merge_size and temporal_patch_size must be positive", name)
+	case c.MinPixels <= 0 || c.MaxPixels < c.MinPixels:
+		return fmt.Errorf("%s: min_pixels %d and max_pixels %d must satisfy 0 < min <= max", name, c.MinPixels, c.MaxPixels)
+	case c.DoNormalize && (c.ImageStd[0] == 0 || c.ImageStd[1] == 0 || c.ImageStd[2] == 0):
+		return fmt.Errorf("%s: image_std has a zero; every channel needs a non-zero std", name)
+	case c.DoRescale && c.RescaleFactor == 0:
+		return fmt.Errorf("%s: rescale_factor is 0; use 1/255", name)
+	}
+	return nil
+}
