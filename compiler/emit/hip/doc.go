@@ -1,0 +1,60 @@
+// Package hip renders a family's kernels as HIP source: the text of kernels/<family>.hip.
+//
+// The lowering hands Render a list of Kernels. A Kernel is one launch: a short list of catalog
+// ops (runtime/device, named as OpName returns) whose constants are baked in. The first op is the
+// producer; the ops after it are epilogues fused into it, and they form a chain: each later op's
+// first input operand is the previous op's output. Rope's X is the Y of the last op before it that
+// is not a rope, or the column slice of that Y starting at Ints["col"] (so one linear can feed a
+// rope of q and a rope of k). An op's output is stored unless Flags["internal"] says that only
+// later ops of the same kernel read it.
+//
+// Kernels supported, by the op they are built around:
+//
+//	linear                 tiled GEMM (LDS tiles, F32 accumulation over K in order), then its own
+//	                       bias, activation and residual epilogue, then rope, add, mul, activate,
+//	                       glu, copy
+//	rmsnorm, layernorm     one block a row; add, mul, activate, glu, copy before it (forming the
+//	                       row) and after it; rmsnorm with has_res also stores x+Res to Sum
+//	add mul activate glu copy  elementwise chains
+//	rope                   in place, alone
+//	attention              alone: full over spans, or causal over a paged KV cache
+//	embed gather scatter   row copies, alone
+//
+// # Constants each op needs
+//
+//	linear     Ints N, K; Act; Flags has_bias, has_res
+//	rmsnorm    Ints D; Floats eps; Flags has_res
+//	layernorm  Ints D; Floats eps; Flags has_bias
+//	rope       Ints heads, head_dim, sections, section0..section{sections-1}, col (in a linear
+//	           kernel); Floats theta; Flags per_axis (RopePerAxis, else RopeSections)
+//	attention  Ints heads, kv_heads, head_dim, page_size (with cache); Floats scale; Flags cache
+//	add mul activate glu copy  Ints N (columns); Act for activate and glu
+//	embed      Ints D, V (table rows)
+//	gather scatter  Ints D
+//
+// DTypes maps an operand field to "F32", "BF16" or "F16" (absent means F32); index operands
+// (Ids, Index, Pos, Spans, Rows.*) are always I32.
+//
+// # Parameters
+//
+// A kernel's parameter list follows one rule, which the GPU backends use to marshal arguments:
+// for each op in order, for each of its Tensor operands in the field order of its struct in
+// runtime/device (Attention's Cache.K, Cache.V, then Rows.RowSeq, Rows.RowPos, Rows.PageTable
+// follow Spans), if the operand is present, two parameters: a pointer to the tensor's first
+// element (buffer base plus Off elements) and its row stride in elements (int). Optional operands
+// are present as their flags say (Linear B: has_bias, Res: has_res; RMSNorm Res and Sum: has_res;
+// LayerNorm B: has_bias; Attention Spans without cache, Cache and Rows with it). Every operand is
+// passed even when the fused kernel does not read it. Then the runtime sizes: int M, the rows
+// the launch covers (the Rows of the first op's X for linear, norms and rope, Q for attention,
+// Src for scatter, Y otherwise), and for attention over spans int S, the number of spans
+// (Spans.Cols - 1). Params returns this list; Launches gives the grid of each launch.
+//
+// A cached attention kernel is two launches with the same arguments: <name>_kvstore, which stores
+// the launch's K and V rows into the cache, then <name>.
+//
+// # Planted controls
+//
+// Render can plant one mutation in one named kernel (Mutate): every kernel declares
+// `constexpr int MUT`, and the templates in kernels/tfc_kernels.h read it. A mutant differs from
+// the real kernel in that one line.
+package hip

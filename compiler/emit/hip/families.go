@@ -1,0 +1,501 @@
+package hip
+
+import (
+	"fmt"
+	"strings"
+)
+
+// threads is the block size of every kernel; the reductions in kernels/tfc_kernels.h assume it.
+const threads = 256
+
+// gemm: a linear, then its epilogue passes over the C tile in LDS. Pointwise ops join the pass
+// before them; each rope is a pass of its own, because it pairs columns j and j+head_dim/2.
+type gemm struct {
+	k          Kernel
+	n          int
+	bm, bn, bk int
+	ropeOf     map[int][]int // base op → the ropes that rotate slices of its Y
+}
+
+func newGEMM(k Kernel) (family, error) {
+	lin := k.Ops[0]
+	f := &gemm{k: k, n: lin.int("N"), bm: 64, bn: 64, bk: 16, ropeOf: map[int][]int{}}
+	hd, base := 0, 0
+	var covered [][2]int
+	for i := 1; i < len(k.Ops); i++ {
+		o := k.Ops[i]
+		switch {
+		case o.Kind == "rope":
+			if err := checkRope(k, i); err != nil {
+				return nil, err
+			}
+			h := o.int("head_dim")
+			if hd != 0 && h != hd {
+				return nil, fmt.Errorf("kernel %s: ropes with head_dim %d and %d cannot share a linear kernel", k.Name, hd, h)
+			}
+			if h%16 != 0 {
+				return nil, fmt.Errorf("kernel %s: rope head_dim %d is not a multiple of 16, so it cannot be a GEMM tile; keep the rope in its own kernel", k.Name, h)
+			}
+			lo, hi := o.int("col"), o.int("col")+o.int("heads")*h
+			if lo%h != 0 || hi > f.n {
+				return nil, fmt.Errorf("kernel %s: op %d rotates columns [%d,%d) of a %d-column output; they must be whole heads inside it", k.Name, i, lo, hi, f.n)
+			}
+			for _, c := range covered {
+				if lo < c[1] && c[0] < hi {
+					return nil, fmt.Errorf("kernel %s: op %d rotates columns [%d,%d) that another rope also rotates", k.Name, i, lo, hi)
+				}
+			}
+			covered = append(covered, [2]int{lo, hi})
+			hd = h
+			f.ropeOf[base] = append(f.ropeOf[base], i)
+		case pointwiseKinds[o.Kind]:
+			if err := checkPointwise(k, i, i+1, f.n); err != nil {
+				return nil, err
+			}
+			base, covered = i, nil
+		default:
+			return nil, fmt.Errorf("kernel %s: op %d (%s) cannot follow a linear in one kernel; start a new kernel", k.Name, i, o.Kind)
+		}
+	}
+	if hd > 0 {
+		f.bn = hd
+		if hd > 80 {
+			f.bm = 32
+		}
+	}
+	return f, nil
+}
+
+func (f *gemm) launches() []Launch {
+	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}}
+}
+
+func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride, MissingBarrier} }
+
+func (f *gemm) body(g *gen) error {
+	lin := g.k.Ops[0]
+	g.line("constexpr int BM = %d, BN = %d, BK = %d, N = %d, K = %d;", f.bm, f.bn, f.bk, f.n, lin.int("K"))
+	g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
+	g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;")
+	g.line("tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+	// Split the epilogue into passes: runs of pointwise ops, and single ropes.
+	var passes [][]int
+	for i := 0; i < len(g.k.Ops); i++ {
+		if g.k.Ops[i].Kind == "rope" || len(passes) == 0 || g.k.Ops[passes[len(passes)-1][0]].Kind == "rope" {
+			passes = append(passes, []int{i})
+			continue
+		}
+		passes[len(passes)-1] = append(passes[len(passes)-1], i)
+	}
+	for p, ops := range passes {
+		last := p == len(passes)-1
+		if g.k.Ops[ops[0]].Kind == "rope" {
+			if err := f.ropePass(g, ops[0], last); err != nil {
+				return err
+			}
+		} else {
+			f.pointwisePass(g, ops, last)
+		}
+		if !last {
+			g.line("__syncthreads();")
+		}
+	}
+	return nil
+}
+
+func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
+	g.open("for (int e = threadIdx.x; e < BM * BN; e += %d)", threads)
+	g.line("const int r = e / BN, c = e %% BN, m = m0 + r, n = n0 + c;")
+	g.line("if (m >= M || n >= N) continue;")
+	g.line("float v = smem[r * (BN + 1) + c];")
+	for _, i := range ops {
+		o := g.k.Ops[i]
+		if i == 0 {
+			if o.Flags["has_bias"] {
+				g.line("v += tfc_ld(op0_B + n);")
+			}
+			if a := acts[o.actName()]; a != "" {
+				g.line("v = %s(v);", a)
+			}
+			if o.Flags["has_res"] {
+				g.line("v += %s;", load(0, "Res", "m", "n"))
+			}
+			if !o.Flags["internal"] {
+				g.line("%s", f.storeUnlessRoped(i, store(0, "Y", "m", "n", "v")))
+			}
+			continue
+		}
+		if ropes := f.ropeOf[i]; len(ropes) > 0 && !o.Flags["internal"] {
+			// The op's store skips the columns its ropes will write.
+			inner := &gen{k: g.k, mut: g.mut}
+			inner.pointwiseStep(i, "m", "n")
+			lines := strings.Split(strings.TrimSpace(inner.b.String()), "\n")
+			for _, l := range lines[:len(lines)-1] {
+				g.line("%s", l)
+			}
+			g.line("%s", f.storeUnlessRoped(i, lines[len(lines)-1]))
+			continue
+		}
+		g.pointwiseStep(i, "m", "n")
+	}
+	if !last {
+		g.line("smem[r * (BN + 1) + c] = v;")
+	}
+	g.close()
+}
+
+// storeUnlessRoped guards the store of op i's Y when later ropes write some of its columns.
+func (f *gemm) storeUnlessRoped(i int, st string) string {
+	var cond []string
+	for _, r := range f.ropeOf[i] {
+		o := f.k.Ops[r]
+		cond = append(cond, fmt.Sprintf("(n >= %d && n < %d)", o.int("col"), o.int("col")+o.int("heads")*o.int("head_dim")))
+	}
+	if len(cond) == 0 {
+		return st
+	}
+	return fmt.Sprintf("if (!(%s)) %s", strings.Join(cond, " || "), st)
+}
+
+func (f *gemm) ropePass(g *gen, i int, last bool) error {
+	o := g.k.Ops[i]
+	lo := o.int("col")
+	hi := lo + o.int("heads")*o.int("head_dim")
+	g.open("if (n0 >= %d && n0 < %d)", lo, hi)
+	g.open("for (int e = threadIdx.x; e < BM * (BN / 2); e += %d)", threads)
+	g.line("const int r = e / (BN / 2), j = e %% (BN / 2), m = m0 + r;")
+	g.line("if (m >= M) continue;")
+	g.line("float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];")
+	if err := ropeAngle(g, o); err != nil {
+		return err
+	}
+	g.line("tfc_rotate(x, y, (float)op%d_Pos[(size_t)m * op%d_Pos_ld + a], f);", i, i)
+	col := fmt.Sprintf("n0 - %d + j", lo)
+	if lo == 0 {
+		col = "n0 + j"
+	}
+	g.line("%s", store(i, "X", "m", col, "x"))
+	g.line("%s", store(i, "X", "m", col+" + BN / 2", "y"))
+	if !last {
+		g.line("smem[r * (BN + 1) + j] = x;")
+		g.line("smem[r * (BN + 1) + j + BN / 2] = y;")
+	}
+	g.close()
+	g.close()
+	return nil
+}
+
+// checkRope checks a rope's sections against its head size.
+func checkRope(k Kernel, i int) error {
+	o := k.Ops[i]
+	n, sum := o.int("sections"), 0
+	if n < 1 {
+		return fmt.Errorf("kernel %s: op %d (rope) needs at least one section", k.Name, i)
+	}
+	for s := 0; s < n; s++ {
+		w, ok := o.Ints[fmt.Sprintf("section%d", s)]
+		if !ok || w <= 0 {
+			return fmt.Errorf("kernel %s: op %d (rope) needs Ints[\"section%d\"] > 0", k.Name, i, s)
+		}
+		sum += w
+	}
+	if hd := o.int("head_dim"); hd%2 != 0 || sum != hd/2 {
+		return fmt.Errorf("kernel %s: op %d (rope): sections sum to %d pairs but head_dim %d has %d", k.Name, i, sum, hd, hd/2)
+	}
+	return nil
+}
+
+// ropeAngle declares the axis a and inverse frequency f of rotary pair j.
+func ropeAngle(g *gen, o Op) error {
+	theta, err := cfloat(o.float("theta"))
+	if err != nil {
+		return fmt.Errorf("rope theta: %w", err)
+	}
+	n := o.int("sections")
+	var starts, widths []string
+	axis, acc := fmt.Sprint(n-1), 0
+	for s := 0; s < n; s++ {
+		w := o.int(fmt.Sprintf("section%d", s))
+		starts, widths = append(starts, fmt.Sprint(acc)), append(widths, fmt.Sprint(w))
+		acc += w
+	}
+	for s, bound := n-2, acc-o.int(fmt.Sprintf("section%d", n-1)); s >= 0; s-- {
+		axis = fmt.Sprintf("j < %d ? %d : %s", bound, s, axis)
+		bound -= o.int(fmt.Sprintf("section%d", s))
+	}
+	g.line("const int a = %s;", axis)
+	if !o.Flags["per_axis"] {
+		g.line("const float f = powf(%s, -2.f * j / %d);", theta, o.int("head_dim"))
+		return nil
+	}
+	g.line("const float f = powf(%s, -(float)(j - %s) / %s);", theta, pick(starts), pick(widths))
+	return nil
+}
+
+// pick selects by axis a among per-axis values.
+func pick(vs []string) string {
+	s := vs[len(vs)-1]
+	for i := len(vs) - 2; i >= 0; i-- {
+		s = fmt.Sprintf("(a == %d ? %s : %s)", i, vs[i], s)
+	}
+	return s
+}
+
+// rowNorm: one block a row; pointwise ops before the norm form the row, ops after it use it.
+type rowNorm struct {
+	k    Kernel
+	norm int
+	d    int
+}
+
+func newRowNorm(k Kernel, norm int) (family, error) {
+	d := k.Ops[norm].int("D")
+	if err := checkPointwise(k, 0, norm, d); err != nil {
+		return nil, err
+	}
+	if err := checkPointwise(k, norm+1, len(k.Ops), d); err != nil {
+		return nil, err
+	}
+	return &rowNorm{k: k, norm: norm, d: d}, nil
+}
+
+func (f *rowNorm) launches() []Launch {
+	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+}
+
+func (f *rowNorm) mutations() []Mutation {
+	return []Mutation{OffByOneBound, DroppedScale, WrongStride, MissingBarrier}
+}
+
+func (f *rowNorm) body(g *gen) error {
+	o, j := g.k.Ops[f.norm], f.norm
+	eps, err := cfloat(o.float("eps"))
+	if err != nil {
+		return fmt.Errorf("kernel %s: eps: %w", g.k.Name, err)
+	}
+	g.line("constexpr int D = %d;", f.d)
+	g.line("__shared__ float row[D];")
+	g.line("__shared__ float red[%d];", threads)
+	g.line("const int m = blockIdx.x;")
+	g.line("if (m >= M) return;")
+	g.open("for (int c = threadIdx.x; c < D; c += %d)", threads)
+	first := g.k.Ops[0]
+	field := "X"
+	if f.norm > 0 {
+		field = firstInput(first.Kind)
+	}
+	g.line("float v = tfc_ld(%s);", atMut(0, field, "m", "c"))
+	for i := 0; i < f.norm; i++ {
+		g.pointwiseStep(i, "m", "c")
+	}
+	if o.Kind == "rmsnorm" && o.Flags["has_res"] {
+		g.line("v += %s;", load(j, "Res", "m", "c"))
+		g.line("%s", store(j, "Sum", "m", "c", "v"))
+	}
+	g.line("row[c] = v;")
+	g.close()
+	g.line("float part = 0.f;")
+	wt := fmt.Sprintf("tfc_scale<MUT>(tfc_ld(op%d_W + c))", j)
+	if o.Kind == "rmsnorm" {
+		g.line("for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += %d) part = fmaf(row[c], row[c], part);", threads)
+		g.line("const float inv = rsqrtf(tfc_block_sum<%d, MUT>(part, red) / D + %s);", threads, eps)
+		g.open("for (int c = threadIdx.x; c < D; c += %d)", threads)
+		g.line("float v = row[c] * inv * %s;", wt)
+	} else {
+		g.line("for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += %d) part += row[c];", threads)
+		g.line("const float mean = tfc_block_sum<%d, MUT>(part, red) / D;", threads)
+		g.line("part = 0.f;")
+		g.open("for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += %d)", threads)
+		g.line("const float x = row[c] - mean;")
+		g.line("part = fmaf(x, x, part);")
+		g.close()
+		g.line("const float inv = rsqrtf(tfc_block_sum<%d, MUT>(part, red) / D + %s);", threads, eps)
+		g.open("for (int c = threadIdx.x; c < D; c += %d)", threads)
+		g.line("float v = (row[c] - mean) * inv * %s;", wt)
+		if o.Flags["has_bias"] {
+			g.line("v += tfc_ld(op%d_B + c);", j)
+		}
+	}
+	if !o.Flags["internal"] {
+		g.line("%s", store(j, "Y", "m", "c", "v"))
+	}
+	for i := f.norm + 1; i < len(g.k.Ops); i++ {
+		g.pointwiseStep(i, "m", "c")
+	}
+	g.close()
+	return nil
+}
+
+// pointwise: a chain of elementwise ops, one thread an element.
+type pointwise struct {
+	k Kernel
+	n int
+}
+
+func newPointwise(k Kernel) (family, error) {
+	n := k.Ops[0].int("N")
+	if err := checkPointwise(k, 0, len(k.Ops), n); err != nil {
+		return nil, err
+	}
+	return &pointwise{k: k, n: n}, nil
+}
+
+func (f *pointwise) launches() []Launch {
+	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: ceilDiv(f.n, threads)}}
+}
+
+func (f *pointwise) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride} }
+
+func (f *pointwise) body(g *gen) error {
+	g.line("constexpr int N = %d;", f.n)
+	g.line("const int m = blockIdx.x, c = blockIdx.y * %d + threadIdx.x;", threads)
+	g.line("if (m >= M || c >= tfc_bound<MUT>(N)) return;")
+	g.line("float v = tfc_ld(%s);", atMut(0, firstInput(g.k.Ops[0].Kind), "m", "c"))
+	for i := range g.k.Ops {
+		g.pointwiseStep(i, "m", "c")
+	}
+	return nil
+}
+
+// rope: in place, one block a row, one thread a rotary pair.
+type rope struct{ k Kernel }
+
+func newRope(k Kernel) (family, error) {
+	if err := checkRope(k, 0); err != nil {
+		return nil, err
+	}
+	return &rope{k: k}, nil
+}
+
+func (f *rope) launches() []Launch {
+	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+}
+
+func (f *rope) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride} }
+
+func (f *rope) body(g *gen) error {
+	o := g.k.Ops[0]
+	g.line("constexpr int HD = %d, HALF = HD / 2, PAIRS = %d * HALF;", o.int("head_dim"), o.int("heads"))
+	g.line("const int m = blockIdx.x;")
+	g.line("if (m >= M) return;")
+	g.open("for (int e = threadIdx.x; e < tfc_bound<MUT>(PAIRS); e += %d)", threads)
+	g.line("const int h = e / HALF, j = e %% HALF;")
+	g.line("%s* p = %s;", mustCType(o, "X"), atMut(0, "X", "m", "h * HD"))
+	g.line("float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);")
+	if err := ropeAngle(g, o); err != nil {
+		return err
+	}
+	g.line("tfc_rotate(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);")
+	g.line("tfc_st(p + j, x);")
+	g.line("tfc_st(p + j + HALF, y);")
+	g.close()
+	return nil
+}
+
+func mustCType(o Op, field string) string {
+	for _, x := range operands[o.Kind] {
+		if x.field == field {
+			t, _ := o.ctype(x)
+			return t
+		}
+	}
+	panic("hip: no operand " + field + " in " + o.Kind)
+}
+
+// attention: full over spans (groups of rows of one span), or causal over a paged cache.
+type attention struct {
+	k      Kernel
+	groups int // query rows a block takes, over spans
+}
+
+const keyTile = 32
+
+func newAttention(k Kernel) (family, error) {
+	o := k.Ops[0]
+	h, kv, hd := o.int("heads"), o.int("kv_heads"), o.int("head_dim")
+	if kv <= 0 || h%kv != 0 {
+		return nil, fmt.Errorf("kernel %s: attention heads %d are not a multiple of kv_heads %d", k.Name, h, kv)
+	}
+	if hd <= 0 {
+		return nil, fmt.Errorf("kernel %s: attention head_dim must be positive", k.Name)
+	}
+	if o.Flags["cache"] {
+		if o.int("page_size") <= 0 {
+			return nil, fmt.Errorf("kernel %s: a cached attention needs Ints[\"page_size\"] > 0", k.Name)
+		}
+		if mustCType(o, "Cache.K") != mustCType(o, "Cache.V") {
+			return nil, fmt.Errorf("kernel %s: Cache.K and Cache.V must have the same dtype", k.Name)
+		}
+	}
+	return &attention{k: k, groups: 8}, nil
+}
+
+func (f *attention) launches() []Launch {
+	o := f.k.Ops[0]
+	if !o.Flags["cache"] {
+		return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads")}}
+	}
+	return []Launch{
+		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
+		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("kv_heads")},
+	}
+}
+
+func (f *attention) mutations() []Mutation {
+	return []Mutation{OffByOneBound, DroppedScale, WrongStride, MissingBarrier}
+}
+
+func (f *attention) body(g *gen) error {
+	o := g.k.Ops[0]
+	scale, err := cfloat(o.float("scale"))
+	if err != nil {
+		return fmt.Errorf("kernel %s: scale: %w", g.k.Name, err)
+	}
+	h, kv, hd := o.int("heads"), o.int("kv_heads"), o.int("head_dim")
+	if !o.Flags["cache"] {
+		g.line("tfc_attention_spans<%d, %d, %d, %d, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,", hd, f.groups, keyTile, threads)
+		g.line("    op0_Spans, S, %d, %d, %s);", h, kv, scale)
+		return nil
+	}
+	ps := o.int("page_size")
+	g.line("tfc_attention_paged<%d, %d, %d, %d, %d, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,", hd, h/kv, keyTile, threads, ps)
+	g.line("    op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, %s);", scale)
+	g.pre = map[string]string{g.k.Name + "_kvstore": fmt.Sprintf(
+		"  tfc_kv_store<%d, %d, %d>(op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,\n"+
+			"      op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M);\n", kv*hd, ps, threads)}
+	return nil
+}
+
+// rowCopy: embed, gather and scatter, one block a row.
+type rowCopy struct{ k Kernel }
+
+func newRowCopy(k Kernel) (family, error) { return &rowCopy{k: k}, nil }
+
+func (f *rowCopy) launches() []Launch {
+	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+}
+
+func (f *rowCopy) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride} }
+
+func (f *rowCopy) body(g *gen) error {
+	o := g.k.Ops[0]
+	g.line("constexpr int D = %d;", o.int("D"))
+	g.line("const int m = blockIdx.x;")
+	g.line("if (m >= M) return;")
+	loop := fmt.Sprintf("for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += %d)", threads)
+	switch o.Kind {
+	case "embed":
+		g.line("const int id = op0_Ids[m];")
+		g.line("if (id < 0 || id >= %d) tfc_trap();", o.int("V"))
+		g.line("%s %s", loop, store(0, "Y", "m", "c", "tfc_ld("+atMut(0, "Table", "id", "c")+")"))
+	case "gather":
+		g.line("const int i = op0_Index[m];")
+		g.line("if (i < 0) tfc_trap();")
+		g.line("%s %s", loop, store(0, "Y", "m", "c", "tfc_ld("+atMut(0, "X", "i", "c")+")"))
+	case "scatter":
+		g.line("const int i = op0_Index[m];")
+		g.line("if (i < 0) tfc_trap();")
+		g.line("%s %s", loop, store(0, "Y", "i", "c", "tfc_ld("+atMut(0, "Src", "m", "c")+")"))
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package hip
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Kernel is one launch of generated code: its symbol, the graph lines it came from, and its ops.
+type Kernel struct {
+	Name   string
+	Source []string // graph file:line of each fused op
+	Ops    []Op
+}
+
+// Op is one catalog op with its constants specialised in.
+type Op struct {
+	Kind   string // catalog op name, as runtime/device's OpName returns it
+	Ints   map[string]int
+	Floats map[string]float64
+	Act    string            // activation name, as runtime/device.Act's String returns it
+	Flags  map[string]bool   // has_bias, has_res, cache, per_axis, internal
+	DTypes map[string]string // operand field → "F32", "BF16" or "F16"; absent means F32
+}
+
+// ParamKind says what a kernel parameter carries.
+type ParamKind uint8
+
+const (
+	Pointer   ParamKind = iota // address of the operand's first element
+	Stride                     // the operand's row stride in elements
+	Rows                       // the operand's row count (the launch's M)
+	SpanCount                  // the operand's column count minus one (spans of an attention)
+)
+
+// Param is one kernel parameter and where its value comes from.
+type Param struct {
+	Name  string    // C name
+	Kind  ParamKind //
+	Op    int       // index into Kernel.Ops of the op whose operand it describes
+	Field string    // the operand, as the field path of the op's struct: "X", "Cache.K", "Rows.RowPos"
+	CType string    // C type
+}
+
+// Launch is one kernel launch: grid.x = ceil(M/RowsPerBlock), plus S when PlusSpans; grid.y = GridY.
+type Launch struct {
+	Symbol       string
+	Threads      int
+	RowsPerBlock int
+	PlusSpans    bool
+	GridY        int
+}
+
+// operand is a Tensor field of a catalog op.
+type operand struct {
+	field string
+	in    bool   // read
+	out   bool   // written
+	index bool   // I32 indices
+	when  string // the flag that makes it present ("!cache": absent with cache); "" always
+}
+
+var (
+	in    = func(f string) operand { return operand{field: f, in: true} }
+	out   = func(f string) operand { return operand{field: f, out: true} }
+	index = func(f string) operand { return operand{field: f, in: true, index: true} }
+)
+
+func opt(o operand, flag string) operand { o.when = flag; return o }
+
+// operands lists each op's Tensor fields in the order of its struct in runtime/device.
+var operands = map[string][]operand{
+	"linear":    {in("X"), in("W"), opt(in("B"), "has_bias"), opt(in("Res"), "has_res"), out("Y")},
+	"rmsnorm":   {in("X"), opt(in("Res"), "has_res"), opt(out("Sum"), "has_res"), in("W"), out("Y")},
+	"layernorm": {in("X"), in("W"), opt(in("B"), "has_bias"), out("Y")},
+	"rope":      {{field: "X", in: true, out: true}, index("Pos")},
+	"attention": {in("Q"), in("K"), in("V"), out("Y"), opt(index("Spans"), "!cache"),
+		opt(operand{field: "Cache.K", in: true, out: true}, "cache"), opt(operand{field: "Cache.V", in: true, out: true}, "cache"),
+		opt(index("Rows.RowSeq"), "cache"), opt(index("Rows.RowPos"), "cache"), opt(index("Rows.PageTable"), "cache")},
+	"add":      {in("A"), in("B"), out("Y")},
+	"mul":      {in("A"), in("B"), out("Y")},
+	"activate": {in("X"), out("Y")},
+	"glu":      {in("Gate"), in("Up"), out("Y")},
+	"embed":    {index("Ids"), in("Table"), out("Y")},
+	"scatter":  {in("Src"), index("Index"), out("Y")},
+	"gather":   {in("X"), index("Index"), out("Y")},
+	"copy":     {in("X"), out("Y")},
+}
+
+// rowsOperand is the operand whose Rows is the launch's M, by the kernel's first op.
+func rowsOperand(kind string) string {
+	switch kind {
+	case "linear", "rmsnorm", "layernorm", "rope":
+		return "X"
+	case "attention":
+		return "Q"
+	case "scatter":
+		return "Src"
+	}
+	return "Y"
+}
+
+// required lists the constants each op must carry.
+var required = map[string]struct{ ints, floats []string }{
+	"linear":    {ints: []string{"N", "K"}},
+	"rmsnorm":   {ints: []string{"D"}, floats: []string{"eps"}},
+	"layernorm": {ints: []string{"D"}, floats: []string{"eps"}},
+	"rope":      {ints: []string{"heads", "head_dim", "sections"}, floats: []string{"theta"}},
+	"attention": {ints: []string{"heads", "kv_heads", "head_dim"}, floats: []string{"scale"}},
+	"add":       {ints: []string{"N"}},
+	"mul":       {ints: []string{"N"}},
+	"activate":  {ints: []string{"N"}},
+	"glu":       {ints: []string{"N"}},
+	"copy":      {ints: []string{"N"}},
+	"embed":     {ints: []string{"D", "V"}},
+	"scatter":   {ints: []string{"D"}},
+	"gather":    {ints: []string{"D"}},
+}
+
+var cTypes = map[string]string{"F32": "float", "BF16": "tfc_bf16", "F16": "__half"}
+
+var acts = map[string]string{"none": "", "silu": "tfc_silu", "gelu": "tfc_gelu", "gelu_tanh": "tfc_gelu_tanh", "quick_gelu": "tfc_quick_gelu"}
+
+func (o Op) present(x operand) bool {
+	switch {
+	case x.when == "":
+		return true
+	case strings.HasPrefix(x.when, "!"):
+		return !o.Flags[x.when[1:]]
+	}
+	return o.Flags[x.when]
+}
+
+// dtype is the element C type of an operand.
+func (o Op) ctype(x operand) (string, error) {
+	if x.index {
+		if d, ok := o.DTypes[x.field]; ok && d != "I32" {
+			return "", fmt.Errorf("%s.%s is an index operand and must be I32, not %s", o.Kind, x.field, d)
+		}
+		return "int", nil
+	}
+	d := o.DTypes[x.field]
+	if d == "" {
+		d = "F32"
+	}
+	t, ok := cTypes[d]
+	if !ok {
+		return "", fmt.Errorf("%s.%s has dtype %q; use F32, BF16 or F16", o.Kind, x.field, d)
+	}
+	return t, nil
+}
+
+func (o Op) int(key string) int       { return o.Ints[key] }
+func (o Op) float(key string) float64 { return o.Floats[key] }
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validate checks what every kernel needs before a family renders it.
+func (k Kernel) validate() error {
+	if !identifier.MatchString(k.Name) {
+		return fmt.Errorf("kernel %q: the name must be a C identifier", k.Name)
+	}
+	if len(k.Ops) == 0 {
+		return fmt.Errorf("kernel %s has no ops", k.Name)
+	}
+	for i, o := range k.Ops {
+		req, ok := required[o.Kind]
+		if !ok {
+			return fmt.Errorf("kernel %s: op %d: unknown op %q (the catalog is runtime/device's)", k.Name, i, o.Kind)
+		}
+		for _, key := range req.ints {
+			if v, ok := o.Ints[key]; !ok || v <= 0 {
+				return fmt.Errorf("kernel %s: op %d (%s) needs Ints[%q] > 0", k.Name, i, o.Kind, key)
+			}
+		}
+		for _, key := range req.floats {
+			if _, ok := o.Floats[key]; !ok {
+				return fmt.Errorf("kernel %s: op %d (%s) needs Floats[%q]", k.Name, i, o.Kind, key)
+			}
+		}
+		if _, ok := acts[o.actName()]; !ok {
+			return fmt.Errorf("kernel %s: op %d (%s): unknown activation %q", k.Name, i, o.Kind, o.Act)
+		}
+		for _, x := range operands[o.Kind] {
+			if _, err := o.ctype(x); err != nil {
+				return fmt.Errorf("kernel %s: op %d: %w", k.Name, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (o Op) actName() string {
+	if o.Act == "" {
+		return "none"
+	}
+	return o.Act
+}
+
+// paramName is the C name of an operand's pointer parameter.
+func paramName(op int, field string) string {
+	return fmt.Sprintf("op%d_%s", op, strings.ReplaceAll(field, ".", "_"))
+}
+
+// Params returns the kernel's parameter list by the package's rule.
+func Params(k Kernel) ([]Param, error) {
+	if err := k.validate(); err != nil {
+		return nil, err
+	}
+	var ps []Param
+	for i, o := range k.Ops {
+		for _, x := range operands[o.Kind] {
+			if !o.present(x) {
+				continue
+			}
+			t, _ := o.ctype(x)
+			if !x.out {
+				t = "const " + t
+			}
+			name := paramName(i, x.field)
+			ps = append(ps,
+				Param{Name: name, Kind: Pointer, Op: i, Field: x.field, CType: t + "*"},
+				Param{Name: name + "_ld", Kind: Stride, Op: i, Field: x.field, CType: "int"})
+		}
+	}
+	ps = append(ps, Param{Name: "M", Kind: Rows, Op: 0, Field: rowsOperand(k.Ops[0].Kind), CType: "int"})
+	if a := k.Ops[0]; a.Kind == "attention" && !a.Flags["cache"] {
+		ps = append(ps, Param{Name: "S", Kind: SpanCount, Op: 0, Field: "Spans", CType: "int"})
+	}
+	return ps, nil
+}
+
+// Launches returns the launches that run the kernel, in order.
+func Launches(k Kernel) ([]Launch, error) {
+	f, err := planFamily(k)
+	if err != nil {
+		return nil, err
+	}
+	return f.launches(), nil
+}

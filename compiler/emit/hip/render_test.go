@@ -1,0 +1,256 @@
+package hip
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/sample.hip and kernels/sample.hip from the renderer")
+
+// sampleHIP is where the audit finds the rendered sample.
+var sampleHIP = filepath.Join("..", "..", "..", "kernels", "sample.hip")
+
+func TestSampleGolden(t *testing.T) {
+	got, err := Render("sample", SampleKernels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "sample.hip")
+	if *update {
+		for _, p := range []string{golden, sampleHIP} {
+			if err := os.WriteFile(p, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range []string{golden, sampleHIP} {
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%v; run go test ./compiler/emit/hip -update", err)
+		}
+		if d := cmp.Diff(string(want), string(got)); d != "" {
+			t.Errorf("%s is stale (-want +got); run go test ./compiler/emit/hip -update\n%s", p, d)
+		}
+	}
+}
+
+func TestSampleCoversCatalog(t *testing.T) {
+	seen := map[string]bool{}
+	fused := map[string]bool{}
+	for _, k := range SampleKernels() {
+		var chain []string
+		for _, o := range k.Ops {
+			seen[o.Kind] = true
+			chain = append(chain, o.Kind)
+		}
+		fused[strings.Join(chain, "+")] = true
+	}
+	for kind := range operands {
+		if !seen[kind] {
+			t.Errorf("SampleKernels has no %s", kind)
+		}
+	}
+	for _, f := range []string{"linear+rope", "linear+rope+rope", "linear+activate", "linear+mul", "add+rmsnorm", "layernorm+activate", "add+mul+activate+copy"} {
+		if !fused[f] {
+			t.Errorf("SampleKernels has no %s kernel", f)
+		}
+	}
+}
+
+// handMade is a small kernel list with known parameters.
+var handMade = []Kernel{
+	{Name: "qkv", Source: []string{"graphs/t.graph:3", "graphs/t.graph:4"}, Ops: []Op{
+		{Kind: "linear", Ints: map[string]int{"N": 128, "K": 64}, Flags: map[string]bool{"has_bias": true}, DTypes: map[string]string{"W": "BF16"}},
+		{Kind: "rope", Ints: map[string]int{"heads": 2, "head_dim": 32, "sections": 1, "section0": 16}, Floats: map[string]float64{"theta": 10000}},
+	}},
+	{Name: "attn", Source: []string{"graphs/t.graph:9"}, Ops: []Op{
+		{Kind: "attention", Ints: map[string]int{"heads": 4, "kv_heads": 2, "head_dim": 32, "page_size": 16},
+			Floats: map[string]float64{"scale": 0.125}, Flags: map[string]bool{"cache": true}},
+	}},
+	{Name: "norm", Source: []string{"graphs/t.graph:12"}, Ops: []Op{
+		{Kind: "rmsnorm", Ints: map[string]int{"D": 64}, Floats: map[string]float64{"eps": 1e-5}, Flags: map[string]bool{"has_res": true}},
+	}},
+}
+
+func TestParams(t *testing.T) {
+	names := func(k Kernel) []string {
+		ps, err := Params(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, p := range ps {
+			s = append(s, p.CType+" "+p.Name)
+		}
+		return s
+	}
+	want := [][]string{
+		{"const float* op0_X", "int op0_X_ld", "const tfc_bf16* op0_W", "int op0_W_ld", "const float* op0_B", "int op0_B_ld",
+			"float* op0_Y", "int op0_Y_ld", "float* op1_X", "int op1_X_ld", "const int* op1_Pos", "int op1_Pos_ld", "int M"},
+		{"const float* op0_Q", "int op0_Q_ld", "const float* op0_K", "int op0_K_ld", "const float* op0_V", "int op0_V_ld",
+			"float* op0_Y", "int op0_Y_ld", "float* op0_Cache_K", "int op0_Cache_K_ld", "float* op0_Cache_V", "int op0_Cache_V_ld",
+			"const int* op0_Rows_RowSeq", "int op0_Rows_RowSeq_ld", "const int* op0_Rows_RowPos", "int op0_Rows_RowPos_ld",
+			"const int* op0_Rows_PageTable", "int op0_Rows_PageTable_ld", "int M"},
+		{"const float* op0_X", "int op0_X_ld", "const float* op0_Res", "int op0_Res_ld", "float* op0_Sum", "int op0_Sum_ld",
+			"const float* op0_W", "int op0_W_ld", "float* op0_Y", "int op0_Y_ld", "int M"},
+	}
+	for i, k := range handMade {
+		if d := cmp.Diff(want[i], names(k)); d != "" {
+			t.Errorf("%s params (-want +got):\n%s", k.Name, d)
+		}
+	}
+	spans := Kernel{Name: "a", Ops: []Op{{Kind: "attention", Ints: map[string]int{"heads": 2, "kv_heads": 2, "head_dim": 16}, Floats: map[string]float64{"scale": 1}}}}
+	ps, err := Params(spans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ps[len(ps)-1]
+	if last.Name != "S" || last.Kind != SpanCount || ps[len(ps)-3].Field != "Spans" {
+		t.Errorf("attention over spans ends %+v, want Spans then M then S", ps[len(ps)-3:])
+	}
+}
+
+func TestLaunches(t *testing.T) {
+	want := [][]Launch{
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4}},
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 2}},
+		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
+	}
+	for i, k := range handMade {
+		got, err := Launches(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want[i], got); d != "" {
+			t.Errorf("%s launches (-want +got):\n%s", k.Name, d)
+		}
+	}
+}
+
+func TestRenderHandMade(t *testing.T) {
+	got, err := Render("t", handMade)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(got)
+	for _, want := range []string{
+		"// Code generated by tfc from graphs/t.graph; DO NOT EDIT.",
+		"#include \"tfc_hip.h\"",
+		"// qkv: linear(bias) → rope\n// from graphs/t.graph:3, graphs/t.graph:4\n",
+		"extern \"C\" __global__ __launch_bounds__(256) void qkv(",
+		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
+		"tfc_kv_store<64, 16, 256>(",
+		"tfc_attention_paged<32, 2, 32, 256, 16, MUT>(",
+		"const float f = powf(10000.0f, -2.f * j / 32);",
+		"if (!((n >= 0 && n < 64))) tfc_st(op0_Y",
+		"rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-05f)",
+		"tfc_st(op0_Sum + (size_t)m * op0_Sum_ld + c, v);",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered text lacks %q", want)
+		}
+	}
+	if strings.Index(text, "void attn_kvstore(") > strings.Index(text, "void attn(") {
+		t.Error("attn_kvstore must come before attn, which it precedes at launch")
+	}
+}
+
+func TestMutations(t *testing.T) {
+	clean, err := Render("sample", SampleKernels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kernel string
+		m      Mutation
+	}{
+		{"lm_head", OffByOneBound}, {"lm_head", WrongStride}, {"lm_head", MissingBarrier},
+		{"final_norm", DroppedScale}, {"vision_attention", DroppedScale}, {"decode_attention", MissingBarrier},
+		{"swiglu", OffByOneBound}, {"embed_tokens", WrongStride}, {"mrope", OffByOneBound},
+	} {
+		got, err := Render("sample", SampleKernels(), Mutate(c.kernel, c.m))
+		if err != nil {
+			t.Errorf("%s %s: %v", c.kernel, c.m, err)
+			continue
+		}
+		d := lineDiff(string(clean), string(got))
+		want := []string{"-  constexpr int MUT = TFC_MUT_NONE;", "+  constexpr int MUT = " + mutationMacros[c.m] + ";  // planted control: " + c.m.String()}
+		if len(d) != 2 || d[0] != want[0] || d[1] != want[1] {
+			t.Errorf("%s %s changed %q, want only the MUT line of that kernel", c.kernel, c.m, d)
+			continue
+		}
+		// The changed line belongs to the named kernel.
+		at := strings.Index(string(got), want[1][1:])
+		if start := strings.LastIndex(string(got)[:at], "void "); !strings.HasPrefix(string(got)[start:], "void "+c.kernel+"(") {
+			t.Errorf("%s %s: the mutation landed in another kernel", c.kernel, c.m)
+		}
+	}
+	for _, c := range []struct {
+		kernel string
+		m      Mutation
+		err    string
+	}{
+		{"lm_head", DroppedScale, "mutation dropped-scale does not apply to kernel lm_head"},
+		{"swiglu", MissingBarrier, "mutation missing-barrier does not apply to kernel swiglu"},
+		{"nope", OffByOneBound, `names kernel "nope", which is not in family sample`},
+	} {
+		_, err := Render("sample", SampleKernels(), Mutate(c.kernel, c.m))
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s %s: error %v, want it to say %q", c.kernel, c.m, err, c.err)
+		}
+	}
+	for _, m := range []Mutation{OffByOneBound, DroppedScale, WrongStride, MissingBarrier} {
+		if p, err := ParseMutation(m.String()); err != nil || p != m {
+			t.Errorf("ParseMutation(%q) = %v, %v", m, p, err)
+		}
+	}
+}
+
+// lineDiff lists the lines only in a ("-") and only in b ("+"), for texts with equal line counts.
+func lineDiff(a, b string) []string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	if len(al) != len(bl) {
+		return []string{"line counts differ"}
+	}
+	var d []string
+	for i := range al {
+		if al[i] != bl[i] {
+			d = append(d, "-"+al[i], "+"+bl[i])
+		}
+	}
+	return d
+}
+
+func TestRenderErrors(t *testing.T) {
+	lin := Op{Kind: "linear", Ints: map[string]int{"N": 64, "K": 64}}
+	for _, c := range []struct {
+		k   Kernel
+		err string
+	}{
+		{Kernel{Name: "a b", Ops: []Op{lin}}, "must be a C identifier"},
+		{Kernel{Name: "k"}, "kernel k has no ops"},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "conv"}}}, `unknown op "conv"`},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "linear", Ints: map[string]int{"N": 4}}}}, `needs Ints["K"] > 0`},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "copy", Ints: map[string]int{"N": 0}}}}, `needs Ints["N"] > 0`},
+		{Kernel{Name: "k", Ops: []Op{lin, {Kind: "rmsnorm", Ints: map[string]int{"D": 64}, Floats: map[string]float64{"eps": 1e-6}}}}, "op 0 (linear) cannot be fused here"},
+		{Kernel{Name: "k", Ops: []Op{lin, {Kind: "gather", Ints: map[string]int{"D": 64}}}}, "op 1 (gather) cannot follow a linear"},
+		{Kernel{Name: "k", Ops: []Op{lin, {Kind: "add", Ints: map[string]int{"N": 32}}}}, "has N=32 but the chain has 64 columns"},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "add", Ints: map[string]int{"N": 8}, DTypes: map[string]string{"A": "F64"}}}}, `add.A has dtype "F64"`},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "activate", Ints: map[string]int{"N": 8}, Act: "relu"}}}, `unknown activation "relu"`},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "rope", Ints: map[string]int{"heads": 1, "head_dim": 8, "sections": 1, "section0": 3}, Floats: map[string]float64{"theta": 1e4}}}}, "sections sum to 3 pairs but head_dim 8 has 4"},
+		{Kernel{Name: "k", Ops: []Op{{Kind: "attention", Ints: map[string]int{"heads": 3, "kv_heads": 2, "head_dim": 8}, Floats: map[string]float64{"scale": 1}}}}, "not a multiple of kv_heads"},
+	} {
+		_, err := Render("t", []Kernel{c.k})
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("kernel %+v: error %v, want it to say %q", c.k, err, c.err)
+		}
+	}
+	if _, err := Render("t", []Kernel{{Name: "k", Ops: []Op{lin}}, {Name: "k", Ops: []Op{lin}}}); err == nil || !strings.Contains(err.Error(), "defined twice") {
+		t.Errorf("duplicate kernel names: error %v", err)
+	}
+}

@@ -1,0 +1,273 @@
+// tfc_kernels.h: the device templates that generated kernels specialise.
+//
+// Generated kernels (kernels/<family>.hip) are thin: they bake in a family's constants, compose
+// epilogues op by op, and call these templates for the parts that are the same everywhere (GEMM
+// tiles, block reductions, attention). Every reduction runs in a fixed order that depends only
+// on the row being computed, never on how many rows a launch has. Reductions go through LDS, so
+// the code is the same for wave32 and wave64.
+//
+// MUT selects a planted control (a deliberately wrong kernel for the contract's gates) and is
+// TFC_MUT_NONE in every kernel that serves.
+#pragma once
+#include "tfc_hip.h"
+
+#define TFC_MUT_NONE 0
+#define TFC_MUT_BOUND 1    // a loop stops one element short
+#define TFC_MUT_SCALE 2    // a scale factor is dropped
+#define TFC_MUT_STRIDE 3   // the first input's row stride is read one short
+#define TFC_MUT_BARRIER 4  // the barrier after an LDS fill is missing
+
+template <int MUT>
+__device__ constexpr int tfc_bound(int n) { return MUT == TFC_MUT_BOUND ? n - 1 : n; }
+template <int MUT>
+__device__ constexpr int tfc_stride(int ld) { return MUT == TFC_MUT_STRIDE ? ld - 1 : ld; }
+template <int MUT>
+__device__ constexpr float tfc_scale(float s) { return MUT == TFC_MUT_SCALE ? 1.f : s; }
+template <int MUT>
+__device__ __forceinline__ void tfc_fill_barrier() {
+  if (MUT != TFC_MUT_BARRIER) __syncthreads();
+}
+
+// Activations, as runtime/device.Act names them.
+__device__ __forceinline__ float tfc_silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float tfc_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float tfc_gelu_tanh(float x) {
+  return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float tfc_quick_gelu(float x) { return x / (1.f + expf(-1.702f * x)); }
+
+// tfc_rotate turns the pair (x, y) by angle pos·inv_freq (rotate-half RoPE).
+__device__ __forceinline__ void tfc_rotate(float& x, float& y, float pos, float inv_freq) {
+  float s, c;
+  sincosf(pos * inv_freq, &s, &c);
+  const float nx = x * c - y * s;
+  const float ny = y * c + x * s;
+  x = nx;
+  y = ny;
+}
+
+// tfc_block_sum adds v over the block's THREADS threads (a power of two) through LDS red[THREADS]
+// in a fixed tree order; every thread gets the sum.
+template <int THREADS, int MUT>
+__device__ __forceinline__ float tfc_block_sum(float v, float* red) {
+  static_assert((THREADS & (THREADS - 1)) == 0, "THREADS must be a power of two");
+  red[threadIdx.x] = v;
+  tfc_fill_barrier<MUT>();
+  for (int s = THREADS / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}
+
+// tfc_gemm_smem is the LDS (in floats) tfc_gemm_tile needs: the A and B tiles, then the C tile.
+template <int BM, int BN, int BK>
+struct tfc_gemm_smem {
+  static constexpr int ab = BK * (BM + 1) + BK * (BN + 1);
+  static constexpr int c = BM * (BN + 1);
+  static constexpr int floats = ab > c ? ab : c;
+};
+
+// tfc_gemm_tile computes the BM×BN tile at (m0, n0) of X·Wᵀ, X [M,K] and W [N,K], accumulating in
+// F32 over k in ascending order, and leaves it in smem as C[r*(BN+1) + c] for the epilogue.
+// 256 threads as a 16×16 grid; thread (ty, tx) owns rows ty+16i and columns tx+16j.
+template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW>
+__device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx, const TW* W, int ldw, int M, int m0, int n0) {
+  static_assert(BM % 16 == 0 && BN % 16 == 0, "tile sides must be multiples of 16");
+  constexpr int TM = BM / 16, TN = BN / 16;
+  float* As = smem;                 // [BK][BM+1]
+  float* Bs = smem + BK * (BM + 1);  // [BK][BN+1]
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int kend = tfc_bound<MUT>(K);
+  const int ldxm = tfc_stride<MUT>(ldx);
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    for (int e = threadIdx.x; e < BM * BK; e += 256) {
+      const int r = e / BK, k = e % BK, m = m0 + r, kk = k0 + k;
+      As[k * (BM + 1) + r] = (m < M && kk < kend) ? tfc_ld(X + (size_t)m * ldxm + kk) : 0.f;
+    }
+    for (int e = threadIdx.x; e < BN * BK; e += 256) {
+      const int c = e / BK, k = e % BK, n = n0 + c, kk = k0 + k;
+      Bs[k * (BN + 1) + c] = (n < N && kk < kend) ? tfc_ld(W + (size_t)n * ldw + kk) : 0.f;
+    }
+    tfc_fill_barrier<MUT>();
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) a[i] = As[k * (BM + 1) + ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) b[j] = Bs[k * (BN + 1) + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  float* C = smem;
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) C[(ty + 16 * i) * (BN + 1) + tx + 16 * j] = acc[i][j];
+  __syncthreads();
+}
+
+// Key rows of an attention: key t of a span starting at row s0, or position t through a page table.
+struct tfc_span_keys {
+  int s0;
+  __device__ size_t operator()(int t) const { return (size_t)(s0 + t); }
+};
+template <int PS>
+struct tfc_paged_keys {
+  const int* pages;
+  __device__ size_t operator()(int t) const { return (size_t)pages[t / PS] * PS + t % PS; }
+};
+
+// tfc_attend is online-softmax attention, in F32, for nq ≤ QG queries (qs [QG*HD] in LDS) that
+// share the keys t in [0, nkeys), read at row keys(t), columns kcol.. of K and V, in tiles of BKV
+// from t = 0. It leaves the unnormalised outputs in os [QG*HD] and the softmax sums in ls [QG].
+template <int HD, int QG, int BKV, int THREADS, int MUT, typename TK, typename TV, typename Keys>
+__device__ __forceinline__ void tfc_attend(const float* qs, int nq, const TK* K, int ldk, const TV* V, int ldv, int kcol, int nkeys,
+                           float scale, Keys keys, float* os, float* ls) {
+  __shared__ float ks[BKV * (HD + 1)];
+  __shared__ float vs[BKV * HD];
+  __shared__ float ps[QG * BKV];
+  __shared__ float ms[QG], as[QG];
+  const int tid = threadIdx.x;
+  for (int e = tid; e < QG * HD; e += THREADS) os[e] = 0.f;
+  for (int g = tid; g < QG; g += THREADS) {
+    ms[g] = TFC_NEG_INF;
+    ls[g] = 0.f;
+  }
+  const int kend = tfc_bound<MUT>(nkeys);
+  for (int t0 = 0; t0 < kend; t0 += BKV) {
+    const int nt = min(BKV, kend - t0);
+    for (int e = tid; e < BKV * HD; e += THREADS) {
+      const int j = e / HD, d = e % HD;
+      float kv = 0.f, vv = 0.f;
+      if (j < nt) {
+        const size_t row = keys(t0 + j);
+        kv = tfc_ld(K + row * ldk + kcol + d);
+        vv = tfc_ld(V + row * ldv + kcol + d);
+      }
+      ks[j * (HD + 1) + d] = kv;
+      vs[j * HD + d] = vv;
+    }
+    tfc_fill_barrier<MUT>();
+    for (int e = tid; e < QG * BKV; e += THREADS) {
+      const int g = e / BKV, j = e % BKV;
+      float s = TFC_NEG_INF;
+      if (g < nq && j < nt) {
+        float acc = 0.f;
+        for (int d = 0; d < HD; ++d) acc = fmaf(qs[g * HD + d], ks[j * (HD + 1) + d], acc);
+        s = acc * tfc_scale<MUT>(scale);
+      }
+      ps[e] = s;
+    }
+    __syncthreads();
+    for (int g = tid; g < nq; g += THREADS) {
+      float m = ms[g];
+      for (int j = 0; j < nt; ++j) m = fmaxf(m, ps[g * BKV + j]);
+      const float alpha = expf(ms[g] - m);
+      float l = ls[g] * alpha;
+      for (int j = 0; j < nt; ++j) {
+        const float p = expf(ps[g * BKV + j] - m);
+        ps[g * BKV + j] = p;
+        l += p;
+      }
+      ms[g] = m;
+      ls[g] = l;
+      as[g] = alpha;
+    }
+    __syncthreads();
+    for (int e = tid; e < nq * HD; e += THREADS) {
+      const int g = e / HD, d = e % HD;
+      float o = os[e] * as[g];
+      for (int j = 0; j < nt; ++j) o = fmaf(ps[g * BKV + j], vs[j * HD + d], o);
+      os[e] = o;
+    }
+    __syncthreads();
+  }
+}
+
+// tfc_attention_spans: block (b, h) takes group b of QG consecutive rows inside one span (groups
+// are counted span by span, so a row's group and key tiles depend only on its own span) and
+// query head h; every row attends to all rows of its span. Blocks past the last group exit.
+template <int HD, int QG, int BKV, int THREADS, int MUT, typename TQ, typename TK, typename TV, typename TY>
+__device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y, int ldy,
+                                    const int* spans, int S, int heads, int kvheads, float scale) {
+  __shared__ float qs[QG * HD], os[QG * HD], ls[QG];
+  const int b = blockIdx.x, h = blockIdx.y;
+  int s0 = 0, s1 = 0, r0 = -1;
+  for (int s = 0, first = 0; s < S; ++s) {
+    const int a = spans[s], z = spans[s + 1], groups = (z - a + QG - 1) / QG;
+    if (b < first + groups) {
+      s0 = a;
+      s1 = z;
+      r0 = a + (b - first) * QG;
+      break;
+    }
+    first += groups;
+  }
+  if (r0 < 0) return;
+  const int nq = min(QG, s1 - r0);
+  const int ldqm = tfc_stride<MUT>(ldq);
+  for (int e = threadIdx.x; e < QG * HD; e += THREADS) {
+    const int g = e / HD, d = e % HD;
+    qs[e] = g < nq ? tfc_ld(Q + (size_t)(r0 + g) * ldqm + h * HD + d) : 0.f;
+  }
+  __syncthreads();
+  const int kh = h / (heads / kvheads);
+  tfc_attend<HD, QG, BKV, THREADS, MUT>(qs, nq, K, ldk, V, ldv, kh * HD, s1 - s0, scale, tfc_span_keys{s0}, os, ls);
+  for (int e = threadIdx.x; e < nq * HD; e += THREADS) {
+    const int g = e / HD, d = e % HD;
+    tfc_st(Y + (size_t)(r0 + g) * ldy + h * HD + d, os[e] / ls[g]);
+  }
+}
+
+// tfc_attention_paged: block (r, kh) takes row r and the QG query heads that read KV head kh;
+// they attend causally to positions 0..pos of the row's sequence through its page table.
+template <int HD, int QG, int BKV, int THREADS, int PS, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+                                    int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
+                                    int M, float scale) {
+  __shared__ float qs[QG * HD], os[QG * HD], ls[QG];
+  const int r = blockIdx.x, kh = blockIdx.y;
+  if (r >= M) return;
+  const int seq = row_seq[r], pos = row_pos[r];
+  if (pos < 0 || pos / PS >= ldpt) tfc_trap();
+  const int ldqm = tfc_stride<MUT>(ldq);
+  for (int e = threadIdx.x; e < QG * HD; e += THREADS) {
+    qs[e] = tfc_ld(Q + (size_t)r * ldqm + kh * QG * HD + e);
+  }
+  __syncthreads();
+  const tfc_paged_keys<PS> keys{page_table + (size_t)seq * ldpt};
+  tfc_attend<HD, QG, BKV, THREADS, MUT>(qs, QG, Kc, ldkc, Vc, ldvc, kh * HD, pos + 1, scale, keys, os, ls);
+  for (int e = threadIdx.x; e < QG * HD; e += THREADS) {
+    tfc_st(Y + (size_t)r * ldy + kh * QG * HD + e, os[e] / ls[e / HD]);
+  }
+}
+
+// tfc_kv_store writes row r of K and V (W columns) into the paged caches at the row's
+// (sequence, position). It runs as its own launch before tfc_attention_paged.
+template <int W, int PS, int THREADS, typename TK, typename TV, typename TC>
+__device__ __forceinline__ void tfc_kv_store(const TK* K, int ldk, const TV* V, int ldv, TC* Kc, int ldkc, TC* Vc, int ldvc,
+                             const int* row_seq, const int* row_pos, const int* page_table, int ldpt, int M) {
+  const int r = blockIdx.x;
+  if (r >= M) return;
+  const int seq = row_seq[r], pos = row_pos[r];
+  if (pos < 0 || pos / PS >= ldpt) tfc_trap();
+  const size_t row = (size_t)page_table[(size_t)seq * ldpt + pos / PS] * PS + pos % PS;
+  for (int c = threadIdx.x; c < W; c += THREADS) {
+    tfc_st(Kc + row * ldkc + c, tfc_ld(K + (size_t)r * ldk + c));
+    tfc_st(Vc + row * ldvc + c, tfc_ld(V + (size_t)r * ldv + c));
+  }
+}
