@@ -1,0 +1,188 @@
+package ir
+
+import "sort"
+
+// Op names an operation of the closed catalog.
+type Op string
+
+const (
+	OpLinear    Op = "linear"     // x·Wᵀ (+ bias)
+	OpRMSNorm   Op = "rmsnorm"    // x / sqrt(mean(x²) + eps) * weight
+	OpLayerNorm Op = "layernorm"  // (x - mean) / sqrt(var + eps) * weight + bias
+	OpRope      Op = "rope"       // rotary embedding of each head, rotate-half layout
+	OpAttention Op = "attention"  // softmax(q·kᵀ·scale)·v over spans, or causal over a KV cache
+	OpAdd       Op = "add"        // a + b
+	OpMul       Op = "mul"        // a * b
+	OpSiLU      Op = "silu"       // x * sigmoid(x)
+	OpGELU      Op = "gelu"       // exact GELU (erf)
+	OpGELUTanh  Op = "gelu_tanh"  // GELU, tanh approximation
+	OpQuickGELU Op = "quick_gelu" // x * sigmoid(1.702 x)
+	OpSwiGLU    Op = "swiglu"     // silu(gate) * up
+	OpEmbed     Op = "embed"      // table rows by id
+	OpScatter   Op = "scatter"    // x with rows index[i] replaced by src[i]
+	OpGather    Op = "gather"     // rows index[i] of x
+	OpSplit     Op = "split"      // equal column slices (views)
+	OpMerge     Op = "merge"      // factor consecutive rows joined into one (a view)
+	OpFlatten   Op = "flatten"    // a weight seen as [d0, d1*d2*…] (a view)
+	OpSelect    Op = "select"     // cond ? a : b over weights, fixed at bind time
+	OpLoop      Op = "loop"       // for i < n { … }; see Loop
+)
+
+// ArgSpec describes one operand role of an op.
+type ArgSpec struct {
+	Role     string
+	Kinds    []Kind // accepted kinds; WeightView also accepts a declared weight
+	DType    DType  // required element type; 0 accepts F32 or Stored
+	Optional bool
+	Doc      string
+}
+
+// AttrSpec describes one attribute of an op.
+type AttrSpec struct {
+	Name     string
+	Kind     AttrKind
+	Required bool
+	Inferred bool     // computed by the checker; writing it is allowed and then checked
+	Enum     []string // AttrEnum: the accepted words, the first is the default
+	Default  string   // the default as written in the docs, when not Required
+	Doc      string
+}
+
+// OpSpec is a catalog entry: operands, attributes and the doc line; shape and dtype rules live
+// in package check and docs/graph-language.md.
+type OpSpec struct {
+	Op    Op
+	Args  []ArgSpec
+	Attrs []AttrSpec
+	Doc   string
+}
+
+// Attr finds an attribute spec.
+func (s *OpSpec) Attr(name string) *AttrSpec {
+	for i := range s.Attrs {
+		if s.Attrs[i].Name == name {
+			return &s.Attrs[i]
+		}
+	}
+	return nil
+}
+
+// ArgSpec finds an operand spec by role.
+func (s *OpSpec) ArgSpec(role string) *ArgSpec {
+	for i := range s.Args {
+		if s.Args[i].Role == role {
+			return &s.Args[i]
+		}
+	}
+	return nil
+}
+
+var (
+	tensor = []Kind{Tensor}
+	weight = []Kind{WeightView}
+)
+
+func unary(op Op, doc string) *OpSpec {
+	return &OpSpec{Op: op, Doc: doc, Args: []ArgSpec{{Role: "x", Kinds: tensor, DType: F32}}}
+}
+
+func binary(op Op, doc string) *OpSpec {
+	return &OpSpec{Op: op, Doc: doc, Args: []ArgSpec{
+		{Role: "a", Kinds: tensor, DType: F32}, {Role: "b", Kinds: tensor, DType: F32}}}
+}
+
+var catalog = map[Op]*OpSpec{
+	OpLinear: {Op: OpLinear, Doc: "x·Wᵀ + bias over the last dimension", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32},
+		{Role: "weight", Kinds: weight},
+		{Role: "bias", Kinds: weight, Optional: true}}},
+	OpRMSNorm: {Op: OpRMSNorm, Doc: "root-mean-square norm of each row, scaled by weight", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32},
+		{Role: "weight", Kinds: weight}},
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Required: true, Doc: "added to the mean square"}}},
+	OpLayerNorm: {Op: OpLayerNorm, Doc: "layer norm of each row (biased variance), scaled and shifted", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32},
+		{Role: "weight", Kinds: weight},
+		{Role: "bias", Kinds: weight}},
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Required: true, Doc: "added to the variance"}}},
+	OpRope: {Op: OpRope, Doc: "rotary embedding of every head by its row's positions", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32},
+		{Role: "pos", Kinds: tensor, DType: I32}},
+		Attrs: []AttrSpec{
+			{Name: "heads", Kind: AttrInt, Required: true, Doc: "heads in a row of x"},
+			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of x / heads"},
+			{Name: "theta", Kind: AttrFloat, Required: true, Doc: "frequency base"},
+			{Name: "sections", Kind: AttrInts, Required: true, Doc: "rotary pairs per position axis; they sum to head_dim/2"},
+			{Name: "mode", Kind: AttrEnum, Enum: []string{"sections", "per_axis"}, Default: "sections",
+				Doc: "sections: frequency by pair index over the whole head (M-RoPE); per_axis: frequency restarts in each section (2-D vision rope)"}}},
+	OpAttention: {Op: OpAttention, Doc: "scaled dot-product attention per head, full within spans or causal over a KV cache", Args: []ArgSpec{
+		{Role: "q", Kinds: tensor, DType: F32},
+		{Role: "k", Kinds: tensor, DType: F32},
+		{Role: "v", Kinds: tensor, DType: F32},
+		{Role: "spans", Kinds: []Kind{Spans}, Optional: true, Doc: "full attention within each span; excludes cache"},
+		{Role: "cache", Kinds: []Kind{KVCache}, Optional: true, Doc: "one layer of a KV cache, cache[i]; needs rows"},
+		{Role: "rows", Kinds: []Kind{Rows}, Optional: true, Doc: "each row's sequence and cache position"}},
+		Attrs: []AttrSpec{
+			{Name: "heads", Kind: AttrInt, Required: true, Doc: "query heads"},
+			{Name: "kv_heads", Kind: AttrInt, Default: "heads", Doc: "key/value heads; divides heads"},
+			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of q / heads"},
+			{Name: "scale", Kind: AttrFloat, Default: "1/sqrt(head_dim)", Doc: "multiplies q·kᵀ"}}},
+	OpAdd:       binary(OpAdd, "elementwise sum; `a + b`"),
+	OpMul:       binary(OpMul, "elementwise product; `a * b`"),
+	OpSiLU:      unary(OpSiLU, "x * sigmoid(x)"),
+	OpGELU:      unary(OpGELU, "0.5 x (1 + erf(x/√2))"),
+	OpGELUTanh:  unary(OpGELUTanh, "GELU, tanh approximation"),
+	OpQuickGELU: unary(OpQuickGELU, "x * sigmoid(1.702 x)"),
+	OpSwiGLU: {Op: OpSwiGLU, Doc: "silu(gate) * up", Args: []ArgSpec{
+		{Role: "gate", Kinds: tensor, DType: F32}, {Role: "up", Kinds: tensor, DType: F32}}},
+	OpEmbed: {Op: OpEmbed, Doc: "row ids[r] of table", Args: []ArgSpec{
+		{Role: "ids", Kinds: tensor, DType: I32}, {Role: "table", Kinds: weight}}},
+	OpScatter: {Op: OpScatter, Doc: "x with row index[i] replaced by row i of src", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32},
+		{Role: "src", Kinds: tensor, DType: F32},
+		{Role: "index", Kinds: tensor, DType: I32}}},
+	OpGather: {Op: OpGather, Doc: "row index[i] of x", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32}, {Role: "index", Kinds: tensor, DType: I32}}},
+	OpSplit: {Op: OpSplit, Doc: "equal column slices of x, as views; one output a part", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32}},
+		Attrs: []AttrSpec{{Name: "parts", Kind: AttrInt, Required: true, Doc: "number of slices; a constant that divides the last dim"}}},
+	OpMerge: {Op: OpMerge, Doc: "factor consecutive rows joined into one row, as a view", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32}},
+		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows joined; divides the row count"}}},
+	OpFlatten: {Op: OpFlatten, Doc: "a weight [d0, d1, …] seen as [d0, d1*…], as a view", Args: []ArgSpec{
+		{Role: "weight", Kinds: weight}}},
+	OpSelect: {Op: OpSelect, Doc: "cond ? a : b over weights, decided when the config is bound", Args: []ArgSpec{
+		{Role: "a", Kinds: weight}, {Role: "b", Kinds: weight}},
+		Attrs: []AttrSpec{{Name: "cond", Kind: AttrBool, Required: true, Doc: "a bool config value, possibly negated"}}},
+}
+
+// Spec returns the catalog entry of op, or nil for an unknown op and for OpLoop.
+func Spec(op Op) *OpSpec { return catalog[op] }
+
+// Ops lists the catalog's ops by name.
+func Ops() []Op {
+	out := make([]Op, 0, len(catalog))
+	for op := range catalog {
+		out = append(out, op)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Elementwise reports whether op maps each element independently (the fusion candidates).
+func (op Op) Elementwise() bool {
+	switch op {
+	case OpAdd, OpMul, OpSiLU, OpGELU, OpGELUTanh, OpQuickGELU, OpSwiGLU:
+		return true
+	}
+	return false
+}
+
+// View reports whether op only reinterprets its operand's memory.
+func (op Op) View() bool {
+	switch op {
+	case OpSplit, OpMerge, OpFlatten, OpSelect:
+		return true
+	}
+	return false
+}
