@@ -1,0 +1,83 @@
+// Package compiler is the core of tfc compile: a .graph file in, the family's generated files
+// out as data (Go glue, HIP kernels, contract tests), never touching the disk.
+package compiler
+
+import (
+	"fmt"
+	"io"
+	"path"
+
+	"tfc/compiler/check"
+	"tfc/compiler/emit/glue"
+	"tfc/compiler/lower"
+)
+
+// Options steer a compilation.
+type Options struct {
+	// Specialize is a checkpoint's config.json whose values the HIP kernels and the contract
+	// tests are specialised for; without it neither is written.
+	Specialize []byte
+	// PageSize is the KV cache page the HIP attention kernels are built for (default 16).
+	PageSize int
+}
+
+// Compile checks and lowers one .graph file and returns its generated files by path relative to
+// the repository root: gen/<package>/*.go and, when specialised, kernels/<package>.hip and the
+// contract tests. Diagnostics are the file's problems; err is any other failure.
+func Compile(filename string, src []byte, opts Options) (map[string][]byte, check.Diagnostics, error) {
+	p, diags, err := Lower(filename, src)
+	if err != nil || len(diags) > 0 {
+		return nil, diags, err
+	}
+	var spec *lower.Spec
+	if opts.Specialize != nil {
+		if spec, err = lower.Specialize(p, opts.Specialize, opts.PageSize); err != nil {
+			return nil, nil, fmt.Errorf("-specialize: %w", err)
+		}
+	}
+	files := map[string][]byte{}
+	goFiles, err := glue.Files(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir := path.Join("gen", p.Package)
+	for name, data := range goFiles {
+		files[path.Join(dir, name)] = data
+	}
+	if spec != nil {
+		hipSrc, err := renderHIP(p, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		files[path.Join("kernels", p.Package+".hip")] = hipSrc
+		tests, err := glue.ContractTests(p, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		files[path.Join(dir, "kernels_test.go")] = tests
+	}
+	return files, nil, nil
+}
+
+// Lower checks and lowers one .graph file.
+func Lower(filename string, src []byte) (*lower.Program, check.Diagnostics, error) {
+	m, diags := check.Source(filename, string(src))
+	if len(diags) > 0 {
+		return nil, diags, nil
+	}
+	p, err := lower.Lower(m)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: lowering: %w", filename, err)
+	}
+	return p, nil, nil
+}
+
+// Explain prints the lowered schedule and memory plan of one .graph file.
+func Explain(w io.Writer, filename string, src []byte) (check.Diagnostics, error) {
+	p, diags, err := Lower(filename, src)
+	if err != nil || len(diags) > 0 {
+		return diags, err
+	}
+	lower.Explain(w, p)
+	return nil, nil
+}

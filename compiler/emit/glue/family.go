@@ -1,0 +1,264 @@
+package glue
+
+import (
+	"fmt"
+
+	. "github.com/dave/jennifer/jen"
+
+	"tfc/compiler/lower"
+)
+
+func (e *emitter) graph(role string) *lower.Graph {
+	for _, g := range e.p.Graphs {
+		if g.Role == role {
+			return g
+		}
+	}
+	return nil
+}
+
+func (e *emitter) rule(kind string) *lower.Rule {
+	for _, r := range e.p.Rules {
+		if r.Kind == kind {
+			return r
+		}
+	}
+	return nil
+}
+
+func input(g *lower.Graph, role string) *lower.Value {
+	if g == nil {
+		return nil
+	}
+	for _, v := range g.Inputs {
+		if v.Role == role {
+			return v
+		}
+	}
+	return nil
+}
+
+// family writes the registration, Bind, the bound family (Values, Plan, Load) and the Model.
+func (e *emitter) family(f *File) error {
+	p := e.p
+	f.Func().Id("init").Params().Block(
+		Qual(modelPkg, "Register").Call(Op("&").Qual(modelPkg, "Family").Values(Dict{
+			Id("Name"):          Lit(p.Family),
+			Id("ModelTypes"):    strs(p.ModelTypes),
+			Id("Architectures"): strs(p.Architectures),
+			Id("Graph"):         Lit(p.Source),
+			Id("Bind"):          Id("Bind"),
+		})),
+	)
+	prefixes := Dict{}
+	for _, pf := range p.Prefixes {
+		prefixes[Lit(pf.Name)] = Lit(pf.Alts[0])
+	}
+	f.Comment("Bind reads config.json through cfg and returns the family bound to its values.")
+	f.Func().Id("Bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error()).Block(
+		List(Id("c"), Err()).Op(":=").Id("readConfig").Call(Id("cfg")),
+		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		Return(Op("&").Id("bound").Values(Dict{Id("c"): Id("c"), Id("prefix"): Map(String()).String().Values(prefixes)}), Nil()),
+	)
+	f.Comment("bound is the family bound to one checkpoint's config; prefix holds the chosen alternative of each name prefix.")
+	f.Type().Id("bound").Struct(Id("c").Op("*").Id("Config"), Id("prefix").Map(String()).String())
+	f.Comment("Values lists the bound config values in declaration order.")
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Values").Params().Index().Qual(modelPkg, "Value").Block(Return(Id("m").Dot("c").Dot("values").Call()))
+
+	// Plan
+	dec := e.graph("decoder")
+	var planBody []Code
+	planBody = append(planBody, Id("c").Op(":=").Id("m").Dot("c"), Var().Id("out").Qual(modelPkg, "Plan"),
+		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("weights").Values())).Block(
+			Id("out").Dot("Weights").Op("+=").Lit(2).Op("*").Int64().Call(Id("elements").Call(Id("t").Dot("shape"))),
+		))
+	for _, g := range p.Graphs {
+		v := lowerFirst(lower.GoName(g.Name))
+		planBody = append(planBody, Id(v).Op(":=").Id(planFunc(g)).Call(Id("c"), Id("l")))
+		for _, a := range g.Arenas {
+			planBody = append(planBody, Id("out").Dot("Activations").Op("+=").Lit(dtypeSize(a.DType)).Op("*").Int64().Call(Id(v).Dot("Size"+a.DType)))
+		}
+		planBody = append(planBody, Id("out").Dot("Buffers").Op("=").Append(Id("out").Dot("Buffers"), Id(v).Dot("buffers").Op("...")))
+	}
+	if cache := input(dec, "cache"); cache != nil {
+		planBody = append(planBody, Id("out").Dot("KVCache").Op("=").Lit(2*4).Op("*").Int64().Call(Id(e.goExpr(cache.Rows, nil))).Op("*").Int64().Call(Id("cachePages").Call(Id("l")).Op("*").Id("l").Dot("PageSize").Op("*").Parens(Id(e.goExpr(cache.Cols, nil)))))
+	}
+	planBody = append(planBody, Return(Id("out")))
+	f.Comment("Plan gives the bytes weights (as BF16), activations and the KV cache need at l.")
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Plan").Params(Id("l").Qual(modelPkg, "Limits")).Qual(modelPkg, "Plan").Block(planBody...)
+
+	// Model
+	fields := []Code{
+		Id("b").Qual(devicePkg, "Backend"),
+		Id("c").Op("*").Id("Config"),
+		Id("lim").Qual(modelPkg, "Limits"),
+		Id("w").Id("weights"),
+		Id("kv").Index().Qual(devicePkg, "KVCache").Comment("one a layer"),
+		Id("allocs").Index().Qual(devicePkg, "Buffer").Comment("everything Close frees"),
+	}
+	for _, g := range p.Graphs {
+		fields = append(fields, Id(lowerFirst(lower.GoName(g.Name))).Id(planType(g)))
+		for _, a := range g.Arenas {
+			fields = append(fields, Id(arenaField(g, a)).Qual(devicePkg, "Buffer"))
+		}
+	}
+	fields = append(fields, Line().Comment("Trace, when set, sees the output of every launch, by the graph's name for it."),
+		Id("Trace").Func().Params(Id("k").Op("*").Qual(devicePkg, "Kernel"), Id("name").String(), Id("out").Qual(devicePkg, "Tensor")))
+	f.Comment(fmt.Sprintf("Model is %s loaded on a backend. Its graphs share nothing but the weights; calls of one", p.Family))
+	f.Comment("graph reuse that graph's arenas, so they must not overlap.")
+	f.Type().Id("Model").Struct(fields...)
+
+	// Load
+	load := []Code{
+		Id("c").Op(":=").Id("m").Dot("c"),
+		For(List(Id("_"), Id("lim")).Op(":=").Range().Index().Struct(Id("name").String(), Id("v").Int()).Values(
+			Values(Lit("Rows"), Id("l").Dot("Rows")), Values(Lit("Patches"), Id("l").Dot("Patches")), Values(Lit("Parallel"), Id("l").Dot("Parallel")),
+			Values(Lit("Context"), Id("l").Dot("Context")), Values(Lit("PageSize"), Id("l").Dot("PageSize")),
+		)).Block(If(Id("lim").Dot("v").Op("<=").Lit(0)).Block(
+			Return(Nil(), Qual("fmt", "Errorf").Call(Lit(p.Family+": limit %s is %d; give it a positive value"), Id("lim").Dot("name"), Id("lim").Dot("v"))),
+		)),
+		If(Id("b").Dot("Name").Call().Op("!=").Lit("cpu")).Block(
+			If(Id("bad").Op(":=").Id("c").Dot("unpinned").Call(Id("l")), Len(Id("bad")).Op(">").Lit(0)).Block(
+				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("the %%s backend runs kernels/%s.hip, specialised for other values: %%s; regenerate it for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s", p.Package, p.Source)), Id("b").Dot("Name").Call(), Qual("strings", "Join").Call(Id("bad"), Lit("; ")))),
+			),
+		),
+		If(Err().Op(":=").Id("m").Dot("Resolve").Call(Func().Params(Id("name").String()).Bool().Block(
+			List(Id("_"), Id("_"), Err()).Op(":=").Id("get").Call(Id("name")),
+			Return(Err().Op("==").Nil()),
+		)), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		Id("md").Op(":=").Op("&").Id("Model").Values(Dict{Id("b"): Id("b"), Id("c"): Id("c"), Id("lim"): Id("l")}),
+		Id("alloc").Op(":=").Func().Params(Id("dt").Qual(devicePkg, "DType"), Id("n").Int()).Params(Qual(devicePkg, "Buffer"), Error()).Block(
+			List(Id("buf"), Err()).Op(":=").Id("b").Dot("Alloc").Call(Id("dt"), Max(Id("n"), Lit(1))),
+			If(Err().Op("==").Nil()).Block(Id("md").Dot("allocs").Op("=").Append(Id("md").Dot("allocs"), Id("buf"))),
+			Return(Id("buf"), Err()),
+		),
+		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("md").Dot("w"))).Block(
+			List(Id("data"), Id("dt"), Err()).Op(":=").Id("get").Call(Id("t").Dot("name")),
+			If(Err().Op("!=").Nil()).Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s: %w"), Id("t").Dot("name"), Err()))),
+			Id("n").Op(":=").Id("elements").Call(Id("t").Dot("shape")),
+			If(Len(Id("data")).Op("!=").Id("n").Op("*").Id("dt").Dot("Size").Call()).Block(
+				Id("md").Dot("Close").Call(),
+				Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s has %d bytes; "+p.Family+" expects shape %v of %s (%d bytes); check the checkpoint against "+p.Source), Id("t").Dot("name"), Len(Id("data")), Id("t").Dot("shape"), Id("dt"), Id("n").Op("*").Id("dt").Dot("Size").Call())),
+			),
+			List(Id("buf"), Err()).Op(":=").Id("alloc").Call(Id("dt"), Id("n")),
+			If(Err().Op("!=").Nil()).Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s: %w"), Id("t").Dot("name"), Err()))),
+			Id("rows").Op(":=").Lit(1),
+			If(Len(Id("t").Dot("shape")).Op(">").Lit(1)).Block(Id("rows").Op("=").Id("t").Dot("shape").Index(Lit(0))),
+			Id("tt").Op(":=").Qual(devicePkg, "Tensor").Values(Dict{Id("Buf"): Id("buf"), Id("Rows"): Id("rows"), Id("Cols"): Id("n").Op("/").Id("rows")}),
+			If(Err().Op(":=").Id("b").Dot("Write").Call(Id("tt"), Id("data"), Id("dt")), Err().Op("!=").Nil()).Block(
+				Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s: %w"), Id("t").Dot("name"), Err()))),
+			Op("*").Id("t").Dot("dst").Op("=").Id("tt"),
+		),
+	}
+	load = append(load, Var().Err().Error(), Id("_").Op("=").Err())
+	for _, g := range p.Graphs {
+		v := "md." + lowerFirst(lower.GoName(g.Name))
+		load = append(load, Id(v).Op("=").Id(planFunc(g)).Call(Id("c"), Id("l")))
+		for _, a := range g.Arenas {
+			load = append(load,
+				If(List(Id("md").Dot(arenaField(g, a)), Err()).Op("=").Id("alloc").Call(Qual(devicePkg, a.DType), Id(v).Dot("Size"+a.DType)), Err().Op("!=").Nil()).Block(
+					Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s arena of graph %s: %%w", a.DType, g.Name)), Err())),
+				))
+		}
+	}
+	if cache := input(dec, "cache"); cache != nil {
+		load = append(load,
+			Id("rows").Op(":=").Id("cachePages").Call(Id("l")).Op("*").Id("l").Dot("PageSize"),
+			Id("width").Op(":=").Id(e.goExpr(cache.Cols, nil)),
+			For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(cache.Rows, nil)), Id("i").Op("++")).Block(
+				Var().Id("layer").Qual(devicePkg, "KVCache"),
+				For(List(Id("_"), Id("t")).Op(":=").Range().Index().Op("*").Qual(devicePkg, "Tensor").Values(Op("&").Id("layer").Dot("K"), Op("&").Id("layer").Dot("V"))).Block(
+					List(Id("buf"), Err()).Op(":=").Id("alloc").Call(Qual(devicePkg, "F32"), Id("rows").Op("*").Id("width")),
+					If(Err().Op("!=").Nil()).Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("KV cache of layer %d: %w"), Id("i"), Err()))),
+					Op("*").Id("t").Op("=").Qual(devicePkg, "Tensor").Values(Dict{Id("Buf"): Id("buf"), Id("Rows"): Id("rows"), Id("Cols"): Id("width")}),
+				),
+				Id("md").Dot("kv").Op("=").Append(Id("md").Dot("kv"), Id("layer")),
+			),
+		)
+	}
+	load = append(load, Return(Id("md"), Nil()))
+	f.Comment("Load uploads the weights through get and allocates the arenas and the KV cache for l.")
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Load").Params(
+		Id("b").Qual(devicePkg, "Backend"), Id("l").Qual(modelPkg, "Limits"),
+		Id("get").Func().Params(Id("name").String()).Params(Index().Byte(), Qual(devicePkg, "DType"), Error()),
+	).Params(Qual(modelPkg, "Model"), Error()).Block(load...)
+
+	// Info
+	info := Dict{}
+	if dec != nil {
+		info[Id("Vocab")] = Id(e.goExpr(dec.Output.Cols, nil))
+		if v := input(dec, "image_rows"); v != nil {
+			info[Id("Hidden")] = Id(e.goExpr(v.Cols, nil))
+		}
+		if v := input(dec, "positions"); v != nil {
+			info[Id("PositionAxes")] = Id(e.goExpr(v.Cols, nil))
+		}
+		if v := input(dec, "cache"); v != nil {
+			info[Id("Layers")] = Id(e.goExpr(v.Rows, nil))
+			info[Id("KVWidth")] = Id(e.goExpr(v.Cols, nil))
+		}
+	}
+	if r := e.rule("image"); r != nil {
+		info[Id("Image")] = Lit(r.Name)
+		if a := r.Arg("merge"); a != nil {
+			info[Id("Merge")] = Id(e.goExpr(a, nil))
+		}
+	}
+	if r := e.rule("positions"); r != nil {
+		info[Id("Positions")] = Lit(r.Name)
+		for _, k := range []struct{ arg, field string }{{"image_token", "ImageToken"}, {"vision_start", "VisionStart"}, {"vision_start_token", "VisionStart"}} {
+			if a := r.Arg(k.arg); a != nil {
+				info[Id(k.field)] = Id(e.goExpr(a, nil))
+			}
+		}
+	}
+	f.Comment("Info describes the loaded family to the runtime.")
+	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Info").Params().Qual(modelPkg, "Info").Block(
+		Id("c").Op(":=").Id("m").Dot("c"), Id("_").Op("=").Id("c"),
+		Return(Qual(modelPkg, "Info").Values(info)),
+	)
+	f.Comment("Close frees every buffer the model allocated.")
+	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Close").Params().Block(
+		For(List(Id("_"), Id("buf")).Op(":=").Range().Id("m").Dot("allocs")).Block(Id("m").Dot("b").Dot("Free").Call(Id("buf"))),
+		Id("m").Dot("allocs").Op("=").Nil(),
+	)
+
+	// helpers
+	f.Comment("elements is the product of a shape.")
+	f.Func().Id("elements").Params(Id("shape").Index().Int()).Int().Block(
+		Id("n").Op(":=").Lit(1),
+		For(List(Id("_"), Id("d")).Op(":=").Range().Id("shape")).Block(Id("n").Op("*=").Id("d")),
+		Return(Id("n")),
+	)
+	f.Comment("cachePages is the number of KV cache pages: every sequence slot can hold Context tokens.")
+	f.Func().Id("cachePages").Params(Id("l").Qual(modelPkg, "Limits")).Int().Block(
+		Return(Id("l").Dot("Parallel").Op("*").Id(lower.MaxPages().Go(limitRef("l")))),
+	)
+	f.Comment("rsqrt is 1/√x.")
+	f.Func().Id("rsqrt").Params(Id("x").Int()).Float64().Block(Return(Lit(1).Op("/").Qual("math", "Sqrt").Call(Float64().Call(Id("x")))))
+	f.Comment("sumInts adds its arguments and the elements of int lists among them.")
+	f.Func().Id("sumInts").Params(Id("xs").Op("...").Any()).Int().Block(
+		Id("s").Op(":=").Lit(0),
+		For(List(Id("_"), Id("x")).Op(":=").Range().Id("xs")).Block(
+			Switch(Id("x").Op(":=").Id("x").Assert(Type())).Block(
+				Case(Int()).Block(Id("s").Op("+=").Id("x")),
+				Case(Index().Int()).Block(For(List(Id("_"), Id("v")).Op(":=").Range().Id("x")).Block(Id("s").Op("+=").Id("v"))),
+			),
+		),
+		Return(Id("s")),
+	)
+	f.Comment("pick is cond ? a : b.")
+	f.Func().Id("pick").Types(Id("T").Any()).Params(Id("cond").Bool(), Id("a"), Id("b").Id("T")).Id("T").Block(
+		If(Id("cond")).Block(Return(Id("a"))),
+		Return(Id("b")),
+	)
+	return nil
+}
+
+func strs(xs []string) Code {
+	var out []Code
+	for _, x := range xs {
+		out = append(out, Lit(x))
+	}
+	return Index().String().Values(out...)
+}

@@ -1,0 +1,438 @@
+package glue
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/dave/jennifer/jen"
+
+	"tfc/compiler/lower"
+)
+
+// fwd emits one graph's forward function.
+type fwd struct {
+	e     *emitter
+	g     *lower.Graph
+	vars  map[string]string       // value key → Go variable
+	decl  map[string]bool         // Go variables declared
+	names map[string]int          // Go names taken
+	decls []Code                  // tensor declarations, in first-use order
+	byVal map[*lower.Value]string // value → Go variable
+	kvars []Code                  // kernel variables
+	n     int
+}
+
+var goKeywords = map[string]bool{"break": true, "case": true, "chan": true, "const": true, "continue": true, "default": true, "defer": true, "else": true, "fallthrough": true, "for": true, "func": true, "go": true, "goto": true, "if": true, "import": true, "interface": true, "map": true, "package": true, "range": true, "return": true, "select": true, "struct": true, "switch": true, "type": true, "var": true,
+	"b": true, "c": true, "w": true, "m": true, "p": true, "i": true, "err": true, "out": true, "r": true, "grids": true, "pixels": true}
+
+func (f *fwd) fresh(name string) string {
+	base := lowerFirst(lower.GoName(name))
+	if goKeywords[base] {
+		base += "T"
+	}
+	n := f.names[base]
+	f.names[base]++
+	if n == 0 {
+		return base
+	}
+	return fmt.Sprintf("%s%d", base, n+1)
+}
+
+func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("m.lim")) }
+
+// tensor returns the Go expression of a value, declaring its tensor on first use.
+func (f *fwd) tensor(v *lower.Value) string {
+	switch v.Kind {
+	case lower.Alias:
+		return f.tensor(v.Base)
+	case lower.WeightRef:
+		w := v.Weight
+		if w.Group != "" {
+			return fmt.Sprintf("w.%s[%s].%s", w.Group, f.ref(v.Index), w.Field)
+		}
+		return "w." + w.Field
+	case lower.Select:
+		return fmt.Sprintf("pick(%s, %s, %s)", f.ref(v.Cond), f.tensor(v.Then), f.tensor(v.Else))
+	case lower.CacheRef:
+		return fmt.Sprintf("&m.kv[%s]", f.ref(v.Index))
+	case lower.RowsRef:
+		if name, ok := f.byVal[v]; ok {
+			return "&" + name
+		}
+		name := f.fresh(v.Name)
+		f.byVal[v] = name
+		f.decls = append(f.decls, Id(name).Op(":=").Qual(devicePkg, "Rows").Values(Dict{
+			Id("RowSeq"): Id(f.tensor(v.RowSeq)), Id("RowPos"): Id(f.tensor(v.RowPos)), Id("PageTable"): Id(f.tensor(v.PageTable)),
+			Id("PageSize"): Id("m.lim.PageSize"),
+		}))
+		return "&" + name
+	}
+	if name, ok := f.byVal[v]; ok {
+		return name
+	}
+	var key string
+	var decl Code
+	if v.Kind == lower.View {
+		base := f.tensor(v.Base)
+		if v.ColLo != nil {
+			key = fmt.Sprintf("%s[:, %s:%s]", base, v.ColLo, v.ColHi)
+			decl = Id(base).Dot("ColSlice").Call(Id(f.ref(v.ColLo)), Id(f.ref(v.ColHi)))
+		} else {
+			key = fmt.Sprintf("%s as %s×%s", base, v.Rows, v.Cols)
+			decl = Id(base).Dot("Reshape").Call(Id(f.ref(v.Rows)), Id(f.ref(v.Cols)))
+		}
+	} else {
+		buf := v.Buffer()
+		key = fmt.Sprintf("%s %s %s×%s", buf.Name, v.StorageName(), v.Rows, v.Cols)
+		rows, cols := f.ref(v.Rows), f.ref(v.Cols)
+		if v.Role == "spans" {
+			cols = "len(spanData)"
+		}
+		decl = Qual(devicePkg, "Tensor").Values(Dict{
+			Id("Buf"):  Id("m." + arenaField(f.g, arenaOf(f.g, buf))),
+			Id("Off"):  Id("p." + lower.GoName(buf.Name)),
+			Id("Rows"): Id(rows),
+			Id("Cols"): Id(cols),
+		})
+	}
+	if name, ok := f.vars[key]; ok {
+		f.byVal[v] = name
+		return name
+	}
+	name := v.Name
+	if v.Kind != lower.View {
+		name = v.StorageName()
+	}
+	name = f.fresh(name)
+	f.vars[key] = name
+	f.byVal[v] = name
+	f.decls = append(f.decls, Id(name).Op(":=").Add(decl))
+	return name
+}
+
+func arenaOf(g *lower.Graph, b *lower.Buffer) *lower.Arena {
+	for _, a := range g.Arenas {
+		for _, x := range a.Buffers {
+			if x == b {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+var deviceOps = map[string]string{
+	"linear": "Linear", "rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "rope": "Rope", "attention": "Attention",
+	"add": "Add", "mul": "Mul", "activate": "Activate", "glu": "GLU", "embed": "Embed", "scatter": "Scatter",
+	"gather": "Gather", "copy": "Copy",
+}
+
+var enums = map[string]string{
+	"silu": "ActSiLU", "gelu": "ActGELU", "gelu_tanh": "ActGELUTanh", "quick_gelu": "ActQuickGELU", "none": "ActNone",
+	"sections": "RopeSections", "per_axis": "RopePerAxis",
+}
+
+func (f *fwd) attr(field string, x *lower.Expr) Code {
+	switch {
+	case x.Op == "enum":
+		return Qual(devicePkg, enums[x.Name])
+	case field == "Eps" || field == "Theta" || field == "Scale":
+		return Float32().Call(Id(f.ref(x)))
+	}
+	return Id(f.ref(x))
+}
+
+// op is the device op struct literal of one lowered op.
+func (f *fwd) op(op *lower.Op) Code {
+	d := Dict{}
+	for _, a := range op.Args {
+		d[Id(a.Field)] = Id(f.tensor(a.Value))
+	}
+	for _, a := range op.Attrs {
+		if a.Value != nil {
+			d[Id(a.Field)] = f.attr(a.Field, a.Value)
+		}
+	}
+	return Qual(devicePkg, deviceOps[op.Kind]).Values(d)
+}
+
+func (f *fwd) steps(steps []*lower.Step) []Code {
+	var out []Code
+	for _, s := range steps {
+		if l := s.Loop; l != nil {
+			out = append(out, For(Id(l.Var).Op(":=").Lit(0), Id(l.Var).Op("<").Id(f.ref(l.Count)), Id(l.Var).Op("++")).Block(f.steps(l.Steps)...).
+				Comment(fmt.Sprintf("%s:%d", l.Pos.File, l.Pos.Line)))
+			continue
+		}
+		f.n++
+		l := s.Launch
+		kv := fmt.Sprintf("k%s%02d", lower.GoName(f.g.Name), f.n)
+		var lines []string
+		seen := map[int]bool{}
+		for _, op := range l.Ops {
+			for _, src := range op.Fused {
+				if !seen[src.Pos.Line] {
+					seen[src.Pos.Line] = true
+					lines = append(lines, fmt.Sprint(src.Pos.Line))
+				}
+			}
+		}
+		source := f.e.p.Source + ":" + strings.Join(lines, ",")
+		f.kvars = append(f.kvars, Id(kv).Op("=").Qual(devicePkg, "Kernel").Values(Dict{Id("Name"): Lit(l.Kernel.Name), Id("Source"): Lit(source)}))
+		args := []Code{Op("&").Id(kv)}
+		for _, op := range l.Ops {
+			args = append(args, f.op(op))
+		}
+		launch := []Code{If(Err().Op(":=").Id("b").Dot("Launch").Call(args...), Err().Op("!=").Nil()).Block(
+			Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s (%s): %w"), Id(kv).Dot("Name"), Id(kv).Dot("Source"), Err())),
+		)}
+		if last := l.Ops[len(l.Ops)-1].Out; last != nil {
+			launch = append(launch, If(Id("m").Dot("Trace").Op("!=").Nil()).Block(
+				Id("m").Dot("Trace").Call(Op("&").Id(kv), Lit(last.Name), Id(f.tensor(last))),
+			))
+		}
+		// a launch over rows that may number zero (image rows, logit rows) is skipped then
+		if rows := launchRows(l.Ops[0]); rows != nil && f.mayBeZero(rows) {
+			out = append(out, If(Id(f.ref(rows)).Op(">").Lit(0)).Block(launch...))
+		} else {
+			out = append(out, launch...)
+		}
+	}
+	return out
+}
+
+// hostData is the Go expression of an input's host data and its element type.
+func hostData(role string) (string, string) {
+	switch role {
+	case "pixels":
+		return "pixels", "F32"
+	case "positions2d":
+		return "posData", "I32"
+	case "spans":
+		return "spanData", "I32"
+	case "tokens":
+		return "r.Tokens", "I32"
+	case "positions":
+		return "r.Positions", "I32"
+	case "image_rows":
+		return "r.ImageRows", "F32"
+	case "image_at":
+		return "r.ImageAt", "I32"
+	case "logit_rows":
+		return "r.LogitRows", "I32"
+	case "row_seq":
+		return "r.Seq", "I32"
+	case "row_pos":
+		return "r.Pos", "I32"
+	case "page_table":
+		return "r.PageTable", "I32"
+	}
+	return "", ""
+}
+
+// forward writes one method a graph: Vision for the vision role, Forward for the decoder.
+func (e *emitter) forward(file *File) error {
+	var kvars []Code
+	for _, g := range e.p.Graphs {
+		f := &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}}
+		launches := f.steps(g.Steps)
+		result := f.tensor(g.Output)
+		kvars = append(kvars, f.kvars...)
+
+		var body []Code
+		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("b").Op(",").Op("&").Id("m").Dot("w"),
+			Id("p").Op(":=").Op("&").Id("m").Dot(lowerFirst(lower.GoName(g.Name))),
+			Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
+		// dims from the host data
+		dimSet := map[string]bool{}
+		for _, d := range g.Dims {
+			dimSet[d.Name] = true
+		}
+		defined := map[string]bool{}
+		if g.Role == "vision" {
+			r := e.rule("image")
+			merge := "1"
+			if r != nil && r.Arg("merge") != nil {
+				merge = f.ref(r.Arg("merge"))
+			}
+			px := input(g, "pixels")
+			if px == nil {
+				return fmt.Errorf("graph %s has no pixels input", g.Name)
+			}
+			n := px.Rows.Name
+			body = append(body, If(Len(Id("grids")).Op("==").Lit(0)).Block(
+				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+": no images"))),
+			), Id(n).Op(":=").Lit(0),
+				For(List(Id("_"), Id("g")).Op(":=").Range().Id("grids")).Block(
+					If(Id("g").Index(Lit(0)).Op("<=").Lit(0).Op("||").Id("g").Index(Lit(1)).Op("%").Id(merge).Op("!=").Lit(0).Op("||").Id("g").Index(Lit(2)).Op("%").Id(merge).Op("!=").Lit(0).Op("||").Id("g").Index(Lit(1)).Op("<=").Lit(0).Op("||").Id("g").Index(Lit(2)).Op("<=").Lit(0)).Block(
+						Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: image grid %%v: t, h and w must be positive and h, w multiples of the merge size %%d", e.p.Family)), Id("g"), Id(merge))),
+					),
+					Id(n).Op("+=").Id("g").Index(Lit(0)).Op("*").Id("g").Index(Lit(1)).Op("*").Id("g").Index(Lit(2)),
+				),
+				If(Id(n).Op(">").Id("m").Dot("lim").Dot("Patches")).Block(
+					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: the images have %%d patches; the limit is %%d (Patches); send smaller images or raise the limit", e.p.Family)), Id(n), Id("m").Dot("lim").Dot("Patches"))),
+				),
+			)
+			defined[n] = true
+			if input(g, "positions2d") != nil {
+				body = append(body, Id("posData").Op(":=").Id("positions2D").Call(Id("grids"), Id(merge)))
+			}
+			if input(g, "spans") != nil {
+				body = append(body, Id("spanData").Op(":=").Id("spanOffsets").Call(Id("grids")))
+			}
+		} else {
+			body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+": the round has no rows")))))
+			for _, in := range g.Inputs {
+				data, _ := hostData(in.Role)
+				if data == "" || in.Rows == nil {
+					continue
+				}
+				var d *lower.Expr
+				var per string
+				switch {
+				case in.Rows.Op == "ref" && dimSet[in.Rows.Name]:
+					d, per = in.Rows, f.ref(in.Cols)
+				case in.Rows.IsInt(1) && in.Cols.Op == "ref" && dimSet[in.Cols.Name]:
+					d, per = in.Cols, "1"
+				}
+				if d == nil || defined[d.Name] {
+					continue
+				}
+				defined[d.Name] = true
+				if per == "1" {
+					body = append(body, Id(d.Name).Op(":=").Len(Id(data)))
+				} else {
+					body = append(body, Id(d.Name).Op(":=").Len(Id(data)).Op("/").Parens(Id(per)))
+				}
+			}
+			for _, d := range g.Dims {
+				if !defined[d.Name] {
+					return fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
+				}
+				body = append(body, If(Id(d.Name).Op(">").Id(d.Limit.Go(limitRef("m.lim")))).Block(
+					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: %s = %%d exceeds the limit %s = %%d; raise the limit or send fewer rows", e.p.Family, d.Name, d.Limit)), Id(d.Name), Id(d.Limit.Go(limitRef("m.lim"))))),
+				))
+			}
+		}
+		for _, r := range g.Requires {
+			format := fmt.Sprintf("%s: graph %s requires %s (%s); here", e.p.Family, g.Name, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
+			var args []Code
+			for i, name := range r.Cond.Refs() {
+				if i > 0 {
+					format += ","
+				}
+				format += fmt.Sprintf(" %s = %%v", name)
+				args = append(args, Id(f.ref(lower.Ref(name))))
+			}
+			body = append(body, If(Op("!").Parens(Id(f.ref(r.Cond)))).Block(
+				Return(Nil(), Qual("fmt", "Errorf").Call(append([]Code{Lit(format)}, args...)...)),
+			))
+		}
+		// inputs: check their lengths and write them
+		var writes []Code
+		for _, in := range g.Inputs {
+			data, dt := hostData(in.Role)
+			if data == "" || in.Rows == nil {
+				continue
+			}
+			t := f.tensor(in)
+			if in.Role != "spans" {
+				writes = append(writes, If(Len(Id(data)).Op("!=").Id(t).Dot("Rows").Op("*").Id(t).Dot("Cols")).Block(
+					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: input %s has %%d values; it must be [%s, %s] = %%d", e.p.Family, in.Name, in.Rows, in.Cols)), Len(Id(data)), Id(t).Dot("Rows").Op("*").Id(t).Dot("Cols"))),
+				))
+			}
+			writes = append(writes, If(Len(Id(data)).Op(">").Lit(0)).Block(
+				If(Err().Op(":=").Id("b").Dot("Write").Call(Id(t), Id(data), Qual(devicePkg, dt)), Err().Op("!=").Nil()).Block(
+					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: writing input %s: %%w", e.p.Family, in.Name)), Err())),
+				),
+			))
+		}
+		body = append(body, f.decls...)
+		body = append(body, writes...)
+		body = append(body, launches...)
+		body = append(body,
+			Id("out").Op(":=").Make(Index().Float32(), Id(result).Dot("Rows").Op("*").Id(result).Dot("Cols")),
+			If(Err().Op(":=").Id("b").Dot("Sync").Call(), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+			If(Len(Id("out")).Op(">").Lit(0)).Block(
+				If(Err().Op(":=").Id("b").Dot("Read").Call(Id(result), Id("out")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+			),
+			Return(Id("out"), Nil()),
+		)
+		if g.Role == "vision" {
+			file.Comment(fmt.Sprintf("Vision runs graph %s (%s:%d) on pixels [N, C] of images with the given (t, h, w) grids.", g.Name, g.Pos.File, g.Pos.Line))
+			file.Func().Params(Id("m").Op("*").Id("Model")).Id("Vision").Params(Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)
+		} else {
+			file.Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) over the rows of one round and returns the logits of r.LogitRows.", g.Name, g.Pos.File, g.Pos.Line))
+			file.Func().Params(Id("m").Op("*").Id("Model")).Id("Forward").Params(Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)
+		}
+	}
+	if e.graph("vision") == nil {
+		file.Comment("Vision reports that the family has no vision graph.")
+		file.Func().Params(Id("m").Op("*").Id("Model")).Id("Vision").Params(Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(
+			Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+" has no vision graph"))))
+	}
+	file.Comment("The launches, one variable a launch site: the kernel symbol and the graph lines it computes.")
+	file.Var().Defs(kvars...)
+	if g := e.graph("vision"); g != nil {
+		file.Comment("positions2D gives each patch its (row, column) in merge-window order: the patches of one")
+		file.Comment("merge×merge window are consecutive, windows in row-major order, frames one after another.")
+		file.Func().Id("positions2D").Params(Id("grids").Index().Index(Lit(3)).Int(), Id("merge").Int()).Index().Int32().Block(
+			Var().Id("out").Index().Int32(),
+			For(List(Id("_"), Id("g")).Op(":=").Range().Id("grids")).Block(
+				For(Id("t").Op(":=").Lit(0), Id("t").Op("<").Id("g").Index(Lit(0)), Id("t").Op("++")).Block(
+					For(Id("bh").Op(":=").Lit(0), Id("bh").Op("<").Id("g").Index(Lit(1)).Op("/").Id("merge"), Id("bh").Op("++")).Block(
+						For(Id("bw").Op(":=").Lit(0), Id("bw").Op("<").Id("g").Index(Lit(2)).Op("/").Id("merge"), Id("bw").Op("++")).Block(
+							For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id("merge"), Id("i").Op("++")).Block(
+								For(Id("j").Op(":=").Lit(0), Id("j").Op("<").Id("merge"), Id("j").Op("++")).Block(
+									Id("out").Op("=").Append(Id("out"), Int32().Call(Id("bh").Op("*").Id("merge").Op("+").Id("i")), Int32().Call(Id("bw").Op("*").Id("merge").Op("+").Id("j"))),
+								),
+							),
+						),
+					),
+				),
+			),
+			Return(Id("out")),
+		)
+		file.Comment("spanOffsets gives the cumulative row offsets of the frames: attention is full within each.")
+		file.Func().Id("spanOffsets").Params(Id("grids").Index().Index(Lit(3)).Int()).Index().Int32().Block(
+			Id("out").Op(":=").Index().Int32().Values(Lit(0)),
+			For(List(Id("_"), Id("g")).Op(":=").Range().Id("grids")).Block(
+				For(Id("t").Op(":=").Lit(0), Id("t").Op("<").Id("g").Index(Lit(0)), Id("t").Op("++")).Block(
+					Id("out").Op("=").Append(Id("out"), Id("out").Index(Len(Id("out")).Op("-").Lit(1)).Op("+").Int32().Call(Id("g").Index(Lit(1)).Op("*").Id("g").Index(Lit(2)))),
+				),
+			),
+			Return(Id("out")),
+		)
+	}
+	return nil
+}
+
+// launchRows is the row count a launch covers: its first op's rows operand.
+func launchRows(op *lower.Op) *lower.Expr {
+	field := "Y"
+	switch op.Kind {
+	case "linear", "rmsnorm", "layernorm", "rope":
+		field = "X"
+	case "attention":
+		field = "Q"
+	case "scatter":
+		field = "Src"
+	}
+	if v := op.Arg(field); v != nil {
+		return v.Rows
+	}
+	return nil
+}
+
+// mayBeZero reports whether a row count depends on a dim other than the graph's first, which
+// the forward function checks to be positive.
+func (f *fwd) mayBeZero(rows *lower.Expr) bool {
+	for _, r := range rows.Refs() {
+		for i, d := range f.g.Dims {
+			if d.Name == r && i > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

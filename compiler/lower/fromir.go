@@ -1,0 +1,581 @@
+package lower
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"tfc/compiler/ir"
+)
+
+// Lower runs the pipeline on a checked module: translate to device ops, fold the pinned config
+// constants, fuse, name the kernels, and plan memory.
+func Lower(m *ir.Module) (*Program, error) {
+	p, err := Translate(m)
+	if err != nil {
+		return nil, err
+	}
+	FoldConstants(p)
+	for _, g := range p.Graphs {
+		Fuse(g)
+	}
+	NameKernels(p)
+	for _, g := range p.Graphs {
+		if err := g.validate(); err != nil {
+			return nil, err
+		}
+		if err := PlanMemory(g); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// PackageName is the Go package of a family: qwen2_vl → qwen2vl.
+func PackageName(family string) string {
+	return strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(family))
+}
+
+func pos(p ir.Pos) Pos { return Pos{File: p.File, Line: p.Line, Col: p.Col} }
+
+// Translate turns the module into a Program of unfused device ops, one launch each.
+func Translate(m *ir.Module) (*Program, error) {
+	p := &Program{
+		Family:        m.Family,
+		Package:       PackageName(m.Family),
+		Source:        m.File,
+		ModelTypes:    m.ModelTypes,
+		Architectures: m.Architectures,
+	}
+	for _, c := range m.Config {
+		prm := &Param{Name: c.Name, Len: c.Len, Paths: c.Paths, Pos: pos(c.Pos)}
+		switch c.Type {
+		case ir.Int:
+			prm.Type = "int"
+		case ir.Float:
+			prm.Type = "float"
+		case ir.Bool:
+			prm.Type = "bool"
+		case ir.IntList:
+			prm.Type = "ints"
+		case ir.String:
+			prm.Type = "string"
+		}
+		if c.Default != nil {
+			prm.Default = literal(*c.Default)
+		}
+		if c.Derived != nil {
+			prm.Derived = configExpr(c.Derived)
+		}
+		p.Params = append(p.Params, prm)
+	}
+	for _, r := range m.Requires {
+		var cond *Expr
+		switch {
+		case r.Cond != nil:
+			cond = Ref(r.Cond.Name)
+			if r.Cond.Not {
+				cond = &Expr{Op: "!", Args: []*Expr{cond}}
+			}
+		case r.Name != "":
+			cond = Bin(string(r.Op), Ref(r.Name), Str(r.Str))
+		default:
+			cond = Bin(string(r.Op), FromDim(r.Left), FromDim(r.Right))
+		}
+		p.Requires = append(p.Requires, &Require{Cond: cond, Src: r.Src, Pos: pos(r.Pos)})
+	}
+	for _, pf := range m.Prefixes {
+		p.Prefixes = append(p.Prefixes, &Prefix{Name: pf.Name, Alts: pf.Alternatives, Pos: pos(pf.Pos)})
+	}
+	weights := map[*ir.Weight]*Weight{}
+	for _, w := range m.Weights {
+		lw := &Weight{Index: w.Index, Pos: pos(w.Pos)}
+		name := w.Name
+		if w.Prefix != nil {
+			lw.Prefix = w.Prefix.Name
+			name = strings.TrimPrefix(name[len(w.Prefix.Name):], ".")
+		}
+		if w.Layered() {
+			lw.Count = FromDim(w.Count)
+			at := strings.Index(name, "["+w.Index+"]")
+			lw.Group = GoName(lw.Prefix + "." + name[:at])
+			lw.Field = GoName(strings.TrimPrefix(name[at+len(w.Index)+2:], "."))
+			name = name[:at] + ".{i}" + name[at+len(w.Index)+2:]
+		} else {
+			lw.Field = GoName(lw.Prefix + "." + name)
+		}
+		lw.Path = name
+		for _, d := range w.Shape {
+			lw.Shape = append(lw.Shape, FromDim(d))
+		}
+		if w.Cond != nil {
+			lw.Cond = Ref(w.Cond.Name)
+			if w.Cond.Not {
+				lw.Cond = &Expr{Op: "!", Args: []*Expr{lw.Cond}}
+			}
+		}
+		weights[w] = lw
+		p.Weights = append(p.Weights, lw)
+	}
+	for _, r := range []struct {
+		kind string
+		rule *ir.Rule
+	}{{"image", m.Image}, {"positions", m.Positions}} {
+		if r.rule == nil {
+			continue
+		}
+		lr := &Rule{Kind: r.kind, Name: r.rule.Name, Pos: pos(r.rule.Pos)}
+		for _, a := range r.rule.Args {
+			lr.Args = append(lr.Args, RuleArg{Name: a.Name, Value: attrExpr(a)})
+		}
+		p.Rules = append(p.Rules, lr)
+	}
+	configNames := map[string]bool{}
+	for _, c := range m.Config {
+		configNames[c.Name] = true
+	}
+	for _, g := range m.Graphs {
+		lg, err := translateGraph(g, weights, configNames)
+		if err != nil {
+			return nil, err
+		}
+		p.Graphs = append(p.Graphs, lg)
+	}
+	return p, nil
+}
+
+func literal(l ir.Literal) *Expr {
+	switch l.Type {
+	case ir.Int:
+		return Int(l.Int)
+	case ir.Float:
+		return Float(l.Float)
+	case ir.Bool:
+		return Bool(l.Bool)
+	case ir.String:
+		return Str(l.Str)
+	}
+	var xs []*Expr
+	for _, n := range l.Ints {
+		xs = append(xs, Int(n))
+	}
+	return List(xs...)
+}
+
+func configExpr(e *ir.Expr) *Expr {
+	switch e.Type {
+	case ir.Int:
+		return FromDim(e.Dim)
+	case ir.Float:
+		if e.Name != "" {
+			return Ref(e.Name)
+		}
+		return Float(e.Float)
+	case ir.Bool:
+		if e.Name == "" {
+			return Bool(e.Bool)
+		}
+		if e.Not {
+			return &Expr{Op: "!", Args: []*Expr{Ref(e.Name)}}
+		}
+		return Ref(e.Name)
+	}
+	panic("lower: config expression of type " + e.Type.String())
+}
+
+func attrExpr(a *ir.Attr) *Expr {
+	switch a.Kind {
+	case ir.AttrInt:
+		return FromDim(a.Int)
+	case ir.AttrFloat:
+		switch {
+		case a.FloatName != "":
+			return Ref(a.FloatName)
+		case a.FloatRsqrt != nil:
+			return &Expr{Op: "rsqrt", Args: []*Expr{FromDim(*a.FloatRsqrt)}}
+		}
+		return Float(a.Float)
+	case ir.AttrBool:
+		if a.BoolName == "" {
+			return Bool(a.Bool)
+		}
+		if a.BoolNot {
+			return &Expr{Op: "!", Args: []*Expr{Ref(a.BoolName)}}
+		}
+		return Ref(a.BoolName)
+	case ir.AttrEnum:
+		return Enum(a.Enum)
+	case ir.AttrInts:
+		var xs []*Expr
+		for _, d := range a.Ints {
+			xs = append(xs, FromDim(d))
+		}
+		return List(xs...)
+	}
+	panic("lower: attribute " + a.Name)
+}
+
+// shape2 views an IR shape as the device's rows × cols: [n] is one row of n.
+func shape2(s ir.Shape) (rows, cols *Expr) {
+	switch len(s) {
+	case 0:
+		return Int(1), Int(1)
+	case 1:
+		return Int(1), FromDim(s[0])
+	}
+	r := s[0]
+	for _, d := range s[1 : len(s)-1] {
+		r = r.Mul(d)
+	}
+	return FromDim(r), FromDim(s[len(s)-1])
+}
+
+// MaxPages is the page-table width: pages a sequence of Context tokens needs.
+func MaxPages() *Expr {
+	return Bin("/", Bin("-", Bin("+", Ref("Context"), Ref("PageSize")), Int(1)), Ref("PageSize"))
+}
+
+// roles maps a decoder graph's param names to the runtime's round fields.
+var decoderRoles = map[string]string{
+	"ids": "tokens", "tokens": "tokens",
+	"pos": "positions", "positions": "positions",
+	"image_rows": "image_rows", "image_at": "image_at",
+	"logit_rows": "logit_rows",
+}
+
+type translator struct {
+	b       *Builder
+	env     map[*ir.Value]*Value
+	uses    map[*ir.Value]int
+	weights map[*ir.Weight]*Weight
+}
+
+func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map[string]bool) (*Graph, error) {
+	role := "vision"
+	for _, prm := range g.Params {
+		if prm.Kind == ir.KVCache || prm.Kind == ir.Rows {
+			role = "decoder"
+		}
+	}
+	t := &translator{b: NewGraph(g.Name, role, pos(g.Pos)), env: map[*ir.Value]*Value{}, uses: map[*ir.Value]int{}, weights: weights}
+	limit := Ref("Patches")
+	if role == "decoder" {
+		limit = Ref("Rows")
+	}
+	for _, v := range g.ShapeVars() {
+		if !configNames[v] && !strings.Contains(v, "[") {
+			t.b.Dim(v, limit)
+		}
+	}
+	ir.Walk(g.Nodes, func(n *ir.Node, _ int) {
+		for _, a := range n.Args {
+			if a.Value != nil {
+				t.uses[a.Value]++
+			}
+		}
+		if n.Loop != nil {
+			for _, c := range n.Loop.Carried {
+				t.uses[c.In]++
+				t.uses[c.Next]++
+			}
+		}
+	})
+	for _, r := range g.Results {
+		t.uses[r]++
+	}
+	pixels := false
+	for _, prm := range g.Params {
+		ps := pos(prm.Pos)
+		rows, cols := shape2(prm.Shape)
+		switch prm.Kind {
+		case ir.Rows:
+			r := Ref(t.b.G.Dims[0].Name)
+			v := t.b.Special(prm.Name, "rows", RowsRef, nil, nil, ps)
+			v.RowSeq = t.b.Input(prm.Name+"_seq", "row_seq", "I32", Int(1), r, ps)
+			v.RowPos = t.b.Input(prm.Name+"_pos", "row_pos", "I32", Int(1), r, ps)
+			v.PageTable = t.b.Input(prm.Name+"_pages", "page_table", "I32", Ref("Parallel"), MaxPages(), ps)
+			t.env[prm] = v
+			continue
+		case ir.KVCache:
+			l, w := shape2(prm.Shape)
+			if len(prm.Shape) == 2 {
+				l = FromDim(prm.Shape[0])
+			}
+			t.env[prm] = t.b.Special(prm.Name, "cache", CacheRef, l, w, ps)
+			continue
+		case ir.Spans:
+			t.env[prm] = t.b.Input(prm.Name, "spans", "I32", Int(1), Fold(Add(Ref(t.b.G.Dims[0].Name), Int(1)), nil), ps)
+			continue
+		}
+		dt := "F32"
+		if prm.DType == ir.I32 {
+			dt = "I32"
+		}
+		var r string
+		if role == "decoder" {
+			r = decoderRoles[prm.Name]
+			if r == "" {
+				return nil, fmt.Errorf("%s: decoder input %s is not a field of a round; name it one of ids, pos, image_rows, image_at, logit_rows", ps, prm.Name)
+			}
+		} else {
+			switch {
+			case dt == "F32" && !pixels:
+				r, pixels = "pixels", true
+			case dt == "I32" && len(prm.Shape) == 2:
+				r = "positions2d"
+			default:
+				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32", ps, prm.Name)
+			}
+		}
+		t.env[prm] = t.b.Input(prm.Name, r, dt, rows, cols, ps)
+	}
+	if err := t.nodes(g.Nodes); err != nil {
+		return nil, err
+	}
+	if len(g.Results) != 1 {
+		return nil, fmt.Errorf("%s: graph %s returns %d values; a graph returns one tensor", pos(g.Pos), g.Name, len(g.Results))
+	}
+	out := t.env[g.Results[0]]
+	if g.Results[0].Name == "" {
+		name := "out"
+		if role == "decoder" {
+			name = "logits"
+		}
+		for v := out; v != nil; v = v.Base {
+			v.Name = name
+			if v.Kind != Alias {
+				break
+			}
+		}
+	}
+	t.b.Return(out)
+	for _, r := range g.Requires {
+		t.b.G.Requires = append(t.b.G.Requires, &Require{Cond: Bin(string(r.Op), FromDim(r.Left), FromDim(r.Right)), Src: r.Src, Pos: pos(r.Pos)})
+	}
+	return t.b.G, nil
+}
+
+func (t *translator) nodes(ns []*ir.Node) error {
+	for _, n := range ns {
+		if err := t.node(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// name picks a readable name for a node's output: its source name, else one from its weight.
+func (t *translator) name(n *ir.Node, i int) string {
+	if i < len(n.Outs) && n.Outs[i].Name != "" {
+		return n.Outs[i].Name
+	}
+	if a := n.Arg("weight"); a != nil && a.Weight != nil {
+		parts := strings.Split(a.Weight.Weight.Name, ".")
+		var keep []string
+		for _, s := range parts {
+			if s != "weight" && s != "bias" {
+				keep = append(keep, s)
+			}
+		}
+		last := keep[len(keep)-1]
+		if _, err := strconv.Atoi(last); err == nil && len(keep) > 1 {
+			last = keep[len(keep)-2] + last
+		}
+		return last
+	}
+	return string(n.Op)
+}
+
+func (t *translator) arg(n *ir.Node, role string) *Value {
+	a := n.Arg(role)
+	if a == nil {
+		return nil
+	}
+	if a.Weight != nil {
+		var idx *Expr
+		if a.Weight.Weight.Layered() {
+			idx = FromDim(a.Weight.Layer)
+		}
+		return t.b.Weight(t.weights[a.Weight.Weight], idx)
+	}
+	v := t.env[a.Value]
+	if v == nil {
+		panic("lower: operand " + a.Value.String() + " used before it is defined")
+	}
+	if a.Index != nil {
+		return t.b.Cache(v, FromDim(*a.Index))
+	}
+	return v
+}
+
+func (t *translator) attr(n *ir.Node, name string) *Expr {
+	if a := n.Attr(name); a != nil {
+		return attrExpr(a)
+	}
+	return nil
+}
+
+func src(n *ir.Node) []Source { return []Source{{Op: string(n.Op), Pos: pos(n.Pos)}} }
+
+var activations = map[ir.Op]string{ir.OpSiLU: "silu", ir.OpGELU: "gelu", ir.OpGELUTanh: "gelu_tanh", ir.OpQuickGELU: "quick_gelu"}
+
+// writable returns x, or a copy of it when an in-place op would clobber a value still in use.
+func (t *translator) writable(n *ir.Node, role string) *Value {
+	x := t.arg(n, role)
+	if t.uses[n.Arg(role).Value] <= 1 && x.Kind != Input {
+		return x
+	}
+	c := t.b.New(x.Name+"_copy", x.DType, x.Rows, x.Cols, pos(n.Pos))
+	t.b.Op("copy", []Arg{{"X", x}, {"Y", c}}, nil, c, src(n)...)
+	return c
+}
+
+func (t *translator) node(n *ir.Node) error {
+	b, ps := t.b, pos(n.Pos)
+	out := func(i int) *Value {
+		rows, cols := shape2(n.Outs[i].Shape)
+		return b.New(t.name(n, i), "F32", rows, cols, ps)
+	}
+	set := func(v *Value) { t.env[n.Outs[0]] = v }
+	switch n.Op {
+	case ir.OpLoop:
+		l := n.Loop
+		var inits []*Value
+		for _, c := range l.Carried {
+			inits = append(inits, t.env[c.In])
+		}
+		params := b.BeginLoop(l.Index, FromDim(l.Count), ps, inits...)
+		for i, c := range l.Carried {
+			t.env[c.Param] = params[i]
+		}
+		if err := t.nodes(l.Body); err != nil {
+			return err
+		}
+		var yields []*Value
+		for _, c := range l.Carried {
+			yields = append(yields, t.env[c.Next])
+		}
+		for i, r := range b.EndLoop(yields...) {
+			t.env[n.Outs[i]] = r
+		}
+	case ir.OpLinear:
+		y := out(0)
+		args := []Arg{{"X", t.arg(n, "x")}, {"W", t.arg(n, "weight")}}
+		if bias := t.arg(n, "bias"); bias != nil {
+			args = append(args, Arg{"B", bias})
+		}
+		b.Op("linear", append(args, Arg{"Y", y}), nil, y, src(n)...)
+		set(y)
+	case ir.OpRMSNorm:
+		y := out(0)
+		b.Op("rmsnorm", []Arg{{"X", t.arg(n, "x")}, {"W", t.arg(n, "weight")}, {"Y", y}}, []Attr{{"Eps", t.attr(n, "eps")}}, y, src(n)...)
+		set(y)
+	case ir.OpLayerNorm:
+		y := out(0)
+		b.Op("layernorm", []Arg{{"X", t.arg(n, "x")}, {"W", t.arg(n, "weight")}, {"B", t.arg(n, "bias")}, {"Y", y}}, []Attr{{"Eps", t.attr(n, "eps")}}, y, src(n)...)
+		set(y)
+	case ir.OpRope:
+		x := t.writable(n, "x")
+		y := b.InPlace(t.name(n, 0), x, ps)
+		mode := t.attr(n, "mode")
+		if mode == nil {
+			mode = Enum("sections")
+		}
+		b.Op("rope", []Arg{{"X", x}, {"Pos", t.arg(n, "pos")}}, []Attr{
+			{"Heads", t.attr(n, "heads")}, {"HeadDim", t.attr(n, "head_dim")}, {"Theta", t.attr(n, "theta")},
+			{"Sections", t.attr(n, "sections")}, {"Mode", mode}}, y, src(n)...)
+		set(y)
+	case ir.OpAttention:
+		y := out(0)
+		args := []Arg{{"Q", t.arg(n, "q")}, {"K", t.arg(n, "k")}, {"V", t.arg(n, "v")}, {"Y", y}}
+		for _, r := range []struct{ role, field string }{{"spans", "Spans"}, {"cache", "Cache"}, {"rows", "Rows"}} {
+			if v := t.arg(n, r.role); v != nil {
+				args = append(args, Arg{r.field, v})
+			}
+		}
+		kv := t.attr(n, "kv_heads")
+		if kv == nil {
+			kv = t.attr(n, "heads")
+		}
+		b.Op("attention", args, []Attr{{"Heads", t.attr(n, "heads")}, {"KVHeads", kv}, {"HeadDim", t.attr(n, "head_dim")}, {"Scale", t.attr(n, "scale")}}, y, src(n)...)
+		set(y)
+	case ir.OpAdd, ir.OpMul:
+		y := out(0)
+		b.Op(string(n.Op), []Arg{{"A", t.arg(n, "a")}, {"B", t.arg(n, "b")}, {"Y", y}}, nil, y, src(n)...)
+		set(y)
+	case ir.OpSiLU, ir.OpGELU, ir.OpGELUTanh, ir.OpQuickGELU:
+		y := out(0)
+		b.Op("activate", []Arg{{"X", t.arg(n, "x")}, {"Y", y}}, []Attr{{"Act", Enum(activations[n.Op])}}, y, src(n)...)
+		set(y)
+	case ir.OpSwiGLU:
+		y := out(0)
+		b.Op("glu", []Arg{{"Gate", t.arg(n, "gate")}, {"Up", t.arg(n, "up")}, {"Y", y}}, []Attr{{"Act", Enum("silu")}}, y, src(n)...)
+		set(y)
+	case ir.OpEmbed:
+		y := out(0)
+		b.Op("embed", []Arg{{"Ids", t.arg(n, "ids")}, {"Table", t.arg(n, "table")}, {"Y", y}}, nil, y, src(n)...)
+		set(y)
+	case ir.OpScatter:
+		x := t.writable(n, "x")
+		y := b.InPlace(t.name(n, 0), x, ps)
+		b.Op("scatter", []Arg{{"Src", t.arg(n, "src")}, {"Index", t.arg(n, "index")}, {"Y", y}}, nil, y, src(n)...)
+		set(y)
+	case ir.OpGather:
+		y := out(0)
+		b.Op("gather", []Arg{{"X", t.arg(n, "x")}, {"Index", t.arg(n, "index")}, {"Y", y}}, nil, y, src(n)...)
+		set(y)
+	case ir.OpSplit:
+		x := t.arg(n, "x")
+		w := n.Outs[0].Shape.Last()
+		for i := range n.Outs {
+			lo, hi := FromDim(w.Scale(int64(i))), FromDim(w.Scale(int64(i+1)))
+			t.env[n.Outs[i]] = b.Columns(t.name(n, i), x, lo, hi, ps)
+		}
+	case ir.OpMerge:
+		x := t.arg(n, "x")
+		rows, cols := shape2(n.Outs[0].Shape)
+		set(b.Reshape(t.name(n, 0), x, rows, cols, ps))
+	case ir.OpFlatten:
+		set(t.arg(n, "weight"))
+	case ir.OpSelect:
+		set(b.Select(t.attr(n, "cond"), t.arg(n, "a"), t.arg(n, "b")))
+	default:
+		return fmt.Errorf("%s: op %s has no lowering", ps, n.Op)
+	}
+	return nil
+}
+
+// FoldConstants pins config values that a requirement fixes to a literal (`C == 3`) and folds
+// them, and every literal subexpression, into the ops' attributes.
+func FoldConstants(p *Program) {
+	consts := map[string]*Expr{}
+	for _, r := range p.Requires {
+		c := r.Cond
+		if c.Op != "==" {
+			continue
+		}
+		l, rt := c.Args[0], c.Args[1]
+		if l.Op == "ref" && rt.Const() {
+			if prm := p.param(l.Name); prm != nil && prm.Derived == nil && (prm.Type == "int" || prm.Type == "float") {
+				prm.Pin = rt
+				consts[l.Name] = rt
+			}
+		}
+	}
+	for _, g := range p.Graphs {
+		for _, op := range g.Ops() {
+			for i, a := range op.Attrs {
+				op.Attrs[i].Value = Fold(a.Value, consts)
+			}
+		}
+	}
+}
+
+func (p *Program) param(name string) *Param {
+	i := slices.IndexFunc(p.Params, func(x *Param) bool { return x.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return p.Params[i]
+}

@@ -1,0 +1,151 @@
+package lower_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"tfc/compiler/lower"
+	"tfc/compiler/lower/lowertest"
+)
+
+// chains lists the kernel of every launch of a graph, "for" marking a loop's launches.
+func chains(g *lower.Graph) []string {
+	var out []string
+	g.Walk(func(l *lower.Launch, loops []*lower.Loop) {
+		name := l.Kernel.Name
+		if len(loops) > 0 {
+			name = "for " + name
+		}
+		out = append(out, name)
+	})
+	return out
+}
+
+func TestFusionSchedule(t *testing.T) {
+	p, err := lower.Lower(lowertest.Tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"vision": {
+			"tinyvl_vision_linear",
+			"for tinyvl_vision_layernorm",
+			"for tinyvl_vision_linear_bias_rope_rope",
+			"for tinyvl_vision_attention",
+			"for tinyvl_vision_linear_res",
+			"for tinyvl_vision_linear_quick_gelu",
+			"for tinyvl_vision_linear_res_fc2", // fc2's K differs from proj's: a kernel of its own
+			"tinyvl_vision_linear_out",
+		},
+		"decode": {
+			"tinyvl_decode_embed",
+			"tinyvl_decode_scatter",
+			"for tinyvl_decode_rmsnorm",
+			"for tinyvl_decode_linear_bias_rope",
+			"for tinyvl_decode_linear_rope",
+			"for tinyvl_decode_linear",
+			"for tinyvl_decode_attention",
+			"for tinyvl_decode_linear_res",
+			"for tinyvl_decode_rmsnorm",
+			"for tinyvl_decode_linear_up_proj",
+			"for tinyvl_decode_linear_silu_mul",
+			"for tinyvl_decode_linear_res_down_proj",
+			"tinyvl_decode_gather",
+			"tinyvl_decode_rmsnorm", // the final norm shares the layers' kernel
+			"tinyvl_decode_linear_logits",
+		},
+	}
+	for _, g := range p.Graphs {
+		got := chains(g)
+		if strings.Join(got, "\n") != strings.Join(want[g.Name], "\n") {
+			t.Errorf("graph %s launches\n%s\nwant\n%s", g.Name, strings.Join(got, "\n"), strings.Join(want[g.Name], "\n"))
+		}
+	}
+}
+
+// TestFusedSources: a fused kernel lists the graph positions of every op it computes.
+func TestFusedSources(t *testing.T) {
+	p, err := lower.Lower(lowertest.Tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range p.Kernels {
+		if k.Name != "tinyvl_decode_linear_silu_mul" {
+			continue
+		}
+		var ops []string
+		for _, op := range k.Ops {
+			for _, s := range op.Fused {
+				ops = append(ops, s.Op)
+			}
+		}
+		if got := strings.Join(ops, " "); got != "linear swiglu" {
+			t.Errorf("kernel %s computes %q, want the gate linear and the swiglu", k.Name, got)
+		}
+		return
+	}
+	t.Fatal("no swiglu kernel")
+}
+
+// TestResidualInPlace: the residual stream lives in one buffer through the whole loop, every
+// residual add written in place by the linear before it.
+func TestResidualInPlace(t *testing.T) {
+	p, err := lower.Lower(lowertest.Tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range p.Graphs {
+		var res []*lower.Op
+		for _, op := range g.Ops() {
+			if op.Kind == "linear" && op.Arg("Res") != nil {
+				res = append(res, op)
+			}
+		}
+		if len(res) != 2 {
+			t.Fatalf("graph %s: %d linears with a residual, want 2", g.Name, len(res))
+		}
+		for _, op := range res {
+			if op.Arg("Res").Buffer() != op.Out.Buffer() {
+				t.Errorf("graph %s: residual linear writes %s, not its residual's buffer %s", g.Name, op.Out.Buffer().Name, op.Arg("Res").Buffer().Name)
+			}
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	p, err := lower.Lower(lowertest.Tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	lower.Explain(&b, p)
+	for _, want := range []string{
+		"for i < L (line 63)",
+		"linear    X=a@image_rows W=lm.layers[i].self_attn.o_proj.weight Res=x → o_proj@x",
+		"[linear@69:5 add@69:5]",
+		"memory  F32 arena",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestExprFoldAndGo(t *testing.T) {
+	e, err := lower.ParseExpr("N/(M*M) + sect[0]*2 - 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.Go(func(n string) string { return "c." + n })
+	if got != "c.N / (c.M * c.M) + c.sect[0] * 2 - 3" {
+		t.Errorf("Go form %q", got)
+	}
+	f := lower.Fold(e, map[string]*lower.Expr{"M": lower.Int(2), "N": lower.Int(16), "sect[0]": lower.Int(5)})
+	if !f.IsInt(11) {
+		t.Errorf("folded to %s, want 11", f)
+	}
+	if m := lower.Max(lower.Ref("a"), lower.Ref("a"), lower.Ref("b")); m.String() != "max(a, b)" {
+		t.Errorf("max: %s", m)
+	}
+}

@@ -1,0 +1,209 @@
+package contracts
+
+import (
+	"fmt"
+	"math"
+
+	"tfc/runtime/device"
+)
+
+// Named is an operand of an op with its field name.
+type Named struct {
+	Name string
+	T    device.Tensor
+}
+
+// Operands lists the tensors an op reads and the tensors it writes; an in-out tensor (rope's X,
+// scatter's Y, the KV cache) appears in both.
+func Operands(op device.Op) (ins, outs []Named) {
+	in := func(n string, t device.Tensor) {
+		if t.Present() {
+			ins = append(ins, Named{n, t})
+		}
+	}
+	out := func(n string, t device.Tensor) {
+		if t.Present() {
+			outs = append(outs, Named{n, t})
+		}
+	}
+	switch o := Deref(op).(type) {
+	case device.Linear:
+		in("X", o.X)
+		in("W", o.W)
+		in("B", o.B)
+		in("Res", o.Res)
+		out("Y", o.Y)
+	case device.RMSNorm:
+		in("X", o.X)
+		in("Res", o.Res)
+		in("W", o.W)
+		out("Sum", o.Sum)
+		out("Y", o.Y)
+	case device.LayerNorm:
+		in("X", o.X)
+		in("W", o.W)
+		in("B", o.B)
+		out("Y", o.Y)
+	case device.Rope:
+		in("X", o.X)
+		in("Pos", o.Pos)
+		out("X", o.X)
+	case device.Attention:
+		in("Q", o.Q)
+		in("K", o.K)
+		in("V", o.V)
+		in("Spans", o.Spans)
+		if o.Rows != nil {
+			in("RowSeq", o.Rows.RowSeq)
+			in("RowPos", o.Rows.RowPos)
+			in("PageTable", o.Rows.PageTable)
+		}
+		if o.Cache != nil {
+			in("Cache.K", o.Cache.K)
+			in("Cache.V", o.Cache.V)
+		}
+		out("Y", o.Y)
+		if o.Cache != nil {
+			out("Cache.K", o.Cache.K)
+			out("Cache.V", o.Cache.V)
+		}
+	case device.Add:
+		in("A", o.A)
+		in("B", o.B)
+		out("Y", o.Y)
+	case device.Mul:
+		in("A", o.A)
+		in("B", o.B)
+		out("Y", o.Y)
+	case device.Activate:
+		in("X", o.X)
+		out("Y", o.Y)
+	case device.GLU:
+		in("Gate", o.Gate)
+		in("Up", o.Up)
+		out("Y", o.Y)
+	case device.Embed:
+		in("Ids", o.Ids)
+		in("Table", o.Table)
+		out("Y", o.Y)
+	case device.Gather:
+		in("Index", o.Index)
+		in("X", o.X)
+		out("Y", o.Y)
+	case device.Scatter:
+		in("Src", o.Src)
+		in("Index", o.Index)
+		in("Y", o.Y)
+		out("Y", o.Y)
+	case device.Copy:
+		in("X", o.X)
+		out("Y", o.Y)
+	}
+	return ins, outs
+}
+
+// overlap reports whether two tensors may share elements of one buffer.
+func overlap(a, b device.Tensor) bool {
+	if a.Buf == nil || a.Buf != b.Buf || a.Rows == 0 || a.Cols == 0 || b.Rows == 0 || b.Cols == 0 {
+		return false
+	}
+	a1 := a.Off + (a.Rows-1)*a.RowStride() + a.Cols
+	b1 := b.Off + (b.Rows-1)*b.RowStride() + b.Cols
+	return a.Off < b1 && b.Off < a1
+}
+
+// PoisonBits is the NaN written into outputs before a contract run; seeing it afterwards means
+// the backend never wrote that element.
+const PoisonBits = 0x7fc0dead
+
+// HostRead returns a Read that copies tensors out of a backend.
+func HostRead(be device.Backend) Read {
+	return func(t device.Tensor) ([]float64, error) {
+		n := t.Rows * t.Cols
+		out := make([]float64, n)
+		if t.Buf.DType() == device.I32 {
+			v := make([]int32, n)
+			if err := be.Read(t, v); err != nil {
+				return nil, err
+			}
+			for i, x := range v {
+				out[i] = float64(x)
+			}
+			return out, nil
+		}
+		v := make([]float32, n)
+		if err := be.Read(t, v); err != nil {
+			return nil, err
+		}
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+		return out, nil
+	}
+}
+
+// Poison fills every output of op that no input shares with PoisonBits NaNs.
+func Poison(be device.Backend, op device.Op) error {
+	ins, outs := Operands(op)
+	for _, o := range outs {
+		shared := false
+		for _, i := range ins {
+			shared = shared || overlap(o.T, i.T)
+		}
+		if shared || o.T.Buf.DType() == device.I32 {
+			continue
+		}
+		p := make([]float32, o.T.Rows*o.T.Cols)
+		for i := range p {
+			p[i] = math.Float32frombits(PoisonBits)
+		}
+		if err := be.Write(o.T, p, device.F32); err != nil {
+			return fmt.Errorf("poisoning %s: %w", o.Name, err)
+		}
+	}
+	return nil
+}
+
+// Result is the largest relative row error of each output of one checked op.
+type Result map[string]float64
+
+// Check runs op on be and compares every output with the float64 reference: outputs are
+// poisoned first, inputs are copied to the host, the op is launched, and each output must meet
+// its class bound with NaN and ±Inf where the reference has them.
+func Check(be device.Backend, op device.Op) (Result, error) {
+	name := Deref(op).OpName()
+	if err := Poison(be, op); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	read := HostRead(be)
+	want, err := Expect(op, read)
+	if err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+	if err := be.Launch(&device.Kernel{Name: "contract_" + name, Source: "contracts"}, op); err != nil {
+		return nil, err
+	}
+	if err := be.Sync(); err != nil {
+		return nil, err
+	}
+	res := Result{}
+	for _, w := range want {
+		got, err := read(w.T)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading %s: %w", name, w.Name, err)
+		}
+		if w.T.Buf.DType() == device.F32 {
+			for i, g := range got {
+				if math.Float32bits(float32(g)) == PoisonBits && !math.IsNaN(w.Want[i]) {
+					return nil, fmt.Errorf("%s: %s[%d,%d] was never written (poison survived)", name, w.Name, i/w.T.Cols, i%w.T.Cols)
+				}
+			}
+		}
+		worst, err := w.Compare(got)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		res[w.Name] = worst
+	}
+	return res, nil
+}

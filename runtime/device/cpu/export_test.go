@@ -1,0 +1,11 @@
+package cpu
+
+// PeakLoop exposes the host kernel's FMA peak loop to the benchmarks.
+func PeakLoop() (name string, run func(n int), flopsPerIter int) {
+	ks := hostKernels()
+	if len(ks) == 0 {
+		return "", nil, 0
+	}
+	k := ks[0]
+	return k.name, k.peak, k.peakFlops
+}

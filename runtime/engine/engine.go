@@ -1,0 +1,236 @@
+// Package engine ties a checkpoint to its generated family and runs generation on one backend:
+// open and validate the checkpoint, bind the family, load weights, then vision, prompt fill and
+// decode rounds.
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"tfc/runtime/checkpoint"
+	"tfc/runtime/device"
+	"tfc/runtime/model"
+	"tfc/runtime/positions"
+	"tfc/runtime/sample"
+)
+
+// Engine is a loaded checkpoint.
+type Engine struct {
+	Dir    string
+	Ckpt   *checkpoint.Checkpoint
+	Family *model.Family
+	Bound  model.Bound
+	Model  model.Model
+	Info   model.Info
+	Limits model.Limits
+	EOS    map[int]bool
+}
+
+// Validate opens a checkpoint and checks it against its family's manifest; nothing is allocated
+// for weights. The caller closes the returned checkpoint.
+func Validate(dir string) (*checkpoint.Checkpoint, *model.Family, model.Bound, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fam, err := model.Pick(ck.ModelType(), ck.Architectures())
+	if err != nil {
+		ck.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	bound, err := fam.Bind(ck.Config)
+	if err != nil {
+		ck.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %s: %w", dir, fam.Graph, err)
+	}
+	if probs := ck.Check(Manifest(bound)); len(probs) > 0 {
+		ck.Close()
+		return nil, nil, nil, fmt.Errorf("checkpoint %s does not match family %s:\n  %s", dir, fam.Name,
+			strings.ReplaceAll(checkpoint.Problems(probs).Error(), "\n", "\n  "))
+	}
+	return ck, fam, bound, nil
+}
+
+// Manifest converts a bound family's manifest to the checkpoint's spec type.
+func Manifest(b model.Bound) []checkpoint.TensorSpec {
+	var specs []checkpoint.TensorSpec
+	for _, t := range b.Manifest() {
+		specs = append(specs, checkpoint.TensorSpec{Name: t.Name, Shape: t.Shape})
+	}
+	return specs
+}
+
+// Open validates a checkpoint and loads it onto b.
+func Open(dir string, b device.Backend, l model.Limits) (*Engine, error) {
+	ck, fam, bound, err := Validate(dir)
+	if err != nil {
+		return nil, err
+	}
+	get := func(name string) ([]byte, device.DType, error) {
+		t, err := ck.Tensor(name)
+		if err != nil {
+			return nil, 0, err
+		}
+		switch t.DType {
+		case checkpoint.BF16:
+			return t.Data, device.BF16, nil
+		case checkpoint.F16:
+			return t.Data, device.F16, nil
+		case checkpoint.F32:
+			return t.Data, device.F32, nil
+		}
+		return nil, 0, fmt.Errorf("%s: tensor %s has dtype %v; tfc reads BF16, F16 and F32", t.File, name, t.DType)
+	}
+	m, err := bound.Load(b, l, get)
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("loading %s: %w", dir, err)
+	}
+	e := &Engine{Dir: dir, Ckpt: ck, Family: fam, Bound: bound, Model: m, Info: m.Info(), Limits: l, EOS: map[int]bool{}}
+	if ck.Generation != nil {
+		for _, id := range ck.Generation.EOS {
+			e.EOS[id] = true
+		}
+	}
+	return e, nil
+}
+
+// Close releases the model and the checkpoint's memory maps.
+func (e *Engine) Close() {
+	e.Model.Close()
+	e.Ckpt.Close()
+}
+
+// Prompt is a tokenized prompt with its images' patches: ids hold one placeholder id per vision
+// row already (the processor's expansion).
+type Prompt struct {
+	IDs    []int32
+	Pixels []float32       // all images' patches, [N, C] row-major
+	Grids  []positions.Grid // (t, h, w) in patches, per image
+}
+
+// Options bound and steer one generation.
+type Options struct {
+	MaxTokens int
+	Sample    sample.Params
+	// Step, when set, sees each step's logits before the token is picked.
+	Step func(step int, logits []float32)
+}
+
+// Result is one generation's output.
+type Result struct {
+	OutputIDs    []int32
+	FinishReason string // "stop" at an EOS id, "length" at MaxTokens or the context
+	VisionRows   []float32
+}
+
+// Generate runs one sequence alone: vision, the whole prompt as one round, then one row a round.
+func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
+	info := e.Info
+	res := &Result{FinishReason: "length"}
+	var imageAt []int32
+	for i, id := range p.IDs {
+		if int(id) == info.ImageToken {
+			imageAt = append(imageAt, int32(i))
+		}
+	}
+	if len(p.Grids) > 0 {
+		rows, err := e.Model.Vision(p.Pixels, toArrays(p.Grids))
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) != len(imageAt)*info.Hidden {
+			return nil, fmt.Errorf("the prompt has %d image placeholder tokens, the images give %d rows", len(imageAt), len(rows)/info.Hidden)
+		}
+		res.VisionRows = rows
+	} else if len(imageAt) > 0 {
+		return nil, fmt.Errorf("the prompt has %d image placeholder tokens and no image", len(imageAt))
+	}
+	pos, delta, err := e.positions(p)
+	if err != nil {
+		return nil, err
+	}
+	n := len(p.IDs)
+	if n+o.MaxTokens > e.Limits.Context {
+		return nil, fmt.Errorf("prompt of %d tokens plus %d new tokens exceeds the context of %d", n, o.MaxTokens, e.Limits.Context)
+	}
+	pages := make([]int32, (e.Limits.Context+e.Limits.PageSize-1)/e.Limits.PageSize)
+	for i := range pages {
+		pages[i] = int32(i)
+	}
+	round := &model.Round{PageTable: pages}
+	// prompt fill, in pieces of at most Limits.Rows rows
+	var logits []float32
+	for lo := 0; lo < n; lo += e.Limits.Rows {
+		hi := min(n, lo+e.Limits.Rows)
+		round.Tokens = p.IDs[lo:hi]
+		round.Positions = pos[lo*info.PositionAxes : hi*info.PositionAxes]
+		round.Seq = make([]int32, hi-lo)
+		round.Pos = iota32(lo, hi)
+		round.ImageRows, round.ImageAt = nil, nil
+		for j, at := range imageAt {
+			if int(at) >= lo && int(at) < hi {
+				round.ImageAt = append(round.ImageAt, at-int32(lo))
+				round.ImageRows = append(round.ImageRows, res.VisionRows[j*info.Hidden:(j+1)*info.Hidden]...)
+			}
+		}
+		round.LogitRows = nil
+		if hi == n {
+			round.LogitRows = []int32{int32(hi - lo - 1)}
+		}
+		if logits, err = e.Model.Forward(round); err != nil {
+			return nil, err
+		}
+	}
+	for step := 0; step < o.MaxTokens; step++ {
+		if o.Step != nil {
+			o.Step(step, logits)
+		}
+		next := int32(sample.Pick(logits, o.Sample, n+step))
+		res.OutputIDs = append(res.OutputIDs, next)
+		if e.EOS[int(next)] {
+			res.FinishReason = "stop"
+			break
+		}
+		if step == o.MaxTokens-1 {
+			break
+		}
+		at := n + step
+		p3 := positions.Decode(at, delta)
+		round.Tokens = []int32{next}
+		round.Positions = p3[:info.PositionAxes]
+		round.Seq = []int32{0}
+		round.Pos = []int32{int32(at)}
+		round.ImageRows, round.ImageAt = nil, nil
+		round.LogitRows = []int32{0}
+		if logits, err = e.Model.Forward(round); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// positions applies the family's position rule to the prompt.
+func (e *Engine) positions(p Prompt) ([]int32, int32, error) {
+	switch e.Info.Positions {
+	case "mrope":
+		return positions.MRoPE(p.IDs, p.Grids, int32(e.Info.ImageToken), e.Info.Merge)
+	}
+	return nil, 0, fmt.Errorf("family %s names position rule %q, which this runtime does not have", e.Family.Name, e.Info.Positions)
+}
+
+func toArrays(gs []positions.Grid) [][3]int {
+	out := make([][3]int, len(gs))
+	for i, g := range gs {
+		out[i] = g
+	}
+	return out
+}
+
+func iota32(lo, hi int) []int32 {
+	out := make([]int32, hi-lo)
+	for i := range out {
+		out[i] = int32(lo + i)
+	}
+	return out
+}

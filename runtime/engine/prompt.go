@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"fmt"
+
+	"tfc/runtime/chattemplate"
+	"tfc/runtime/image"
+	"tfc/runtime/positions"
+	"tfc/runtime/tokenizer"
+)
+
+// Frontend turns a conversation and its images into a Prompt, as the checkpoint's Hugging Face
+// processor does: template, tokenize, one placeholder id per vision row.
+type Frontend struct {
+	Tok      *tokenizer.Tokenizer
+	Template *chattemplate.Template
+	Image    image.Config
+	Limits   image.Limits
+}
+
+// LoadFrontend reads a checkpoint directory's tokenizer, chat template and image processor config.
+func LoadFrontend(dir string) (*Frontend, error) {
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := chattemplate.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	ic, err := image.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Frontend{Tok: tok, Template: tmpl, Image: ic, Limits: image.DefaultLimits()}, nil
+}
+
+// Images decodes and preprocesses encoded images; errors name the image by its 1-based index.
+func (f *Frontend) Images(files [][]byte) ([]*image.Patches, error) {
+	out := make([]*image.Patches, len(files))
+	for i, data := range files {
+		img, err := image.Decode(i+1, data, f.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = image.Preprocess(img, f.Image); err != nil {
+			return nil, fmt.Errorf("image %d: %w", i+1, err)
+		}
+	}
+	return out, nil
+}
+
+// Build renders messages (a JSON array) with the generation prompt, tokenizes the text and
+// expands each image placeholder token to the image's vision rows.
+func (f *Frontend) Build(messagesJSON []byte, imgs []*image.Patches, imageToken, merge int, o chattemplate.Options) (Prompt, string, error) {
+	text, err := f.Template.RenderJSON(messagesJSON, o)
+	if err != nil {
+		return Prompt{}, "", err
+	}
+	ids := f.Tok.Encode(text)
+	var p Prompt
+	img := 0
+	for _, id := range ids {
+		if id != imageToken {
+			p.IDs = append(p.IDs, int32(id))
+			continue
+		}
+		if img >= len(imgs) {
+			return Prompt{}, "", fmt.Errorf("the prompt names more images than the %d sent", len(imgs))
+		}
+		g := imgs[img].GridTHW
+		for k := 0; k < g[0]*g[1]*g[2]/(merge*merge); k++ {
+			p.IDs = append(p.IDs, int32(imageToken))
+		}
+		p.Grids = append(p.Grids, positions.Grid(g))
+		p.Pixels = append(p.Pixels, imgs[img].Pixels...)
+		img++
+	}
+	if img != len(imgs) {
+		return Prompt{}, "", fmt.Errorf("%d images sent, the prompt has places for %d", len(imgs), img)
+	}
+	return p, text, nil
+}
