@@ -32,7 +32,7 @@ audit: build
 	$(TFC) audit
 
 demo: build testdata
-	$(TFC) generate --model testdata/qwen2-vl-tiny --image testdata/qwen2-vl-tiny/oracle/images/image1.png \
+	$(TFC) generate --model testdata/qwen2-vl-tiny --image testdata/qwen2-vl-tiny/oracle/images/a.png \
 		--prompt "Read the text in this image." --max-tokens 16
 
 ci: test check-generated audit
