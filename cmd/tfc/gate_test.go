@@ -22,15 +22,15 @@ const tinyQwen2VL = "../../testdata/qwen2-vl-tiny"
 
 // oracleCase is one of transformers' recorded generations (tools/oracle/qwen2_vl.py).
 type oracleCase struct {
-	Case         string            `json:"case"`
-	Messages     json.RawMessage   `json:"messages"`
-	Images       []string          `json:"images"`
-	PromptIDs    []int32           `json:"prompt_ids"`
-	OutputIDs    []int32           `json:"output_ids"`
-	FinishReason string            `json:"finish_reason"`
-	MaxNewTokens int               `json:"max_new_tokens"`
-	Top5         []oracleTop5      `json:"top5"`
-	Margins      []float64         `json:"margins"`
+	Case         string          `json:"case"`
+	Messages     json.RawMessage `json:"messages"`
+	Images       []string        `json:"images"`
+	PromptIDs    []int32         `json:"prompt_ids"`
+	OutputIDs    []int32         `json:"output_ids"`
+	FinishReason string          `json:"finish_reason"`
+	MaxNewTokens int             `json:"max_new_tokens"`
+	Top5         []oracleTop5    `json:"top5"`
+	Margins      []float64       `json:"margins"`
 }
 
 type oracleTop5 struct {

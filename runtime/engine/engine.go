@@ -105,7 +105,7 @@ func (e *Engine) Close() {
 // row already (the processor's expansion).
 type Prompt struct {
 	IDs    []int32
-	Pixels []float32       // all images' patches, [N, C] row-major
+	Pixels []float32        // all images' patches, [N, C] row-major
 	Grids  []positions.Grid // (t, h, w) in patches, per image
 }
 
