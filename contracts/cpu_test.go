@@ -38,26 +38,14 @@ func TestCPUContract(t *testing.T) {
 }
 
 func runCases(t *testing.T, be *cpu.Backend, s int64) {
-	for _, layout := range []struct {
-		name              string
-		strided, specials bool
-	}{{"plain", false, false}, {"strided", true, false}, {"specials", false, true}, {"strided_specials", true, true}} {
-		for i, c := range contracts.Cases() {
-			t.Run(layout.name+"/"+c.Name, func(t *testing.T) {
-				b := &contracts.Builder{Backend: be, Rng: rand.New(rand.NewSource(s + int64(i))), Strided: layout.strided, Specials: layout.specials}
-				defer b.Free()
-				op := c.Build(b)
-				if err := b.Err(); err != nil {
-					t.Fatal(err)
-				}
-				res, err := contracts.Check(be, op)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("max row error %v", res)
-			})
-		}
-	}
+	contracts.RunSuite(be, s, func(name string, res contracts.Result, err error) {
+		t.Run(name, func(t *testing.T) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("max row error %v", res)
+		})
+	})
 }
 
 // dropLastRow is a broken backend: it runs each op with Y one row short.

@@ -3,6 +3,7 @@ package contracts
 import (
 	"fmt"
 	"math"
+	"math/rand"
 
 	"tfc/runtime/device"
 )
@@ -206,4 +207,32 @@ func Check(be device.Backend, op device.Op) (Result, error) {
 		res[w.Name] = worst
 	}
 	return res, nil
+}
+
+// Layout is one way the suite places its operands.
+type Layout struct {
+	Name              string
+	Strided, Specials bool
+}
+
+// Layouts are the suite's placements: contiguous and column-sliced operands, each with plain
+// inputs and with NaN/±Inf planted in the activations.
+var Layouts = []Layout{{"plain", false, false}, {"strided", true, false}, {"specials", false, true}, {"strided_specials", true, true}}
+
+// RunSuite checks every case of Cases in every layout on be, with inputs drawn from seed, and
+// calls report once per check (err nil when the case passed).
+func RunSuite(be device.Backend, seed int64, report func(name string, res Result, err error)) {
+	for _, l := range Layouts {
+		for i, c := range Cases() {
+			b := &Builder{Backend: be, Rng: rand.New(rand.NewSource(seed + int64(i))), Strided: l.Strided, Specials: l.Specials}
+			op := c.Build(b)
+			var res Result
+			err := b.Err()
+			if err == nil {
+				res, err = Check(be, op)
+			}
+			b.Free()
+			report(l.Name+"/"+c.Name, res, err)
+		}
+	}
 }

@@ -2,4 +2,4 @@
 // each into its generated package under gen/ and its kernels under kernels/.
 package graphs
 
-//go:generate go run ../cmd/tfc compile -C .. graphs/qwen2_vl.graph
+//go:generate go run ../cmd/tfc compile -C .. -specialize testdata/qwen2-vl-tiny/config.json graphs/qwen2_vl.graph

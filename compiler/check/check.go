@@ -635,10 +635,11 @@ func (c *checker) weightDecl(wd *syntax.WeightDecl) {
 	}
 }
 
-// knownRules are the runtime rules a family may name, with their arguments.
+// knownRules are the runtime rules a family may name, with their arguments; a trailing ? marks
+// an optional one.
 var knownRules = map[string]map[string][]string{
 	"image":     {"qwen2_vl": {"patch", "temporal", "merge"}},
-	"positions": {"mrope": {"image_token", "merge"}},
+	"positions": {"mrope": {"image_token", "merge", "vision_start?"}},
 }
 
 func (c *checker) rule(r *syntax.Rule) {
@@ -660,8 +661,8 @@ func (c *checker) rule(r *syntax.Rule) {
 			c.errorf(a.Pos, "%s rule arguments are named: %s(%s: …)", r.Kind, r.Call.Name, args[0])
 			continue
 		}
-		if !contains(args, a.Key) {
-			c.errorf(a.Pos, "unknown argument %s of %s rule %s; it takes %s", a.Key, r.Kind, r.Call.Name, strings.Join(args, ", "))
+		if !contains(args, a.Key) && !contains(args, a.Key+"?") {
+			c.errorf(a.Pos, "unknown argument %s of %s rule %s; it takes %s", a.Key, r.Kind, r.Call.Name, strings.ReplaceAll(strings.Join(args, ", "), "?", " (optional)"))
 			continue
 		}
 		seen[a.Key] = true
@@ -686,7 +687,7 @@ func (c *checker) rule(r *syntax.Rule) {
 		rule.Args = append(rule.Args, at)
 	}
 	for _, a := range args {
-		if !seen[a] {
+		if !seen[a] && !strings.HasSuffix(a, "?") {
 			c.errorf(r.Call.Pos, "%s rule %s needs argument %s", r.Kind, r.Call.Name, a)
 		}
 	}

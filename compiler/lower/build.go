@@ -151,7 +151,6 @@ func (g *Graph) Ops() []*Op {
 	return ops
 }
 
-
 // GoName turns a dotted or snake name into an exported Go identifier: "norm1.weight" → Norm1Weight.
 func GoName(s string) string {
 	var b strings.Builder

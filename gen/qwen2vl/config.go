@@ -4,36 +4,39 @@ package qwen2vl
 
 import (
 	"fmt"
+	"slices"
+
 	"tfc/runtime/model"
 )
 
 // Config holds the values graphs/qwen2_vl.graph binds from config.json.
 type Config struct {
-	D          int     // text_config.hidden_size | hidden_size
-	L          int     // text_config.num_hidden_layers | num_hidden_layers
-	H          int     // text_config.num_attention_heads | num_attention_heads
-	KV         int     // text_config.num_key_value_heads | num_key_value_heads | text_config.num_attention_heads | num_attention_heads
-	F          int     // text_config.intermediate_size | intermediate_size
-	V          int     // text_config.vocab_size | vocab_size
-	Eps        float64 // text_config.rms_norm_eps | rms_norm_eps
-	Theta      float64 // text_config.rope_parameters.rope_theta | text_config.rope_theta | rope_parameters.rope_theta | rope_theta
-	Sect       []int   // text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section
-	Tied       bool    // tie_word_embeddings | text_config.tie_word_embeddings
-	ImageToken int     // image_token_id
-	VD         int     // vision_config.embed_dim
-	VL         int     // vision_config.depth
-	VH         int     // vision_config.num_heads
-	Ratio      int     // vision_config.mlp_ratio
-	C          int     // vision_config.in_channels | vision_config.in_chans
-	P          int     // vision_config.patch_size
-	TP         int     // vision_config.temporal_patch_size
-	M          int     // vision_config.spatial_merge_size
-	VO         int     // vision_config.hidden_size
-	Vtheta     float64 // vision_config.rope_parameters.rope_theta
-	HD         int     // HD = D / H
-	VHD        int     // VHD = VD / VH
-	VF         int     // VF = VD * ratio
-	MD         int     // MD = M * M * VD
+	D           int     // text_config.hidden_size | hidden_size
+	L           int     // text_config.num_hidden_layers | num_hidden_layers
+	H           int     // text_config.num_attention_heads | num_attention_heads
+	KV          int     // text_config.num_key_value_heads | num_key_value_heads | text_config.num_attention_heads | num_attention_heads
+	F           int     // text_config.intermediate_size | intermediate_size
+	V           int     // text_config.vocab_size | vocab_size
+	Eps         float64 // text_config.rms_norm_eps | rms_norm_eps
+	Theta       float64 // text_config.rope_parameters.rope_theta | text_config.rope_theta | rope_parameters.rope_theta | rope_theta
+	Sect        []int   // text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section
+	Tied        bool    // tie_word_embeddings | text_config.tie_word_embeddings
+	ImageToken  int     // image_token_id
+	VisionStart int     // vision_start_token_id
+	VD          int     // vision_config.embed_dim
+	VL          int     // vision_config.depth
+	VH          int     // vision_config.num_heads
+	Ratio       int     // vision_config.mlp_ratio
+	C           int     // vision_config.in_channels | vision_config.in_chans
+	P           int     // vision_config.patch_size
+	TP          int     // vision_config.temporal_patch_size
+	M           int     // vision_config.spatial_merge_size
+	VO          int     // vision_config.hidden_size
+	Vtheta      float64 // vision_config.rope_parameters.rope_theta
+	HD          int     // HD = D / H
+	VHD         int     // VHD = VD / VH
+	VF          int     // VF = VD * ratio
+	MD          int     // MD = M * M * VD
 }
 
 // readConfig reads config.json through cfg, fills the derived values and checks the requirements;
@@ -116,6 +119,12 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	if c.ImageToken, err = cfg.Int("image_token_id"); err != nil {
 		return nil, fmt.Errorf("config.json: image_token (image_token_id): %w", err)
 	}
+	if !cfg.Has("vision_start_token_id") {
+		return nil, fmt.Errorf("config.json has no vision_start_token_id; qwen2_vl needs it as vision_start")
+	}
+	if c.VisionStart, err = cfg.Int("vision_start_token_id"); err != nil {
+		return nil, fmt.Errorf("config.json: vision_start (vision_start_token_id): %w", err)
+	}
 	if !cfg.Has("vision_config.embed_dim") {
 		return nil, fmt.Errorf("config.json has no vision_config.embed_dim; qwen2_vl needs it as VD")
 	}
@@ -187,28 +196,28 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
 	if !(c.D%c.H == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires D%%H == 0 (graphs/qwen2_vl.graph:41); this checkpoint has D = %v, H = %v", c.D, c.H)
+		return nil, fmt.Errorf("qwen2_vl requires D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
 	}
 	if !(c.H%c.KV == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires H%%KV == 0 (graphs/qwen2_vl.graph:41); this checkpoint has H = %v, KV = %v", c.H, c.KV)
+		return nil, fmt.Errorf("qwen2_vl requires H%%KV == 0 (graphs/qwen2_vl.graph:42); this checkpoint has H = %v, KV = %v", c.H, c.KV)
 	}
 	if !(c.HD%2 == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires HD%%2 == 0 (graphs/qwen2_vl.graph:41); this checkpoint has HD = %v", c.HD)
+		return nil, fmt.Errorf("qwen2_vl requires HD%%2 == 0 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v", c.HD)
 	}
 	if !(c.Sect[0]+c.Sect[1]+c.Sect[2] == c.HD/2) {
-		return nil, fmt.Errorf("qwen2_vl requires sum(sect) == HD/2 (graphs/qwen2_vl.graph:41); this checkpoint has HD = %v, sect[0] = %v, sect[1] = %v, sect[2] = %v", c.HD, c.Sect[0], c.Sect[1], c.Sect[2])
+		return nil, fmt.Errorf("qwen2_vl requires sum(sect) == HD/2 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v, sect[0] = %v, sect[1] = %v, sect[2] = %v", c.HD, c.Sect[0], c.Sect[1], c.Sect[2])
 	}
 	if !(c.VD%c.VH == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires VD%%VH == 0 (graphs/qwen2_vl.graph:42); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
+		return nil, fmt.Errorf("qwen2_vl requires VD%%VH == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
 	}
 	if !(c.VHD%4 == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires VHD%%4 == 0 (graphs/qwen2_vl.graph:42); this checkpoint has VHD = %v", c.VHD)
+		return nil, fmt.Errorf("qwen2_vl requires VHD%%4 == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VHD = %v", c.VHD)
 	}
 	if !(c.VO == c.D) {
-		return nil, fmt.Errorf("qwen2_vl requires VO == D (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, VO = %v", c.D, c.VO)
+		return nil, fmt.Errorf("qwen2_vl requires VO == D (graphs/qwen2_vl.graph:43); this checkpoint has D = %v, VO = %v", c.D, c.VO)
 	}
 	if !(c.C == 3) {
-		return nil, fmt.Errorf("qwen2_vl requires C == 3 (graphs/qwen2_vl.graph:42); this checkpoint has C = %v", c.C)
+		return nil, fmt.Errorf("qwen2_vl requires C == 3 (graphs/qwen2_vl.graph:43); this checkpoint has C = %v", c.C)
 	}
 	return c, nil
 }
@@ -259,6 +268,10 @@ func (c *Config) values() []model.Value {
 		Name:  "image_token",
 		Path:  "image_token_id",
 		Value: c.ImageToken,
+	}, {
+		Name:  "vision_start",
+		Path:  "vision_start_token_id",
+		Value: c.VisionStart,
 	}, {
 		Name:  "VD",
 		Path:  "vision_config.embed_dim",
@@ -320,5 +333,56 @@ func (c *Config) values() []model.Value {
 
 // unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
 func (c *Config) unpinned(l model.Limits) (bad []string) {
-	return []string{"no HIP kernels were generated for qwen2_vl"}
+	if c.D != 64 {
+		bad = append(bad, fmt.Sprintf("D = %v (text_config.hidden_size | hidden_size), the kernels have 64", c.D))
+	}
+	if c.H != 4 {
+		bad = append(bad, fmt.Sprintf("H = %v (text_config.num_attention_heads | num_attention_heads), the kernels have 4", c.H))
+	}
+	if c.KV != 2 {
+		bad = append(bad, fmt.Sprintf("KV = %v (text_config.num_key_value_heads | num_key_value_heads | text_config.num_attention_heads | num_attention_heads), the kernels have 2", c.KV))
+	}
+	if c.F != 128 {
+		bad = append(bad, fmt.Sprintf("F = %v (text_config.intermediate_size | intermediate_size), the kernels have 128", c.F))
+	}
+	if c.V != 151936 {
+		bad = append(bad, fmt.Sprintf("V = %v (text_config.vocab_size | vocab_size), the kernels have 151936", c.V))
+	}
+	if c.Eps != 1e-06 {
+		bad = append(bad, fmt.Sprintf("eps = %v (text_config.rms_norm_eps | rms_norm_eps), the kernels have 1e-06", c.Eps))
+	}
+	if c.Theta != 1e+06 {
+		bad = append(bad, fmt.Sprintf("theta = %v (text_config.rope_parameters.rope_theta | text_config.rope_theta | rope_parameters.rope_theta | rope_theta), the kernels have 1e+06", c.Theta))
+	}
+	if !slices.Equal(c.Sect, []int{2, 3, 3}) {
+		bad = append(bad, fmt.Sprintf("sect = %v (text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section), the kernels have [2, 3, 3]", c.Sect))
+	}
+	if c.VD != 32 {
+		bad = append(bad, fmt.Sprintf("VD = %v (vision_config.embed_dim), the kernels have 32", c.VD))
+	}
+	if c.VH != 2 {
+		bad = append(bad, fmt.Sprintf("VH = %v (vision_config.num_heads), the kernels have 2", c.VH))
+	}
+	if c.Ratio != 4 {
+		bad = append(bad, fmt.Sprintf("ratio = %v (vision_config.mlp_ratio), the kernels have 4", c.Ratio))
+	}
+	if c.C != 3 {
+		bad = append(bad, fmt.Sprintf("C = %v (vision_config.in_channels | vision_config.in_chans), the kernels have 3", c.C))
+	}
+	if c.P != 14 {
+		bad = append(bad, fmt.Sprintf("P = %v (vision_config.patch_size), the kernels have 14", c.P))
+	}
+	if c.TP != 2 {
+		bad = append(bad, fmt.Sprintf("TP = %v (vision_config.temporal_patch_size), the kernels have 2", c.TP))
+	}
+	if c.M != 2 {
+		bad = append(bad, fmt.Sprintf("M = %v (vision_config.spatial_merge_size), the kernels have 2", c.M))
+	}
+	if c.Vtheta != 10000.0 {
+		bad = append(bad, fmt.Sprintf("vtheta = %v (vision_config.rope_parameters.rope_theta), the kernels have 10000.0", c.Vtheta))
+	}
+	if l.PageSize != 16 {
+		bad = append(bad, fmt.Sprintf("PageSize = %d, the kernels have 16", l.PageSize))
+	}
+	return
 }

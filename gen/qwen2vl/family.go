@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
@@ -204,6 +205,7 @@ func (m *Model) Info() model.Info {
 		Merge:        c.M,
 		PositionAxes: 3,
 		Positions:    "mrope",
+		VisionStart:  c.VisionStart,
 		Vocab:        c.V,
 	}
 }

@@ -43,6 +43,14 @@ func Validate(dir string) (*checkpoint.Checkpoint, *model.Family, model.Bound, e
 		ck.Close()
 		return nil, nil, nil, fmt.Errorf("%s: %s: %w", dir, fam.Graph, err)
 	}
+	names := map[string]bool{}
+	for _, n := range ck.Names() {
+		names[n] = true
+	}
+	if err := bound.Resolve(func(name string) bool { return names[name] }); err != nil {
+		ck.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	if probs := ck.Check(Manifest(bound)); len(probs) > 0 {
 		ck.Close()
 		return nil, nil, nil, fmt.Errorf("checkpoint %s does not match family %s:\n  %s", dir, fam.Name,

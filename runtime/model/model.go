@@ -44,6 +44,9 @@ type TensorSpec struct {
 type Bound interface {
 	// Values lists the bound config values by graph name, in declaration order, for inspect.
 	Values() []Value
+	// Resolve picks each name prefix's alternative by which tensors the checkpoint has; call it
+	// before Manifest.
+	Resolve(has func(name string) bool) error
 	// Manifest lists every tensor the checkpoint must hold.
 	Manifest() []TensorSpec
 	// Plan gives the bytes the activations and caches need at the given limits.

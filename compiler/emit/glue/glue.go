@@ -6,10 +6,10 @@ package glue
 import (
 	"bytes"
 	"fmt"
-	"go/format"
 	"strings"
 
 	. "github.com/dave/jennifer/jen"
+	"golang.org/x/tools/imports"
 
 	"tfc/compiler/lower"
 )
@@ -63,7 +63,10 @@ func (e *emitter) newFile() *File {
 	return f
 }
 
-// Render formats a jennifer file; when the source does not parse it returns the source with
+// the module's own packages form an import group of their own in generated files
+func init() { imports.LocalPrefix = "tfc" }
+
+// Render formats a jennifer file with goimports (standard imports apart); when the source does not parse it returns the source with
 // line numbers in the error.
 func Render(f *File) ([]byte, error) {
 	f.NoFormat = true
@@ -71,7 +74,7 @@ func Render(f *File) ([]byte, error) {
 	if err := f.Render(&buf); err != nil {
 		return nil, err
 	}
-	src, err := format.Source(buf.Bytes())
+	src, err := imports.Process("generated.go", buf.Bytes(), &imports.Options{FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8})
 	if err != nil {
 		var numbered strings.Builder
 		for i, line := range strings.Split(buf.String(), "\n") {

@@ -168,7 +168,7 @@ func (be *Backend) gemmPacked(workers int, x, w, b, res, y view, a device.Act) {
 	for r := full * mr; r < m; r++ {
 		copy(tail[(r-full*mr)*k:], xa[xoff+r*lda:xoff+r*lda+k])
 	}
-	rowOnly := m%mr == 1 // the tail panel has one real row
+	rowTail := m%mr == 1 || m%mr == 2
 	panelA := func(q, k0 int) ([]float32, int) {
 		if q < full {
 			return xa[xoff+q*mr*lda+k0:], lda
@@ -184,15 +184,15 @@ func (be *Backend) gemmPacked(workers int, x, w, b, res, y view, a device.Act) {
 		ldc := (p1 - p0) * nr
 		s.acc = grow(s.acc, (q1-q0)*mr*ldc)
 		clear(s.acc)
-		// a tail panel with a single real row runs one row against all four panels
-		single := rowOnly && p1-p0 == 4 && full >= q0 && full < q1
+		// a tail panel of one or two real rows runs them one at a time against all four panels
+		single := rowTail && p1-p0 == 4 && full >= q0 && full < q1
 		for k0 := 0; k0 < k; k0 += packKC {
 			kc := min(packKC, k-k0)
 			for p := p0; p < p1; p++ {
 				lo, hi := p*k*nr+k0*nr, p*k*nr+(k0+kc)*nr
-				if p == p0 && single {
-					a, _ := panelA(full, k0)
-					c := s.acc[(full-q0)*mr*ldc:]
+				for r := 0; p == p0 && single && r < m%mr; r++ {
+					a := tail[r*k+k0:]
+					c := s.acc[((full-q0)*mr+r)*ldc:]
 					if wp.bf16 != nil {
 						kern.rowBF16(kc, a, wp.bf16[lo:], k*nr, c)
 					} else {
