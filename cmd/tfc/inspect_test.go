@@ -80,3 +80,18 @@ func TestInspectRefusesUnknownFamily(t *testing.T) {
 		t.Fatalf("want a refusal naming llava and the supported families, got %v", err)
 	}
 }
+
+func TestInspectRefusesUnsupportedActivation(t *testing.T) {
+	dir := t.TempDir()
+	checkpointtest.CopyDir(t, dir, tinyQwen2VL)
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = bytes.Replace(cfg, []byte(`"hidden_act": "silu"`), []byte(`"hidden_act": "gelu"`), 1)
+	checkpointtest.WriteFile(t, dir, "config.json", cfg)
+	_, err = runTFC(t, "inspect", dir)
+	if err == nil || !strings.Contains(err.Error(), `act == "silu"`) || !strings.Contains(err.Error(), "act = gelu") {
+		t.Fatalf("want a refusal naming hidden_act, got %v", err)
+	}
+}

@@ -37,6 +37,9 @@ type Config struct {
 	VHD         int     // VHD = VD / VH
 	VF          int     // VF = VD * ratio
 	MD          int     // MD = M * M * VD
+	Act         string  // text_config.hidden_act | hidden_act
+	Vact        string  // vision_config.hidden_act
+	Sliding     bool    // text_config.use_sliding_window | use_sliding_window
 }
 
 // readConfig reads config.json through cfg, fills the derived values and checks the requirements;
@@ -195,6 +198,27 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	c.VHD = c.VD / c.VH
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
+	if cfg.Has("text_config.hidden_act|hidden_act") {
+		if c.Act, err = cfg.String("text_config.hidden_act|hidden_act"); err != nil {
+			return nil, fmt.Errorf("config.json: act (text_config.hidden_act | hidden_act): %w", err)
+		}
+	} else {
+		c.Act = "silu"
+	}
+	if cfg.Has("vision_config.hidden_act") {
+		if c.Vact, err = cfg.String("vision_config.hidden_act"); err != nil {
+			return nil, fmt.Errorf("config.json: vact (vision_config.hidden_act): %w", err)
+		}
+	} else {
+		c.Vact = "quick_gelu"
+	}
+	if cfg.Has("text_config.use_sliding_window|use_sliding_window") {
+		if c.Sliding, err = cfg.Bool("text_config.use_sliding_window|use_sliding_window"); err != nil {
+			return nil, fmt.Errorf("config.json: sliding (text_config.use_sliding_window | use_sliding_window): %w", err)
+		}
+	} else {
+		c.Sliding = false
+	}
 	if !(c.D%c.H == 0) {
 		return nil, fmt.Errorf("qwen2_vl requires D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
 	}
@@ -218,6 +242,15 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	}
 	if !(c.C == 3) {
 		return nil, fmt.Errorf("qwen2_vl requires C == 3 (graphs/qwen2_vl.graph:43); this checkpoint has C = %v", c.C)
+	}
+	if !(c.Act == "silu") {
+		return nil, fmt.Errorf("qwen2_vl requires act == \"silu\" (graphs/qwen2_vl.graph:49); this checkpoint has act = %v", c.Act)
+	}
+	if !(c.Vact == "quick_gelu") {
+		return nil, fmt.Errorf("qwen2_vl requires vact == \"quick_gelu\" (graphs/qwen2_vl.graph:49); this checkpoint has vact = %v", c.Vact)
+	}
+	if !(!c.Sliding) {
+		return nil, fmt.Errorf("qwen2_vl requires !sliding (graphs/qwen2_vl.graph:49); this checkpoint has sliding = %v", c.Sliding)
 	}
 	return c, nil
 }
@@ -328,6 +361,18 @@ func (c *Config) values() []model.Value {
 		Name:  "MD",
 		Path:  "= M * M * VD",
 		Value: c.MD,
+	}, {
+		Name:  "act",
+		Path:  "text_config.hidden_act|hidden_act",
+		Value: c.Act,
+	}, {
+		Name:  "vact",
+		Path:  "vision_config.hidden_act",
+		Value: c.Vact,
+	}, {
+		Name:  "sliding",
+		Path:  "text_config.use_sliding_window|use_sliding_window",
+		Value: c.Sliding,
 	}}
 }
 

@@ -9,7 +9,7 @@ import (
 	"tfc/runtime/model"
 )
 
-// Vision runs graph vision (graphs/qwen2_vl.graph:99) on pixels [N, C] of images with the given (t, h, w) grids.
+// Vision runs graph vision (graphs/qwen2_vl.graph:105) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
 	p := &m.vision
@@ -30,7 +30,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	posData := positions2D(grids, c.M)
 	spanData := spanOffsets(grids)
 	if !(N%(c.M*c.M) == 0) {
-		return nil, fmt.Errorf("qwen2_vl: graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:100); here M = %v, N = %v", c.M, N)
+		return nil, fmt.Errorf("qwen2_vl: graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:106); here M = %v, N = %v", c.M, N)
 	}
 	px := device.Tensor{
 		Buf:  m.visionF32,
@@ -237,7 +237,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		if m.Trace != nil {
 			m.Trace(&kVision08, "fc2", x)
 		}
-	} // graphs/qwen2_vl.graph:102
+	} // graphs/qwen2_vl.graph:108
 	if err := b.Launch(&kVision09, device.LayerNorm{
 		B:   w.VisMergerLnQBias,
 		Eps: float32(1e-06),
@@ -285,7 +285,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	return out, nil
 }
 
-// Forward runs graph decode (graphs/qwen2_vl.graph:122) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/qwen2_vl.graph:128) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
 	p := &m.decode
@@ -647,7 +647,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		if m.Trace != nil {
 			m.Trace(&kDecode12, "down_proj", x)
 		}
-	} // graphs/qwen2_vl.graph:125
+	} // graphs/qwen2_vl.graph:131
 	if S > 0 {
 		if err := b.Launch(&kDecode13, device.Gather{
 			Index: logitRows,
@@ -701,107 +701,107 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 var (
 	kVision01 = device.Kernel{
 		Name:   "qwen2vl_vision_linear",
-		Source: "graphs/qwen2_vl.graph:101",
+		Source: "graphs/qwen2_vl.graph:107",
 	}
 	kVision02 = device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:104",
+		Source: "graphs/qwen2_vl.graph:110",
 	}
 	kVision03 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_rope_rope",
-		Source: "graphs/qwen2_vl.graph:105,107,108",
+		Source: "graphs/qwen2_vl.graph:111,113,114",
 	}
 	kVision04 = device.Kernel{
 		Name:   "qwen2vl_vision_attention",
-		Source: "graphs/qwen2_vl.graph:109",
+		Source: "graphs/qwen2_vl.graph:115",
 	}
 	kVision05 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_res",
-		Source: "graphs/qwen2_vl.graph:110",
+		Source: "graphs/qwen2_vl.graph:116",
 	}
 	kVision06 = device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:111",
+		Source: "graphs/qwen2_vl.graph:117",
 	}
 	kVision07 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_quick_gelu",
-		Source: "graphs/qwen2_vl.graph:112",
+		Source: "graphs/qwen2_vl.graph:118",
 	}
 	kVision08 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_res_fc2",
-		Source: "graphs/qwen2_vl.graph:112",
+		Source: "graphs/qwen2_vl.graph:118",
 	}
 	kVision09 = device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:115",
+		Source: "graphs/qwen2_vl.graph:121",
 	}
 	kVision10 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_gelu",
-		Source: "graphs/qwen2_vl.graph:116",
+		Source: "graphs/qwen2_vl.graph:122",
 	}
 	kVision11 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias",
-		Source: "graphs/qwen2_vl.graph:116",
+		Source: "graphs/qwen2_vl.graph:122",
 	}
 	kDecode01 = device.Kernel{
 		Name:   "qwen2vl_decode_embed",
-		Source: "graphs/qwen2_vl.graph:124",
+		Source: "graphs/qwen2_vl.graph:130",
 	}
 	kDecode02 = device.Kernel{
 		Name:   "qwen2vl_decode_scatter",
-		Source: "graphs/qwen2_vl.graph:124",
+		Source: "graphs/qwen2_vl.graph:130",
 	}
 	kDecode03 = device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:127",
+		Source: "graphs/qwen2_vl.graph:133",
 	}
 	kDecode04 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias_rope",
-		Source: "graphs/qwen2_vl.graph:128",
+		Source: "graphs/qwen2_vl.graph:134",
 	}
 	kDecode05 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias_rope_k_proj",
-		Source: "graphs/qwen2_vl.graph:129",
+		Source: "graphs/qwen2_vl.graph:135",
 	}
 	kDecode06 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias",
-		Source: "graphs/qwen2_vl.graph:130",
+		Source: "graphs/qwen2_vl.graph:136",
 	}
 	kDecode07 = device.Kernel{
 		Name:   "qwen2vl_decode_attention",
-		Source: "graphs/qwen2_vl.graph:131",
+		Source: "graphs/qwen2_vl.graph:137",
 	}
 	kDecode08 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_res",
-		Source: "graphs/qwen2_vl.graph:132",
+		Source: "graphs/qwen2_vl.graph:138",
 	}
 	kDecode09 = device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:133",
+		Source: "graphs/qwen2_vl.graph:139",
 	}
 	kDecode10 = device.Kernel{
 		Name:   "qwen2vl_decode_linear",
-		Source: "graphs/qwen2_vl.graph:134",
+		Source: "graphs/qwen2_vl.graph:140",
 	}
 	kDecode11 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_silu_mul",
-		Source: "graphs/qwen2_vl.graph:134",
+		Source: "graphs/qwen2_vl.graph:140",
 	}
 	kDecode12 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_res_down_proj",
-		Source: "graphs/qwen2_vl.graph:134",
+		Source: "graphs/qwen2_vl.graph:140",
 	}
 	kDecode13 = device.Kernel{
 		Name:   "qwen2vl_decode_gather",
-		Source: "graphs/qwen2_vl.graph:136",
+		Source: "graphs/qwen2_vl.graph:142",
 	}
 	kDecode14 = device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:136",
+		Source: "graphs/qwen2_vl.graph:142",
 	}
 	kDecode15 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_logits",
-		Source: "graphs/qwen2_vl.graph:137",
+		Source: "graphs/qwen2_vl.graph:143",
 	}
 )
 
