@@ -27,8 +27,8 @@ func seed(t *testing.T) int64 {
 	return s
 }
 
-// TestCPUContract runs every contract case on the CPU backend, contiguous and strided, with
-// plain inputs and with NaN/±Inf planted in the activations.
+// TestCPUContract runs every contract case on the CPU backend with each Linear kernel the CPU
+// has, contiguous and strided, with plain inputs and with NaN/±Inf planted in the activations.
 func TestCPUContract(t *testing.T) {
 	s := seed(t)
 	for i, k := range cpu.Kernels() {

@@ -127,8 +127,8 @@ func RopeAngle(pos int, inv float32) float64 {
 	return float64(float32(pos) * inv)
 }
 
-// Rope rotates x [r, width] in place semantics and returns the result: heads of headDim starting
-// at column 0, pos [r, len(sections)], rotate-half pairs (j, j+headDim/2).
+// Rope returns x [r, width] with its first heads·headDim columns rotated, head by head, in
+// rotate-half pairs (j, j+headDim/2) by the angles of pos [r, len(sections)].
 func Rope(x []float64, r, width int, pos []int, heads, headDim int, theta float32, sections []int, mode device.RopeMode) ([]float64, error) {
 	inv, axis, err := RopeInvFreq(headDim, theta, sections, mode)
 	if err != nil {

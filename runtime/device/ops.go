@@ -1,8 +1,9 @@
 package device
 
 // Op is one operation of the closed catalog. Operands are Tensors; attributes are plain fields.
-// Every op reads its inputs fully before it writes its output unless the output aliases an input
-// exactly (same buffer, offset and shape), which elementwise ops and Rope allow.
+// An output may alias an input exactly (same buffer, offset and shape) where an op says so:
+// elementwise ops, Rope, Linear's Res, and the norms' X, Res and Sum. Any other overlap of an
+// output with an operand is a compiler error; backends need not handle it.
 type Op interface{ OpName() string }
 
 // Act is an activation applied in an epilogue or by itself.
@@ -54,7 +55,8 @@ const (
 
 // Rope rotates each head of X in place by the angles of its row's positions, in the
 // rotate-half layout: for pair j, (x[j], x[j+HeadDim/2]) → (x·cos − y·sin, y·cos + x·sin).
-// X [R, Heads*HeadDim] (may be a column slice), Pos [R, len(Sections)] I32.
+// X [R, Heads*HeadDim] (may be a column slice), Pos [R, len(Sections)] I32. As transformers does,
+// even in a float64 model, inv_freq = 1/Theta^e and the angle pos·inv_freq are float32 values.
 type Rope struct {
 	X, Pos   Tensor
 	Heads    int
@@ -67,7 +69,7 @@ type Rope struct {
 // Attention writes softmax(Q·Kᵀ·Scale)·V per head into Y. Q [R, Heads*HeadDim], K and V
 // [R, KVHeads*HeadDim] (column slices allowed); query head h reads KV head h/(Heads/KVHeads).
 //
-// Without a cache (Cache nil), Spans [1, S+1] I32 holds cumulative row offsets: a row attends to
+// Without a cache (Cache nil), Spans [1, S+1] I32 holds cumulative row offsets from 0 to R: a row attends to
 // every row of its own span (full, non-causal). With a cache, K and V rows are first stored at
 // their row's (sequence, position) and each row then attends causally to positions 0..pos of
 // its own sequence.
@@ -82,7 +84,8 @@ type Attention struct {
 	Rows       *Rows
 }
 
-// KVCache is one layer's paged key and value store: [Pages*PageSize, KVHeads*HeadDim] each.
+// KVCache is one layer's paged key and value store: [Pages*PageSize, KVHeads*HeadDim] each, K and
+// V of one shape; stored rows round to the cache's dtype. Every page a row reads must be mapped.
 type KVCache struct {
 	K, V Tensor
 }
