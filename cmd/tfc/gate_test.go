@@ -222,3 +222,27 @@ func maxAbsDiff(a, b []float32) float64 {
 	}
 	return m
 }
+
+// TestGenerateJSON runs `tfc generate --json` on the one-image case and checks its output object.
+func TestGenerateJSON(t *testing.T) {
+	var oc oracleCase
+	readJSON(t, filepath.Join(tinyQwen2VL, "oracle", "image1.json"), &oc)
+	out, err := runTFC(t, "generate", "--model", tinyQwen2VL, "--image", filepath.Join(tinyQwen2VL, "oracle", "images", "a.png"),
+		"--prompt", "What is in this picture?", "--max-tokens", "24", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got generateOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json printed %q: %v", out, err)
+	}
+	if d := cmp.Diff(oc.PromptIDs, got.PromptIDs); d != "" {
+		t.Errorf("prompt ids (-transformers +tfc)\n%s", d)
+	}
+	if d := cmp.Diff(oc.OutputIDs, got.OutputIDs); d != "" {
+		t.Errorf("output ids (-transformers +tfc)\n%s", d)
+	}
+	if got.FinishReason != "stop" || got.TokenSHA256 != TokenSHA256(oc.OutputIDs) || got.Text == "" {
+		t.Errorf("finish %q, sha %s (want %s), text %q", got.FinishReason, got.TokenSHA256, TokenSHA256(oc.OutputIDs), got.Text)
+	}
+}
