@@ -4,9 +4,10 @@
 package sample
 
 import (
+	"container/heap"
 	"math"
 	"math/rand/v2"
-	"sort"
+	"slices"
 )
 
 // Params are a request's sampling settings. Temperature 0 is greedy.
@@ -34,41 +35,35 @@ func Pick(logits []float32, p Params, pos int) int {
 	if p.Temperature <= 0 || p.TopK == 1 {
 		return Greedy(logits)
 	}
-	type cand struct {
-		id int
-		l  float64
+	top := math.Inf(-1)
+	for _, v := range logits {
+		top = max(top, float64(v)/p.Temperature)
 	}
-	cs := make([]cand, 0, len(logits))
+	// exp(-60) is lost when added to the top token's 1, so such tokens can never be drawn
+	cs := make([]cand, 0, 1024)
 	for i, v := range logits {
-		if !math.IsNaN(float64(v)) {
-			cs = append(cs, cand{i, float64(v) / p.Temperature})
+		if l := float64(v) / p.Temperature; l >= top-60 {
+			cs = append(cs, cand{i, l})
 		}
 	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].l > cs[j].l })
+	if len(cs) == 0 {
+		return Greedy(logits)
+	}
 	if p.TopK > 0 && p.TopK < len(cs) {
-		cs = cs[:p.TopK]
+		cs = largest(cs, p.TopK)
 	}
 	probs := make([]float64, len(cs))
 	var sum float64
 	for i, c := range cs {
-		probs[i] = math.Exp(c.l - cs[0].l)
+		probs[i] = math.Exp(c.l - top)
 		sum += probs[i]
 	}
-	for i := range probs {
-		probs[i] /= sum
-	}
 	if p.TopP > 0 && p.TopP < 1 {
-		var acc float64
-		for i := range probs {
-			acc += probs[i]
-			if acc >= p.TopP {
-				probs, cs = probs[:i+1], cs[:i+1]
-				break
-			}
-		}
-		sum = 0
-		for _, q := range probs {
-			sum += q
+		cs, probs, sum = nucleus(cs, probs, sum, p.TopP)
+	} else if p.TopK > 0 {
+		slices.SortFunc(cs, byLogit) // a fixed order for the draw
+		for i, c := range cs {
+			probs[i] = math.Exp(c.l - top)
 		}
 	}
 	r := rand.New(rand.NewPCG(p.Seed, uint64(pos)*0x9e3779b97f4a7c15+1)).Float64() * sum
@@ -79,6 +74,92 @@ func Pick(logits []float32, p Params, pos int) int {
 		}
 	}
 	return cs[len(cs)-1].id
+}
+
+// cand is a token and its tempered logit.
+type cand struct {
+	id int
+	l  float64
+}
+
+// nucleus keeps the fewest most likely candidates whose probability reaches p, most likely
+// first; it pops a heap so only the kept ones are ordered.
+func nucleus(cs []cand, probs []float64, sum, p float64) ([]cand, []float64, float64) {
+	h := &candHeap{cs: cs, probs: probs}
+	heap.Init(h)
+	var keptC []cand
+	var keptP []float64
+	var acc float64
+	for h.Len() > 0 {
+		c, q := h.cs[0], h.probs[0]
+		heap.Pop(h)
+		keptC, keptP = append(keptC, c), append(keptP, q)
+		if acc += q; acc/sum >= p {
+			break
+		}
+	}
+	return keptC, keptP, acc
+}
+
+// candHeap is a max-heap of candidates in byLogit order, carrying their probabilities.
+type candHeap struct {
+	cs    []cand
+	probs []float64
+}
+
+func (h *candHeap) Len() int           { return len(h.cs) }
+func (h *candHeap) Less(i, j int) bool { return byLogit(h.cs[i], h.cs[j]) < 0 }
+func (h *candHeap) Swap(i, j int) {
+	h.cs[i], h.cs[j] = h.cs[j], h.cs[i]
+	h.probs[i], h.probs[j] = h.probs[j], h.probs[i]
+}
+func (h *candHeap) Push(any) { panic("candHeap: push") }
+func (h *candHeap) Pop() any {
+	n := len(h.cs) - 1
+	h.cs, h.probs = h.cs[:n], h.probs[:n]
+	return nil
+}
+
+// byLogit orders by logit, largest first, then by id.
+func byLogit(a, b cand) int {
+	switch {
+	case a.l > b.l:
+		return -1
+	case a.l < b.l:
+		return 1
+	}
+	return a.id - b.id
+}
+
+// largest keeps the k candidates first in byLogit order (in no particular order), by quickselect.
+func largest(cs []cand, k int) []cand {
+	lo, hi := 0, len(cs)-1
+	for lo < hi {
+		pivot := cs[(lo+hi)/2]
+		i, j := lo, hi
+		for i <= j {
+			for byLogit(cs[i], pivot) < 0 {
+				i++
+			}
+			for byLogit(cs[j], pivot) > 0 {
+				j--
+			}
+			if i <= j {
+				cs[i], cs[j] = cs[j], cs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return cs[:k]
+		}
+	}
+	return cs[:k]
 }
 
 // Margin is the gap between the largest and second largest logits.

@@ -1,6 +1,10 @@
 package sample
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 func TestGreedyTiesAndNaN(t *testing.T) {
 	nan := float32(0)
@@ -40,5 +44,35 @@ func TestPickKeyedBySeedAndPosition(t *testing.T) {
 func TestMargin(t *testing.T) {
 	if m := Margin([]float32{0.5, 2, 1.25}); m != 0.75 {
 		t.Fatalf("margin %v", m)
+	}
+}
+
+func TestLargestMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + r.IntN(300)
+		cs := make([]cand, n)
+		for i := range cs {
+			cs[i] = cand{i, float64(r.IntN(20))} // many ties
+		}
+		k := 1 + r.IntN(n)
+		want := slices.Clone(cs)
+		slices.SortFunc(want, byLogit)
+		got := largest(slices.Clone(cs), k)
+		slices.SortFunc(got, byLogit)
+		if !slices.Equal(got, want[:k]) {
+			t.Fatalf("n %d k %d: largest gave %v, want %v", n, k, got, want[:k])
+		}
+	}
+}
+
+func BenchmarkPickVocab(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	for i := 0; i < b.N; i++ {
+		Pick(logits, Params{Temperature: 0.7, TopP: 0.9, Seed: 1}, i)
 	}
 }

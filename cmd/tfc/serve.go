@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"tfc/runtime/device"
+	"tfc/runtime/server"
+)
+
+func init() {
+	var o server.Options
+	var backend string
+	var cacheMiB int64
+	c := &cobra.Command{
+		Use:   "serve DIR",
+		Short: "Serve a checkpoint over an OpenAI-compatible HTTP API",
+		Long: `Serve a checkpoint over an OpenAI-compatible HTTP API: /v1/chat/completions,
+/v1/completions, /tokenize, /detokenize, /v1/models, /health and /metrics.
+SIGINT or SIGTERM stops it: requests in flight get a grace period, then are cancelled.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Dir = args[0]
+			o.CacheBytes = cacheMiB << 20
+			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			o.Backend = func() (device.Backend, error) { return newBackend(backend) }
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return server.Run(ctx, o)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.Host, "host", "127.0.0.1", "address to bind; 0.0.0.0 serves other machines")
+	fl.IntVar(&o.Port, "port", 8000, "port to listen on")
+	fl.StringVar(&o.Name, "name", "", "model name clients send (default: the checkpoint folder's name)")
+	fl.IntVar(&o.Parallel, "parallel", 4, "requests decoding at once")
+	fl.IntVar(&o.Context, "context", 4096, "tokens per request, prompt and output")
+	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
+	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu")
+	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
+	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")
+	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")
+	fl.Int64Var(&cacheMiB, "prompt-cache-mib", 0, "MiB of KV pages the prompt cache may keep (default: what running requests leave free)")
+	addCommand(c)
+}

@@ -1,0 +1,285 @@
+package server
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"tfc/runtime/chattemplate"
+	"tfc/runtime/engine"
+	"tfc/runtime/sample"
+)
+
+// genFields are the generation settings chat and text completions share.
+type genFields struct {
+	Model               string          `json:"model"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	ReturnTokenIDs bool            `json:"return_token_ids"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+}
+
+type chatRequest struct {
+	genFields
+	Messages           []chatMessage   `json:"messages"`
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type contentPart struct {
+	Type     string          `json:"type"`
+	Text     *string         `json:"text"`
+	ImageURL json.RawMessage `json:"image_url"`
+}
+
+// settings are a request's checked generation settings.
+type settings struct {
+	maxTokens    int // 0: what the default and the context allow
+	sample       sample.Params
+	stop         []string
+	stream       bool
+	includeUsage bool
+	returnIDs    bool
+}
+
+const maxStops = 16
+
+// settings checks the shared fields.
+func (s *Server) settings(f *genFields) (settings, *apiError) {
+	var st settings
+	if e := s.checkModel(f.Model); e != nil {
+		return st, e
+	}
+	if lp := bytes.TrimSpace(f.Logprobs); len(lp) > 0 && string(lp) != "null" && string(lp) != "false" && string(lp) != "0" {
+		return st, badRequest("logprobs", "logprobs are not supported by this server; leave logprobs out")
+	}
+	if f.ResponseFormat != nil && f.ResponseFormat.Type != "" && f.ResponseFormat.Type != "text" {
+		return st, badRequest("response_format", "response_format %q is not supported; this server only returns free text", f.ResponseFormat.Type)
+	}
+	if f.N != nil && *f.N != 1 {
+		return st, badRequest("n", "n is %d; this server returns one choice per request, so n must be 1", *f.N)
+	}
+	mt, param := f.MaxTokens, "max_tokens"
+	if f.MaxCompletionTokens != nil {
+		mt, param = f.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if mt != nil {
+		if *mt < 1 {
+			return st, badRequest(param, "%s is %d; it must be at least 1", param, *mt)
+		}
+		st.maxTokens = *mt
+	}
+	st.sample = s.cfg.Sample
+	if f.Temperature != nil {
+		if *f.Temperature < 0 || *f.Temperature > 2 {
+			return st, badRequest("temperature", "temperature is %g; it must be between 0 and 2", *f.Temperature)
+		}
+		st.sample.Temperature = *f.Temperature
+	}
+	if f.TopP != nil {
+		if *f.TopP <= 0 || *f.TopP > 1 {
+			return st, badRequest("top_p", "top_p is %g; it must be above 0 and at most 1", *f.TopP)
+		}
+		st.sample.TopP = *f.TopP
+	}
+	if f.TopK != nil {
+		if *f.TopK < -1 {
+			return st, badRequest("top_k", "top_k is %d; it must be -1 or 0 (no limit) or a positive count", *f.TopK)
+		}
+		st.sample.TopK = max(*f.TopK, 0)
+	}
+	if f.Seed != nil {
+		st.sample.Seed = uint64(*f.Seed)
+	} else {
+		var b [8]byte
+		rand.Read(b[:])
+		st.sample.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	stops, e := parseStop(f.Stop)
+	if e != nil {
+		return st, e
+	}
+	st.stop = stops
+	st.stream = f.Stream
+	if f.StreamOptions != nil {
+		if !f.Stream {
+			return st, badRequest("stream_options", "stream_options is only allowed with stream: true")
+		}
+		st.includeUsage = f.StreamOptions.IncludeUsage
+	}
+	st.returnIDs = f.ReturnTokenIDs
+	return st, nil
+}
+
+// parseStop reads stop: null, a string or an array of strings.
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(many) > maxStops {
+		return nil, badRequest("stop", "stop has %d strings; at most %d are allowed", len(many), maxStops)
+	}
+	var out []string
+	for _, s := range many {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// conversation turns OpenAI messages into the template's messages (image parts become
+// {"type": "image"}) and the images' bytes in order.
+func (s *Server) conversation(msgs []chatMessage) ([]byte, [][]byte, *apiError) {
+	if len(msgs) == 0 {
+		return nil, nil, badRequest("messages", "messages is empty; send at least one message")
+	}
+	var out []map[string]any
+	var images [][]byte
+	for i, m := range msgs {
+		if m.Role == "" {
+			return nil, nil, badRequest("messages", "messages[%d] has no role; use system, user or assistant", i)
+		}
+		content := bytes.TrimSpace(m.Content)
+		var text string
+		switch {
+		case len(content) == 0 || string(content) == "null":
+			out = append(out, map[string]any{"role": m.Role, "content": ""})
+			continue
+		case json.Unmarshal(content, &text) == nil:
+			out = append(out, map[string]any{"role": m.Role, "content": text})
+			continue
+		}
+		var parts []contentPart
+		if err := json.Unmarshal(content, &parts); err != nil {
+			return nil, nil, badRequest("messages", "messages[%d].content must be a string or an array of content parts", i)
+		}
+		var tparts []map[string]any
+		for j, p := range parts {
+			where := fmt.Sprintf("messages[%d].content[%d]", i, j)
+			switch p.Type {
+			case "text":
+				if p.Text == nil {
+					return nil, nil, badRequest("messages", "%s is a text part without a text string", where)
+				}
+				tparts = append(tparts, map[string]any{"type": "text", "text": *p.Text})
+			case "image_url":
+				if len(images) == s.cfg.MaxImages {
+					return nil, nil, badRequest("messages", "the request has more than %d images; send at most %d", s.cfg.MaxImages, s.cfg.MaxImages)
+				}
+				data, e := imageData(len(images)+1, where, p.ImageURL)
+				if e != nil {
+					return nil, nil, e
+				}
+				images = append(images, data)
+				tparts = append(tparts, map[string]any{"type": "image"})
+			default:
+				return nil, nil, badRequest("messages", "%s has type %q: content parts must be text or image_url; audio and video inputs are unsupported", where, p.Type)
+			}
+		}
+		out = append(out, map[string]any{"role": m.Role, "content": tparts})
+	}
+	js, err := json.Marshal(out)
+	if err != nil {
+		return nil, nil, &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: err.Error()}
+	}
+	return js, images, nil
+}
+
+// imageData reads an image_url part ({"url": ...} or a string): only data URLs are accepted.
+func imageData(index int, where string, raw json.RawMessage) ([]byte, *apiError) {
+	var url string
+	if json.Unmarshal(raw, &url) != nil {
+		var obj struct {
+			URL string `json:"url"`
+		}
+		if err := json.Unmarshal(raw, &obj); err != nil || obj.URL == "" {
+			return nil, badRequest("messages", "%s (image %d) needs image_url.url, a data URL such as data:image/png;base64,...", where, index)
+		}
+		url = obj.URL
+	}
+	lower := strings.ToLower(url)
+	if strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") {
+		return nil, badRequest("messages", "image %d is an http(s) URL; this server does not fetch images, send the image inline as a data URL (data:image/png;base64,...)", index)
+	}
+	if !strings.HasPrefix(lower, "data:") {
+		return nil, badRequest("messages", "image %d: the URL is not a data URL; send data:image/png;base64,... (PNG, JPEG or WebP)", index)
+	}
+	meta, payload, ok := strings.Cut(url[len("data:"):], ",")
+	if !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
+		return nil, badRequest("messages", "image %d: the data URL is not base64; send data:image/png;base64,...", index)
+	}
+	if mt := strings.ToLower(strings.TrimSuffix(meta, ";base64")); mt != "" && !strings.HasPrefix(mt, "image/") {
+		return nil, badRequest("messages", "image %d has media type %q; send an image/png, image/jpeg or image/webp data URL", index, mt)
+	}
+	payload = strings.TrimRight(payload, "=")
+	data, err := base64.RawStdEncoding.DecodeString(payload)
+	if err != nil {
+		if data, err = base64.RawURLEncoding.DecodeString(payload); err != nil {
+			return nil, badRequest("messages", "image %d: the data URL's base64 does not decode (%v)", index, err)
+		}
+	}
+	return data, nil
+}
+
+// chatPrompt renders a chat request to token ids with its images' patches and identities.
+func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, *apiError) {
+	conv, files, e := s.conversation(msgs)
+	if e != nil {
+		return engine.Prompt{}, nil, e
+	}
+	imgs, err := ld.fe.Images(files)
+	if err != nil {
+		return engine.Prompt{}, nil, badRequest("messages", "%v", err)
+	}
+	opts := chattemplate.Options{AddGenerationPrompt: addGen}
+	if k := bytes.TrimSpace(kwargs); len(k) > 0 && string(k) != "null" {
+		if k[0] != '{' {
+			return engine.Prompt{}, nil, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object")
+		}
+		opts.KwargsJSON = k
+	}
+	p, _, err := ld.fe.Build(conv, imgs, ld.info.ImageToken, ld.info.Merge, opts)
+	if err != nil {
+		return engine.Prompt{}, nil, badRequest("messages", "%v", err)
+	}
+	keys := make([]string, len(imgs))
+	for i, im := range imgs {
+		keys[i] = im.Hash
+	}
+	return p, keys, nil
+}

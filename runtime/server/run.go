@@ -1,0 +1,240 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"tfc/runtime/device"
+	"tfc/runtime/engine"
+	"tfc/runtime/lanes"
+	"tfc/runtime/model"
+	"tfc/runtime/sample"
+)
+
+// Options are tfc serve's settings.
+type Options struct {
+	Dir         string
+	Host        string
+	Port        int
+	Name        string // served model name; the checkpoint folder's name when empty
+	Parallel    int
+	Context     int
+	MaxTokens   int // max_tokens of a chat request that sets none
+	APIKey      string
+	NoDrafts    bool
+	NoCache     bool
+	Queue       int   // requests that may wait for a lane; 4×Parallel when 0
+	Budget      int64 // bytes the plan may use; the machine's available memory when 0
+	CacheBytes  int64 // bytes of KV pages the prompt cache may keep idle; what the lanes leave free when 0
+	Grace       time.Duration
+	Backend     func() (device.Backend, error)
+	Log         *slog.Logger
+	OnListening func(addr string) // called once the port is bound
+}
+
+const (
+	pageSize      = 16
+	roundRows     = 512
+	visionPatches = 16384
+	draftTokens   = 4
+)
+
+// Run serves a checkpoint until ctx ends: it validates the checkpoint and the memory plan before
+// loading, answers /health with 503 while loading, and on ctx's end stops taking requests, lets
+// those in flight finish for the grace period and then cancels them.
+func Run(ctx context.Context, o Options) error {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Name == "" {
+		o.Name = filepath.Base(filepath.Clean(o.Dir))
+	}
+	if o.Parallel < 1 || o.Context < 2 {
+		return fmt.Errorf("--parallel must be at least 1 and --context at least 2 (got %d and %d)", o.Parallel, o.Context)
+	}
+	if o.Queue == 0 {
+		o.Queue = 4 * o.Parallel
+	}
+	if o.Grace == 0 {
+		o.Grace = 10 * time.Second
+	}
+	ck, fam, bound, err := engine.Validate(o.Dir)
+	if err != nil {
+		return err
+	}
+	gen := ck.Generation
+	ck.Close()
+	limits := model.Limits{Context: o.Context, Parallel: o.Parallel, Rows: max(roundRows, o.Parallel+1), Patches: visionPatches, PageSize: pageSize}
+	if err := checkPlan(bound, limits, o.Budget); err != nil {
+		return err
+	}
+	fe, err := engine.LoadFrontend(o.Dir)
+	if err != nil {
+		return err
+	}
+	def := sample.Params{}
+	if gen != nil && gen.DoSample != nil && *gen.DoSample {
+		def.Temperature = 1
+		if gen.Temperature != nil {
+			def.Temperature = *gen.Temperature
+		}
+		if gen.TopP != nil {
+			def.TopP = *gen.TopP
+		}
+		if gen.TopK != nil {
+			def.TopK = *gen.TopK
+		}
+	}
+	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: log})
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s:%d: %w; pick another --port or --host", o.Host, o.Port, err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", o.Name, "family", fam.Name)
+	if o.OnListening != nil {
+		o.OnListening(ln.Addr().String())
+	}
+
+	b, err := o.Backend()
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	log.Info("loading weights", "dir", o.Dir, "backend", b.Name(), "parallel", o.Parallel, "context", o.Context)
+	t0 := time.Now()
+	loading := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-loading:
+				return
+			case <-tick.C:
+				log.Info("still loading weights", "seconds", time.Since(t0).Round(time.Second).Seconds())
+			}
+		}
+	}()
+	e, err := engine.Open(o.Dir, b, limits)
+	close(loading)
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	defer e.Close()
+	log.Info("loaded", "seconds", time.Since(t0).Round(time.Millisecond).Seconds())
+	var eos []int32
+	for id := range e.EOS {
+		eos = append(eos, int32(id))
+	}
+	lc := lanes.Config{Parallel: o.Parallel, Context: o.Context, Rows: limits.Rows, PageSize: pageSize,
+		Queue: o.Queue, EOS: eos, PromptCache: !o.NoCache, MaxPatches: limits.Patches}
+	if o.CacheBytes > 0 {
+		pages := int64(o.Parallel * lc.Pages())
+		pageBytes := max(1, bound.Plan(limits).KVCache/pages)
+		lc.CachePages = int(max(1, min(pages, o.CacheBytes/pageBytes)))
+	}
+	if !o.NoDrafts {
+		lc.Drafts = draftTokens
+	}
+	sched, err := lanes.New(e.Model, lc)
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	srv.Ready(sched, fe, e.Info)
+	log.Info("ready", "drafts", lc.Drafts, "prompt_cache", lc.PromptCache, "cache_pages", lc.CachePages)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		sched.Close()
+		return err
+	}
+	log.Info("stopping: finishing requests in flight", "grace", o.Grace)
+	sctx, cancel := context.WithTimeout(context.Background(), o.Grace)
+	defer cancel()
+	go func() {
+		<-sctx.Done()
+		sched.Close() // cancels what is still running; handlers then return
+	}()
+	err = hs.Shutdown(context.Background())
+	sched.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	log.Info("stopped")
+	return err
+}
+
+// checkPlan refuses limits whose memory plan does not fit the budget, naming the largest
+// parallel setting that does.
+func checkPlan(b model.Bound, l model.Limits, budget int64) error {
+	if budget == 0 {
+		budget = memAvailable()
+	}
+	if budget <= 0 {
+		return nil
+	}
+	total := func(l model.Limits) int64 {
+		p := b.Plan(l)
+		return p.Weights + p.Activations + p.KVCache
+	}
+	need := total(l)
+	if need <= budget {
+		return nil
+	}
+	p := b.Plan(l)
+	fits := 0
+	for n := l.Parallel - 1; n >= 1; n-- {
+		m := l
+		m.Parallel, m.Rows = n, max(roundRows, n+1)
+		if total(m) <= budget {
+			fits = n
+			break
+		}
+	}
+	msg := fmt.Sprintf("--parallel %d × --context %d needs %s (weights %s, activations %s, KV cache %s), over the %s available",
+		l.Parallel, l.Context, mib(need), mib(p.Weights), mib(p.Activations), mib(p.KVCache), mib(budget))
+	if fits > 0 {
+		return fmt.Errorf("%s; --parallel %d fits at this context", msg, fits)
+	}
+	return fmt.Errorf("%s; lower --context", msg)
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// memAvailable reads MemAvailable from /proc/meminfo; 0 where it cannot.
+func memAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}

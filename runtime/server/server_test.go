@@ -1,0 +1,800 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"tfc/runtime/engine"
+	"tfc/runtime/lanes"
+	"tfc/runtime/lanes/lanestest"
+	"tfc/runtime/model"
+	"tfc/runtime/sample"
+)
+
+const tinyDir = "../../testdata/qwen2-vl-tiny"
+
+// ts is a server over real HTTP with the tiny checkpoint's front end and the lanes' fake model.
+type ts struct {
+	url   string
+	fe    *engine.Frontend
+	fake  *lanestest.Fake
+	lanes *lanes.Scheduler
+	srv   *Server
+	info  model.Info
+	eos   map[int32]bool
+}
+
+func frontend(t testing.TB) *engine.Frontend {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(tinyDir, "tokenizer.json")); err != nil {
+		t.Fatalf("%s/tokenizer.json is missing; run make testdata", tinyDir)
+	}
+	fe, err := engine.LoadFrontend(tinyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fe
+}
+
+func testLanes() lanes.Config {
+	return lanes.Config{Parallel: 4, Context: 512, Rows: 64, PageSize: 16, Queue: 16, EOS: []int32{151645, 151643}, PromptCache: true, Drafts: 2}
+}
+
+func start(t testing.TB, mod func(*Config, *lanes.Config)) *ts {
+	t.Helper()
+	fe := frontend(t)
+	imageToken, err := fe.Tok.SpecialID("<|image_pad|>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Name: "tiny", MaxTokens: 12}
+	lc := testLanes()
+	if mod != nil {
+		mod(&cfg, &lc)
+	}
+	info := lanestest.Info(151936, imageToken)
+	fake := lanestest.New(info, lanestest.Geometry{Parallel: lc.Parallel, Pages: lc.Pages(), PageSize: lc.PageSize, Rows: lc.Rows}, 0)
+	l, err := lanes.New(fake, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(cfg)
+	srv.Ready(l, fe, info)
+	h := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		h.Close()
+		l.Close()
+	})
+	eos := map[int32]bool{}
+	for _, id := range lc.EOS {
+		eos[id] = true
+	}
+	return &ts{url: h.URL, fe: fe, fake: fake, lanes: l, srv: srv, info: info, eos: eos}
+}
+
+// post sends a raw body and returns the status, headers and decoded JSON body.
+func (s *ts) post(t *testing.T, path, body string, header ...string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: response is not JSON: %s", path, b)
+	}
+	return resp.StatusCode, resp.Header, m
+}
+
+func dataURL(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b)
+}
+
+// want computes the fake's reference ids for a chat alone.
+func (s *ts) want(t *testing.T, messages string, images []string, maxTokens int, sp sample.Params) ([]int32, []int32) {
+	t.Helper()
+	var files [][]byte
+	for _, p := range images {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b)
+	}
+	var msgs []chatMessage
+	if err := json.Unmarshal([]byte(messages), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	ld := s.srv.ready.Load()
+	p, _, e := s.srv.chatPrompt(ld, msgs, nil, true)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	out, err := lanestest.Reference(s.info, 0, lanestest.Want{Prompt: p.IDs, Pixels: p.Pixels, Grids: grids(p), MaxTokens: maxTokens, Sample: sp, EOS: s.eos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.IDs, out
+}
+
+func ids(v any) []int32 {
+	var out []int32
+	for _, x := range v.([]any) {
+		out = append(out, int32(x.(float64)))
+	}
+	return out
+}
+
+const poem = `[{"role":"user","content":[{"type":"text","text":"Write a short poem about the sea."}]}]`
+
+func TestChatMatchesReference(t *testing.T) {
+	s := start(t, nil)
+	status, _, m := s.post(t, "/v1/chat/completions", `{"model":"tiny","messages":`+poem+`,"max_tokens":10,"temperature":0,"return_token_ids":true}`)
+	if status != 200 {
+		t.Fatalf("status %d: %v", status, m)
+	}
+	prompt, want := s.want(t, poem, nil, 10, sample.Params{})
+	choice := m["choices"].([]any)[0].(map[string]any)
+	got := ids(choice["token_ids"])
+	if !slices.Equal(ids(m["prompt_token_ids"]), prompt) || !slices.Equal(got, want) {
+		t.Fatalf("prompt %v, want %v\noutput %v, want %v", m["prompt_token_ids"], prompt, got, want)
+	}
+	if choice["token_sha256"] != TokenSHA256(want) {
+		t.Errorf("token_sha256 %v, want %s", choice["token_sha256"], TokenSHA256(want))
+	}
+	text := choice["message"].(map[string]any)["content"]
+	if wantText := s.fe.Tok.Decode(ints(want), true); text != wantText {
+		t.Errorf("content %q, want %q", text, wantText)
+	}
+	u := m["usage"].(map[string]any)
+	if int(u["prompt_tokens"].(float64)) != len(prompt) || int(u["completion_tokens"].(float64)) != len(want) {
+		t.Errorf("usage %v", u)
+	}
+	if m["object"] != "chat.completion" || choice["finish_reason"] != "length" {
+		t.Errorf("object %v finish %v", m["object"], choice["finish_reason"])
+	}
+	// the prompt ids are what /tokenize gives for the same messages
+	_, _, tk := s.post(t, "/tokenize", `{"messages":`+poem+`}`)
+	if !slices.Equal(ids(tk["tokens"]), prompt) {
+		t.Errorf("/tokenize gave %v, the chat's prompt was %v", tk["tokens"], prompt)
+	}
+	// and the same request again resumes from the prompt cache with the same ids
+	_, _, m2 := s.post(t, "/v1/chat/completions", `{"messages":`+poem+`,"max_tokens":10,"temperature":0,"return_token_ids":true}`)
+	c2 := m2["choices"].([]any)[0].(map[string]any)
+	if got2 := ids(c2["token_ids"]); !slices.Equal(got2, want) {
+		t.Errorf("resumed: %v, want %v", got2, want)
+	}
+	cached := m2["usage"].(map[string]any)["prompt_tokens_details"].(map[string]any)["cached_tokens"].(float64)
+	if cached < 16 {
+		t.Errorf("the repeated request reused %v cached tokens", cached)
+	}
+}
+
+func TestImageChat(t *testing.T) {
+	s := start(t, nil)
+	a, b := filepath.Join(tinyDir, "oracle/images/a.png"), filepath.Join(tinyDir, "oracle/images/b.png")
+	msgs := fmt.Sprintf(`[{"role":"user","content":[{"type":"image_url","image_url":{"url":%q}},{"type":"image_url","image_url":{"url":%q}},{"type":"text","text":"Compare them."}]}]`, dataURL(t, a), dataURL(t, b))
+	status, _, m := s.post(t, "/v1/chat/completions", `{"messages":`+msgs+`,"max_tokens":6,"return_token_ids":true}`)
+	if status != 200 {
+		t.Fatalf("status %d: %v", status, m)
+	}
+	prompt, want := s.want(t, msgs, []string{a, b}, 6, sample.Params{})
+	if got := ids(m["choices"].([]any)[0].(map[string]any)["token_ids"]); !slices.Equal(got, want) || !slices.Equal(ids(m["prompt_token_ids"]), prompt) {
+		t.Fatalf("image chat: %v, want %v", got, want)
+	}
+	// swapping the images changes the vision rows, never served from the first request's pages
+	swapped := fmt.Sprintf(`[{"role":"user","content":[{"type":"image_url","image_url":{"url":%q}},{"type":"image_url","image_url":{"url":%q}},{"type":"text","text":"Compare them."}]}]`, dataURL(t, b), dataURL(t, a))
+	_, _, m2 := s.post(t, "/v1/chat/completions", `{"messages":`+swapped+`,"max_tokens":6,"return_token_ids":true}`)
+	_, want2 := s.want(t, swapped, []string{b, a}, 6, sample.Params{})
+	if got := ids(m2["choices"].([]any)[0].(map[string]any)["token_ids"]); !slices.Equal(got, want2) {
+		t.Fatalf("swapped images: %v, want %v", got, want2)
+	}
+}
+
+// sse reads a streamed response's data objects up to [DONE].
+func sse(t *testing.T, r io.Reader) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("not an SSE data line: %q", line)
+		}
+		if data == "[DONE]" {
+			return out
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("chunk is not JSON: %s", data)
+		}
+		out = append(out, m)
+	}
+	t.Fatal("stream ended without [DONE]")
+	return nil
+}
+
+func TestStreamMatchesWhole(t *testing.T) {
+	s := start(t, nil)
+	body := `{"messages":` + poem + `,"max_tokens":8,"temperature":0.8,"top_k":50,"seed":7,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}`
+	resp, err := http.Post(s.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content type %q", ct)
+	}
+	chunks := sse(t, resp.Body)
+	var text strings.Builder
+	var got []int32
+	var finish any
+	for i, c := range chunks[:len(chunks)-1] {
+		if c["object"] != "chat.completion.chunk" {
+			t.Fatalf("chunk %d object %v", i, c["object"])
+		}
+		if _, ok := c["usage"]; !ok || c["usage"] != nil {
+			t.Errorf("chunk %d: usage %v, want null with include_usage", i, c["usage"])
+		}
+		ch := c["choices"].([]any)[0].(map[string]any)
+		if i == 0 && ch["delta"].(map[string]any)["role"] != "assistant" {
+			t.Errorf("first chunk has no assistant role: %v", ch)
+		}
+		if s, ok := ch["delta"].(map[string]any)["content"].(string); ok {
+			text.WriteString(s)
+		}
+		if v, ok := ch["token_ids"]; ok {
+			got = append(got, ids(v)...)
+		}
+		if ch["finish_reason"] != nil {
+			finish = ch["finish_reason"]
+		}
+	}
+	sp := sample.Params{Temperature: 0.8, TopK: 50, Seed: 7}
+	prompt, want := s.want(t, poem, nil, 8, sp)
+	if !slices.Equal(got, want) {
+		t.Fatalf("streamed ids %v, want %v", got, want)
+	}
+	if !slices.Equal(ids(chunks[0]["prompt_token_ids"]), prompt) {
+		t.Errorf("prompt_token_ids %v", chunks[0]["prompt_token_ids"])
+	}
+	if text.String() != s.fe.Tok.Decode(ints(want), true) || finish != "length" {
+		t.Errorf("streamed text %q finish %v", text.String(), finish)
+	}
+	last := chunks[len(chunks)-1]
+	if len(last["choices"].([]any)) != 0 || last["usage"].(map[string]any)["completion_tokens"].(float64) != float64(len(want)) {
+		t.Errorf("usage chunk %v", last)
+	}
+}
+
+func TestStopStrings(t *testing.T) {
+	s := start(t, nil)
+	_, want := s.want(t, poem, nil, 12, sample.Params{})
+	full := s.fe.Tok.Decode(ints(want), true)
+	// a stop string from the middle of the reply: the reply ends right before it
+	stop := ""
+	for i := range want[3:] {
+		piece := s.fe.Tok.Decode(ints(want[3+i:4+i]), true)
+		if len(strings.TrimSpace(piece)) >= 2 {
+			stop = strings.TrimSpace(piece)
+			break
+		}
+	}
+	if stop == "" {
+		t.Skipf("no printable token in %q", full)
+	}
+	cut := full[:strings.Index(full, stop)]
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"messages":%s,"max_tokens":12,"stop":[%q],"stream":%v}`, poem, stop, stream)
+		resp, err := http.Post(s.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text string
+		var finish any
+		if stream {
+			for _, c := range sse(t, resp.Body) {
+				ch := c["choices"].([]any)[0].(map[string]any)
+				if s, ok := ch["delta"].(map[string]any)["content"].(string); ok {
+					text += s
+				}
+				if ch["finish_reason"] != nil {
+					finish = ch["finish_reason"]
+				}
+			}
+		} else {
+			var m map[string]any
+			json.NewDecoder(resp.Body).Decode(&m)
+			ch := m["choices"].([]any)[0].(map[string]any)
+			text, finish = ch["message"].(map[string]any)["content"].(string), ch["finish_reason"]
+		}
+		resp.Body.Close()
+		if text != cut || finish != "stop" {
+			t.Errorf("stream %v, stop %q: got %q (%v), want %q (stop)", stream, stop, text, finish, cut)
+		}
+	}
+}
+
+func TestCompletionsTokenizeDetokenize(t *testing.T) {
+	s := start(t, nil)
+	status, _, m := s.post(t, "/v1/completions", `{"model":"tiny","prompt":"The sea is","max_tokens":5,"return_token_ids":true}`)
+	if status != 200 {
+		t.Fatalf("status %d: %v", status, m)
+	}
+	p := s.fe.Tok.Encode("The sea is")
+	want, _ := lanestest.Reference(s.info, 0, lanestest.Want{Prompt: toInt32(p), MaxTokens: 5, EOS: s.eos})
+	ch := m["choices"].([]any)[0].(map[string]any)
+	if got := ids(ch["token_ids"]); !slices.Equal(got, want) || m["object"] != "text_completion" {
+		t.Fatalf("completion %v, want %v (%v)", got, want, m["object"])
+	}
+	if ch["text"] != s.fe.Tok.Decode(ints(want), true) {
+		t.Errorf("text %q", ch["text"])
+	}
+	// ids as the prompt give the same
+	pj, _ := json.Marshal(p)
+	_, _, m2 := s.post(t, "/v1/completions", `{"prompt":`+string(pj)+`,"max_tokens":5,"return_token_ids":true}`)
+	if got := ids(m2["choices"].([]any)[0].(map[string]any)["token_ids"]); !slices.Equal(got, want) {
+		t.Errorf("prompt as ids: %v, want %v", got, want)
+	}
+	_, _, tk := s.post(t, "/tokenize", `{"prompt":"The sea is"}`)
+	if !slices.Equal(ids(tk["tokens"]), toInt32(p)) || int(tk["count"].(float64)) != len(p) || tk["max_model_len"].(float64) != 512 {
+		t.Errorf("tokenize %v", tk)
+	}
+	_, _, dt := s.post(t, "/detokenize", `{"tokens":`+string(pj)+`}`)
+	if dt["prompt"] != "The sea is" {
+		t.Errorf("detokenize %v", dt)
+	}
+	resp, err := http.Get(s.url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var models map[string]any
+	json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	if d := models["data"].([]any); len(d) != 1 || d[0].(map[string]any)["id"] != "tiny" {
+		t.Errorf("models %v", models)
+	}
+}
+
+// TestBadRequests sends each bad request raw and checks the OpenAI error object; the server keeps serving.
+func TestBadRequests(t *testing.T) {
+	s := start(t, func(c *Config, l *lanes.Config) { c.MaxImages = 2; c.MaxBody = 1 << 20 })
+	img := dataURL(t, filepath.Join(tinyDir, "oracle/images/a.png"))
+	part := func(p string) string {
+		return `{"messages":[{"role":"user","content":[` + p + `,{"type":"text","text":"hi"}]}]}`
+	}
+	imgPart := func(url string) string { return fmt.Sprintf(`{"type":"image_url","image_url":{"url":%q}}`, url) }
+	notPNG := "data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte("this is not an image"))
+	huge := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<20) + `"}]}`
+	cases := []struct {
+		name, path, body string
+		status           int
+		param, code      string
+		msg              string
+	}{
+		{"malformed JSON", "/v1/chat/completions", `{"messages": [`, 400, "", "", "not valid JSON"},
+		{"messages not an array", "/v1/chat/completions", `{"messages": "hi"}`, 400, "messages", "", "messages must be an array"},
+		{"max_tokens a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":"ten"}`, 400, "max_tokens", "", "must be an integer"},
+		{"temperature out of range", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":3}`, 400, "temperature", "", "between 0 and 2"},
+		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "model", "model_not_found", `"gpt-9" does not exist`},
+		{"logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"logprobs":true}`, 400, "logprobs", "", "logprobs are not supported"},
+		{"json mode", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "", "only returns free text"},
+		{"n > 1", "/v1/chat/completions", `{"n":2,"messages":[{"role":"user","content":"hi"}]}`, 400, "n", "", "n must be 1"},
+		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "", "messages is empty"},
+		{"audio part", "/v1/chat/completions", part(`{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`), 400, "messages", "", "content parts must be text or image_url; audio and video inputs are unsupported"},
+		{"video part", "/v1/chat/completions", part(`{"type":"video_url","video_url":{"url":"data:video/mp4;base64,AAAA"}}`), 400, "messages", "", "content parts must be text or image_url; audio and video inputs are unsupported"},
+		{"http image", "/v1/chat/completions", part(imgPart("https://example.com/cat.png")), 400, "messages", "", "does not fetch images"},
+		{"bad image", "/v1/chat/completions", part(imgPart(notPNG)), 400, "messages", "", "image 1 is not PNG, JPEG or WebP"},
+		{"second image bad", "/v1/chat/completions", part(imgPart(img) + "," + imgPart(notPNG)), 400, "messages", "", "image 2"},
+		{"bad base64", "/v1/chat/completions", part(imgPart("data:image/png;base64,@@@@")), 400, "messages", "", "image 1: the data URL's base64"},
+		{"too many images", "/v1/chat/completions", part(imgPart(img) + "," + imgPart(img) + "," + imgPart(img)), 400, "messages", "", "more than 2 images"},
+		{"context exceeded", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, 400, "max_tokens", "context_length_exceeded", "context is 512 tokens"},
+		{"prompt fills the context", "/v1/completions", `{"prompt":"` + strings.Repeat("sea ", 600) + `"}`, 400, "prompt", "context_length_exceeded", "leaves no room"},
+		{"oversized body", "/v1/chat/completions", huge, 413, "", "body_too_large", "over the 1048576-byte limit"},
+		{"stream_options alone", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`, 400, "stream_options", "", "only allowed with stream"},
+		{"stop of numbers", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":[1,2]}`, 400, "stop", "", "stop must be a string"},
+		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "", "prompt is required"},
+		{"completion id out of range", "/v1/completions", `{"prompt":[1,999999]}`, 400, "prompt", "", "outside the vocabulary"},
+		{"detokenize bad id", "/detokenize", `{"tokens":[-1]}`, 400, "tokens", "", "outside the vocabulary"},
+		{"tokenize nothing", "/tokenize", `{}`, 400, "prompt", "", "send prompt"},
+		{"unknown path", "/v1/embeddings", `{}`, 404, "", "not_found", "there is no POST /v1/embeddings"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, _, m := s.post(t, c.path, c.body)
+			e, ok := m["error"].(map[string]any)
+			if status != c.status || !ok {
+				t.Fatalf("status %d, body %v; want %d and an error object", status, m, c.status)
+			}
+			for _, k := range []string{"message", "type", "param", "code"} {
+				if _, ok := e[k]; !ok {
+					t.Errorf("error object has no %q: %v", k, e)
+				}
+			}
+			if e["type"] != "invalid_request_error" || !strings.Contains(e["message"].(string), c.msg) {
+				t.Errorf("error %v; want type invalid_request_error and a message containing %q", e, c.msg)
+			}
+			if c.param != "" && e["param"] != c.param {
+				t.Errorf("param %v, want %q", e["param"], c.param)
+			}
+			if c.code != "" && e["code"] != c.code {
+				t.Errorf("code %v, want %q", e["code"], c.code)
+			}
+		})
+	}
+	// still serving
+	if status, _, m := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`); status != 200 {
+		t.Fatalf("after the bad requests: %d %v", status, m)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	s := start(t, func(c *Config, l *lanes.Config) { c.APIKey = "sesame" })
+	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "sesame"}} {
+		status, _, m := s.post(t, "/v1/chat/completions", body, h...)
+		if e, ok := m["error"].(map[string]any); status != 401 || !ok || e["code"] != "invalid_api_key" {
+			t.Errorf("header %v: %d %v", h, status, m)
+		}
+	}
+	if status, _, m := s.post(t, "/v1/chat/completions", body, "Authorization", "Bearer sesame"); status != 200 {
+		t.Errorf("right key: %d %v", status, m)
+	}
+	resp, _ := http.Get(s.url + "/health")
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/health needs no key: %d", resp.StatusCode)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	s := start(t, func(c *Config, l *lanes.Config) { l.Parallel, l.Queue = 1, 0 })
+	release := s.fake.Hold()
+	first := make(chan int, 1)
+	go func() {
+		status, _, _ := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+		first <- status
+	}()
+	for s.lanes.Stats().Running == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	status, h, m := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hello"}],"max_tokens":2}`)
+	release()
+	if e, ok := m["error"].(map[string]any); status != 429 || !ok || e["code"] != "queue_full" || h.Get("Retry-After") == "" {
+		t.Errorf("second request with one busy lane and no queue: %d %v Retry-After %q", status, m, h.Get("Retry-After"))
+	}
+	if st := <-first; st != 200 {
+		t.Errorf("first request: %d", st)
+	}
+}
+
+func TestHealthWhileLoading(t *testing.T) {
+	srv := New(Config{Name: "tiny"})
+	h := httptest.NewServer(srv)
+	defer h.Close()
+	resp, _ := http.Get(h.URL + "/health")
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("/health while loading: %d", resp.StatusCode)
+	}
+	resp, _ = http.Post(h.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || m["error"] == nil {
+		t.Errorf("chat while loading: %d %v", resp.StatusCode, m)
+	}
+}
+
+func TestConcurrentMatchesSolo(t *testing.T) {
+	s := start(t, nil)
+	type run struct {
+		msgs string
+		sp   sample.Params
+		body string
+	}
+	var runs []run
+	for i := range 8 {
+		msgs := fmt.Sprintf(`[{"role":"user","content":"Tell me about number %d and the number %d."}]`, i, i*i)
+		r := run{msgs: msgs, body: `{"messages":` + msgs + `,"max_tokens":8,"return_token_ids":true`}
+		if i%4 == 1 {
+			r.sp = sample.Params{Temperature: 0.7, TopP: 0.9, Seed: uint64(i)}
+			r.body += fmt.Sprintf(`,"temperature":0.7,"top_p":0.9,"seed":%d`, i)
+		}
+		r.body += "}"
+		runs = append(runs, r)
+	}
+	got := make([][]int32, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Go(func() {
+			_, _, m := s.post(t, "/v1/chat/completions", r.body)
+			got[i] = ids(m["choices"].([]any)[0].(map[string]any)["token_ids"])
+		})
+	}
+	wg.Wait()
+	for i, r := range runs {
+		if _, want := s.want(t, r.msgs, nil, 8, r.sp); !slices.Equal(got[i], want) {
+			t.Errorf("request %d beside others: %v, want %v", i, got[i], want)
+		}
+	}
+	if st := s.fake.Stats(); st.Mixed == 0 {
+		t.Errorf("no round held more than one request: %+v", st)
+	}
+}
+
+func TestDisconnectFreesLane(t *testing.T) {
+	s := start(t, func(c *Config, l *lanes.Config) { l.PromptCache = false })
+	ctx, cancel := context.WithCancel(context.Background())
+	body := `{"messages":` + poem + `,"max_tokens":400,"stream":true}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/v1/chat/completions", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := s.lanes.Stats()
+		if st.Running == 0 && st.PagesUsed == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the client left: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for want := `tfc:request_success_total{finished_reason="cancelled",model_name="tiny"} 1`; !strings.Contains(s.metricsText(t), want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics do not count the cancelled request:\n%s", grep(s.metricsText(t), "tfc:request"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *ts) metricsText(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestMetrics(t *testing.T) {
+	s := start(t, nil)
+	for range 2 {
+		s.post(t, "/v1/chat/completions", `{"messages":`+poem+`,"max_tokens":4}`)
+	}
+	m := s.metricsText(t)
+	for _, name := range []string{
+		"tfc:time_to_first_token_seconds_count", "tfc:inter_token_latency_seconds_count", "tfc:e2e_request_latency_seconds_count",
+		"tfc:num_requests_running", "tfc:num_requests_waiting", "tfc:prompt_tokens_total", "tfc:generation_tokens_total",
+		"tfc:prefix_cache_queries_total", "tfc:prefix_cache_hits_total", "tfc:spec_decode_num_draft_tokens_total",
+		"tfc:spec_decode_num_accepted_tokens_total", "tfc:kv_cache_usage_perc",
+	} {
+		if !strings.Contains(m, name+"{") {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if !strings.Contains(m, `tfc:e2e_request_latency_seconds_count{model_name="tiny"} 2`) ||
+		!strings.Contains(m, `tfc:generation_tokens_total{model_name="tiny"} 8`) {
+		t.Errorf("counts are off:\n%s", grep(m, "tfc:"))
+	}
+}
+
+func grep(text, word string) string {
+	var b bytes.Buffer
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, word) && !strings.HasPrefix(l, "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func TestOpenAIClient(t *testing.T) {
+	s := start(t, func(c *Config, l *lanes.Config) { c.APIKey = "sesame" })
+	client := openai.NewClient(option.WithBaseURL(s.url+"/v1/"), option.WithAPIKey("sesame"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write a short poem about the sea.")}
+	_, want := s.want(t, `[{"role":"user","content":"Write a short poem about the sea."}]`, nil, 8, sample.Params{})
+	wantText := s.fe.Tok.Decode(ints(want), true)
+
+	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "tiny", Messages: msgs, MaxTokens: openai.Int(8), Temperature: openai.Float(0), Seed: openai.Int(3),
+	}, option.WithJSONSet("return_token_ids", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	if err := json.Unmarshal([]byte(resp.Choices[0].JSON.ExtraFields["token_ids"].Raw()), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) || resp.Choices[0].Message.Content != wantText || resp.Usage.CompletionTokens != int64(len(want)) {
+		t.Errorf("client chat: %v %q, want %v %q", got, resp.Choices[0].Message.Content, want, wantText)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "tiny", Messages: msgs, MaxCompletionTokens: openai.Int(8), Temperature: openai.Float(0),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content != wantText || acc.Usage.CompletionTokens != int64(len(want)) || acc.Choices[0].FinishReason != "length" {
+		t.Errorf("client stream: %q (%s, usage %d), want %q", acc.Choices[0].Message.Content, acc.Choices[0].FinishReason, acc.Usage.CompletionTokens, wantText)
+	}
+
+	comp, err := client.Completions.New(ctx, openai.CompletionNewParams{
+		Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("The sea is")}, MaxTokens: openai.Int(4),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cwant, _ := lanestest.Reference(s.info, 0, lanestest.Want{Prompt: toInt32(s.fe.Tok.Encode("The sea is")), MaxTokens: 4, EOS: s.eos})
+	if comp.Choices[0].Text != s.fe.Tok.Decode(ints(cwant), true) {
+		t.Errorf("client completion %q", comp.Choices[0].Text)
+	}
+
+	// errors come back as the client's typed API error
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-9", Messages: msgs})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" || apiErr.Param != "model" {
+		t.Errorf("unknown model through the client: %v", err)
+	}
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "tiny", Messages: msgs, N: openai.Int(2)})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "n" {
+		t.Errorf("n=2 through the client: %v", err)
+	}
+	bad := openai.NewClient(option.WithBaseURL(s.url+"/v1/"), option.WithAPIKey("wrong"), option.WithMaxRetries(0))
+	_, err = bad.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "tiny", Messages: msgs})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Errorf("wrong key through the client: %v", err)
+	}
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "tiny", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+			openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "https://example.com/a.png"}),
+			openai.TextContentPart("what is this?"),
+		})}})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "does not fetch images") {
+		t.Errorf("http image through the client: %v", err)
+	}
+}
+
+// TestLoad runs 64 requests, 8 at a time, a quarter of them cancelled mid-stream; afterwards
+// lanes, pages and the running gauges are back to zero and the finished ones match the reference.
+func TestLoad(t *testing.T) {
+	s := start(t, func(c *Config, l *lanes.Config) { l.Queue = 64 })
+	const total, at = 64, 8
+	sem := make(chan struct{}, at)
+	var wg sync.WaitGroup
+	for i := range total {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			msgs := fmt.Sprintf(`[{"role":"user","content":"Request %d of the load run."}]`, i%16)
+			body := `{"messages":` + msgs + `,"max_tokens":6,"stream":true,"return_token_ids":true}`
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/v1/chat/completions", strings.NewReader(body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			if i%4 == 3 {
+				bufio.NewReader(resp.Body).ReadString('\n')
+				cancel()
+				return
+			}
+			var got []int32
+			for _, c := range sse(t, resp.Body) {
+				if ch := c["choices"].([]any); len(ch) > 0 {
+					if v, ok := ch[0].(map[string]any)["token_ids"]; ok {
+						got = append(got, ids(v)...)
+					}
+				}
+			}
+			if _, want := s.want(t, msgs, nil, 6, sample.Params{}); !slices.Equal(got, want) {
+				t.Errorf("request %d: %v, want %v", i, got, want)
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := s.lanes.Stats()
+		if st.Running == 0 && st.Waiting == 0 && st.PagesUsed == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the load run: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	m := s.metricsText(t)
+	for _, line := range []string{`tfc:num_requests_running{model_name="tiny"} 0`, `tfc:num_requests_waiting{model_name="tiny"} 0`, `tfc:kv_cache_usage_perc{model_name="tiny"} 0`} {
+		if !strings.Contains(m, line) {
+			t.Errorf("metrics lack %q:\n%s", line, grep(m, "tfc:"))
+		}
+	}
+}
+
+// FuzzChat sends arbitrary bodies: every answer is a 200 completion or an OpenAI error object.
+func FuzzChat(f *testing.F) {
+	for _, seed := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":"data:image/png;base64,AAAA"}]}],"max_tokens":1}`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
+		`{"messages":[{"role":"user","content":{"a":1}}],"stop":{"x":1},"n":null,"seed":-5}`,
+		`{"messages":[{"content":"x"}],"top_k":-2,"top_p":0}`, `null`, `[]`, `"x"`, `{"messages":null}`,
+	} {
+		f.Add(seed)
+	}
+	s := start(f, func(c *Config, l *lanes.Config) { c.MaxTokens = 2 })
+	f.Fuzz(func(t *testing.T, body string) {
+		w := httptest.NewRecorder()
+		s.srv.ServeHTTP(w, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+		var m map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
+			t.Fatalf("status %d, body not JSON: %q", w.Code, w.Body.String())
+		}
+		if w.Code == 200 {
+			if _, ok := m["choices"]; !ok {
+				t.Fatalf("200 without choices: %v", m)
+			}
+			return
+		}
+		if e, ok := m["error"].(map[string]any); !ok || e["message"] == "" || w.Code == 500 {
+			t.Fatalf("status %d, body %v", w.Code, m)
+		}
+	})
+}
