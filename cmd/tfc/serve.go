@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"tfc/runtime/device"
@@ -29,6 +31,9 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 			o.CacheBytes = cacheMiB << 20
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			o.Backend = func() (device.Backend, error) { return newBackend(backend) }
+			if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				o.Progress = loadBar()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return server.Run(ctx, o)
@@ -45,6 +50,22 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")
 	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")
+	fl.BoolVar(&o.FetchImages, "allow-image-urls", false, "fetch http(s) image URLs (otherwise only data URLs are accepted)")
 	fl.Int64Var(&cacheMiB, "prompt-cache-mib", 0, "MiB of KV pages the prompt cache may keep (default: what running requests leave free)")
 	addCommand(c)
+}
+
+// loadBar draws the weight loading progress on a terminal.
+func loadBar() func(done, total int64) {
+	var bar *progressbar.ProgressBar
+	return func(done, total int64) {
+		if bar == nil {
+			bar = progressbar.DefaultBytes(total, "loading weights")
+		}
+		bar.Set64(done)
+		if done >= total {
+			bar.Finish()
+			fmt.Fprintln(os.Stderr)
+		}
+	}
 }

@@ -70,14 +70,25 @@ func Manifest(b model.Bound) []checkpoint.TensorSpec {
 
 // Open validates a checkpoint and loads it onto b.
 func Open(dir string, b device.Backend, l model.Limits) (*Engine, error) {
+	return OpenProgress(dir, b, l, nil)
+}
+
+// OpenProgress is Open that reports the weight bytes read so far and the total to progress.
+func OpenProgress(dir string, b device.Backend, l model.Limits, progress func(done, total int64)) (*Engine, error) {
 	ck, fam, bound, err := Validate(dir)
 	if err != nil {
 		return nil, err
 	}
+	var done int64
+	total := ck.TotalBytes()
 	get := func(name string) ([]byte, device.DType, error) {
 		t, err := ck.Tensor(name)
 		if err != nil {
 			return nil, 0, err
+		}
+		if progress != nil {
+			done += int64(len(t.Data))
+			progress(done, total)
 		}
 		switch t.DType {
 		case checkpoint.BF16:

@@ -7,8 +7,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/engine"
@@ -201,7 +203,7 @@ func (s *Server) conversation(msgs []chatMessage) ([]byte, [][]byte, *apiError) 
 				if len(images) == s.cfg.MaxImages {
 					return nil, nil, badRequest("messages", "the request has more than %d images; send at most %d", s.cfg.MaxImages, s.cfg.MaxImages)
 				}
-				data, e := imageData(len(images)+1, where, p.ImageURL)
+				data, e := s.imageData(len(images)+1, where, p.ImageURL)
 				if e != nil {
 					return nil, nil, e
 				}
@@ -220,8 +222,9 @@ func (s *Server) conversation(msgs []chatMessage) ([]byte, [][]byte, *apiError) 
 	return js, images, nil
 }
 
-// imageData reads an image_url part ({"url": ...} or a string): only data URLs are accepted.
-func imageData(index int, where string, raw json.RawMessage) ([]byte, *apiError) {
+// imageData reads an image_url part ({"url": ...} or a string): a data URL, or an http(s) URL
+// when the server was started with image fetching allowed.
+func (s *Server) imageData(index int, where string, raw json.RawMessage) ([]byte, *apiError) {
 	var url string
 	if json.Unmarshal(raw, &url) != nil {
 		var obj struct {
@@ -234,7 +237,10 @@ func imageData(index int, where string, raw json.RawMessage) ([]byte, *apiError)
 	}
 	lower := strings.ToLower(url)
 	if strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") {
-		return nil, badRequest("messages", "image %d is an http(s) URL; this server does not fetch images, send the image inline as a data URL (data:image/png;base64,...)", index)
+		if !s.cfg.FetchImages {
+			return nil, badRequest("messages", "image %d is an http(s) URL; this server does not fetch images (start it with --allow-image-urls), send the image inline as a data URL (data:image/png;base64,...)", index)
+		}
+		return s.fetchImage(index, url)
 	}
 	if !strings.HasPrefix(lower, "data:") {
 		return nil, badRequest("messages", "image %d: the URL is not a data URL; send data:image/png;base64,... (PNG, JPEG or WebP)", index)
@@ -282,4 +288,30 @@ func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessa
 		keys[i] = im.Hash
 	}
 	return p, keys, nil
+}
+
+// fetchImage downloads an image URL, bounded in time and size.
+func (s *Server) fetchImage(index int, url string) ([]byte, *apiError) {
+	timeout := s.cfg.FetchTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	client := &http.Client{Timeout: timeout}
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, badRequest("messages", "image %d could not be fetched: %v", index, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, badRequest("messages", "image %d could not be fetched: %s answered %s", index, url, resp.Status)
+	}
+	limit := s.cfg.MaxBody
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, badRequest("messages", "image %d could not be fetched: %v", index, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, badRequest("messages", "image %d at %s is over %d bytes; send a smaller image", index, url, limit)
+	}
+	return data, nil
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"tfc/runtime/device"
@@ -40,6 +41,10 @@ type Options struct {
 	Backend     func() (device.Backend, error)
 	Log         *slog.Logger
 	OnListening func(addr string) // called once the port is bound
+	FetchImages bool              // accept http(s) image URLs and fetch them
+	// Progress, when set, sees the weight bytes loaded so far and the total; otherwise a log
+	// line reports progress every 5 seconds.
+	Progress func(done, total int64)
 }
 
 const (
@@ -96,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 			def.TopK = *gen.TopK
 		}
 	}
-	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: log})
+	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: log, FetchImages: o.FetchImages})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
@@ -117,6 +122,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("loading weights", "dir", o.Dir, "backend", b.Name(), "parallel", o.Parallel, "context", o.Context)
 	t0 := time.Now()
+	var loadedBytes, totalBytes atomic.Int64
+	progress := func(done, total int64) {
+		loadedBytes.Store(done)
+		totalBytes.Store(total)
+		if o.Progress != nil {
+			o.Progress(done, total)
+		}
+	}
 	loading := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(5 * time.Second)
@@ -126,11 +139,14 @@ func Run(ctx context.Context, o Options) error {
 			case <-loading:
 				return
 			case <-tick.C:
-				log.Info("still loading weights", "seconds", time.Since(t0).Round(time.Second).Seconds())
+				if o.Progress == nil {
+					log.Info("still loading weights", "seconds", time.Since(t0).Round(time.Second).Seconds(),
+						"bytes", loadedBytes.Load(), "of", totalBytes.Load())
+				}
 			}
 		}
 	}()
-	e, err := engine.Open(o.Dir, b, limits)
+	e, err := engine.OpenProgress(o.Dir, b, limits, progress)
 	close(loading)
 	if err != nil {
 		hs.Close()

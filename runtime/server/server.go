@@ -33,6 +33,9 @@ type Config struct {
 	MaxTokens int    // max_tokens of a chat request that sets none (capped by what the context leaves)
 	MaxBody   int64  // largest request body in bytes
 	MaxImages int    // most images one request may carry
+	// FetchImages lets image_url parts name http(s) URLs, fetched with FetchTimeout.
+	FetchImages  bool
+	FetchTimeout time.Duration
 	// Sample is used where a request leaves a sampling setting out (the checkpoint's generation config).
 	Sample sample.Params
 	Log    *slog.Logger

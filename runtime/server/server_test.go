@@ -798,3 +798,39 @@ func FuzzChat(f *testing.F) {
 		}
 	})
 }
+
+// TestFetchImageURLs serves an image over HTTP and checks that --allow-image-urls fetches it and
+// gives the same reply as the same image sent inline, and that a missing one is a 400.
+func TestFetchImageURLs(t *testing.T) {
+	png, err := os.ReadFile("../../testdata/qwen2-vl-tiny/oracle/images/a.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/a.png" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(png)
+	}))
+	defer images.Close()
+	s := start(t, func(c *Config, _ *lanes.Config) { c.FetchImages = true })
+	body := func(url string) string {
+		return fmt.Sprintf(`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":%q}},{"type":"text","text":"What is in this picture?"}]}],"max_tokens":4,"return_token_ids":true}`, url)
+	}
+	st, _, fetched := s.post(t, "/v1/chat/completions", body(images.URL+"/a.png"))
+	if st != 200 {
+		t.Fatalf("fetched image: status %d: %v", st, fetched)
+	}
+	st, _, inline := s.post(t, "/v1/chat/completions", body("data:image/png;base64,"+base64.StdEncoding.EncodeToString(png)))
+	if st != 200 {
+		t.Fatalf("inline image: status %d: %v", st, inline)
+	}
+	if fmt.Sprint(fetched["prompt_token_ids"]) != fmt.Sprint(inline["prompt_token_ids"]) {
+		t.Errorf("fetched and inline prompts differ:\n%v\n%v", fetched["prompt_token_ids"], inline["prompt_token_ids"])
+	}
+	st, _, missing := s.post(t, "/v1/chat/completions", body(images.URL+"/b.png"))
+	if st != 400 || !strings.Contains(fmt.Sprint(missing), "image 1 could not be fetched") {
+		t.Errorf("missing image: status %d: %v", st, missing)
+	}
+}
