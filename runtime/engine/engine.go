@@ -165,7 +165,7 @@ func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
 	} else if len(imageAt) > 0 {
 		return nil, fmt.Errorf("the prompt has %d image placeholder tokens and no image", len(imageAt))
 	}
-	pos, delta, err := e.positions(p)
+	pos, delta, err := positions.Prompt(e.Info.Positions, p.IDs, p.Grids, int32(e.Info.ImageToken), e.Info.Merge)
 	if err != nil {
 		return nil, err
 	}
@@ -227,15 +227,6 @@ func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// positions applies the family's position rule to the prompt.
-func (e *Engine) positions(p Prompt) ([]int32, int32, error) {
-	switch e.Info.Positions {
-	case "mrope":
-		return positions.MRoPE(p.IDs, p.Grids, int32(e.Info.ImageToken), e.Info.Merge)
-	}
-	return nil, 0, fmt.Errorf("family %s names position rule %q, which this runtime does not have", e.Family.Name, e.Info.Positions)
 }
 
 func toArrays(gs []positions.Grid) [][3]int {

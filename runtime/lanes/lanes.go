@@ -247,12 +247,7 @@ func (s *Scheduler) prepare(r *Request) (*seq, error) {
 		grids[i] = g
 	}
 	var err error
-	switch s.info.Positions {
-	case "mrope":
-		sq.pos, sq.delta, err = positions.MRoPE(r.Prompt, grids, int32(s.info.ImageToken), s.info.Merge)
-	default:
-		err = fmt.Errorf("the model names position rule %q, which lanes do not have", s.info.Positions)
-	}
+	sq.pos, sq.delta, err = positions.Prompt(s.info.Positions, r.Prompt, grids, int32(s.info.ImageToken), s.info.Merge)
 	if err != nil {
 		return nil, err
 	}

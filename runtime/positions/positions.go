@@ -100,3 +100,13 @@ func Spans(grids []Grid) []int32 {
 	}
 	return spans
 }
+
+// Prompt applies the position rule a family names to a prompt: its positions and the delta
+// decode rows add to their cache position.
+func Prompt(rule string, ids []int32, grids []Grid, imageToken int32, merge int) ([]int32, int32, error) {
+	switch rule {
+	case "mrope":
+		return MRoPE(ids, grids, imageToken, merge)
+	}
+	return nil, 0, fmt.Errorf("position rule %q is not one this runtime has (mrope)", rule)
+}
