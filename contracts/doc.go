@@ -6,6 +6,12 @@
 // an op's reference on host copies of its operands; Check poisons a backend's outputs, runs the
 // op there, and compares; Cases is the suite of shapes every backend must pass.
 //
+// The kernel contract (tfc contract) checks a generated family's kernels instead of single ops:
+// a registered Family lists the kernels its schedule launches with their specialised op chains;
+// Chain builds a kernel's ops over random operands, ExpectChain gives the float64 result of the
+// chain, CheckKernel runs gates 1 to 4 (gates.go) and Run adds the planted controls, which a GPU
+// target builds from compiler/emit/hip mutants and a host target plants as wrappers (host.go).
+//
 // Precision classes and their bounds (errors are measured per output row, relative to the
 // row's largest finite reference magnitude; NaN must meet NaN and ±Inf the same infinity):
 //

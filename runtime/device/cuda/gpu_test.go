@@ -3,19 +3,16 @@
 package cuda
 
 import (
-	"io/fs"
 	"math"
-	"math/rand"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
-	"tfc/kernels"
 	"tfc/runtime/device"
 )
 
@@ -129,144 +126,36 @@ func TestGPUWriteRead(t *testing.T) {
 	}
 }
 
-// TestGPUKernelContracts runs every kernel of kernels/qwen2vl.hip at the tiny checkpoint's shapes
-// on random operands and checks each output against the float64 references of the ops it fuses
-// (every element written; within four times the summed bounds), then that five more runs give
-// the same bits, and times a launch.
+// TestGPUKernelContracts runs the kernel contract over kernels/qwen2vl.hip, as tfc contract
+// --backend cuda does: every kernel through gates 1 to 4 at its specialised shapes, then planted
+// controls (mutants rendered by compiler/emit/hip and built by nvcc), which must each go red.
 func TestGPUKernelContracts(t *testing.T) {
 	be := gpu(t)
-	ks := familyKernels(t)
-	pass := 0
-	for i, k := range ks {
-		ok := t.Run(k.Name, func(t *testing.T) {
-			b := &contracts.Builder{Backend: be, Rng: rand.New(rand.NewSource(int64(i + 1)))}
-			defer b.Free()
-			ops, err := chain(b, k, rowsFor(k))
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, worst, err := checkChain(be, k, ops)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for run := 0; run < 5; run++ {
-				if err := be.Launch(&device.Kernel{Name: k.Name}, ops...); err != nil {
-					t.Fatal(err)
-				}
-				again, err := readAll(be, first)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for name, v := range again {
-					if !slices.Equal(bitsOf(v), bitsOf(first[name].got)) {
-						t.Fatalf("run %d: %s differs from the first run's bits", run+2, name)
-					}
-				}
-			}
-			const reps = 50
-			if err := be.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			for r := 0; r < reps; r++ {
-				if err := be.Launch(&device.Kernel{Name: k.Name}, ops...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := be.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("PASS %s M=%d worst %.3g, 5 reruns bit-identical, %.1f µs a launch", k.Name, rowsFor(k), worst, float64(time.Since(start).Microseconds())/reps)
-		})
-		if ok {
-			pass++
-		}
-	}
-	t.Logf("SUMMARY %s %d kernels: %d pass (reference, all written, 5 reruns identical), %d fail", be.Arch(), len(ks), pass, len(ks)-pass)
-}
-
-// TestGPUPlantedControls renders mutants of real kernels, builds them with nvcc in parallel, and
-// checks that each one's contract goes red.
-func TestGPUPlantedControls(t *testing.T) {
-	gpu(t)
-	ks := familyKernels(t)
-	byName := map[string]hip.Kernel{}
-	for _, k := range ks {
-		byName[k.Name] = k
-	}
-	controls := []struct {
-		kernel string
-		mut    hip.Mutation
-	}{
-		{"qwen2vl_decode_linear_silu_mul", hip.WrongStride},
-		{"qwen2vl_vision_linear_bias_rope_rope", hip.OffByOneBound},
-		{"qwen2vl_decode_rmsnorm", hip.DroppedScale},
-		{"qwen2vl_vision_attention", hip.DroppedScale},
-		{"qwen2vl_decode_attention", hip.OffByOneBound},
-		{"qwen2vl_decode_embed", hip.WrongStride},
-	}
+	f := family(t)
 	cache := t.TempDir()
-	srcs := make([]fs.FS, len(controls))
-	errs := make([]error, len(controls))
-	var wg sync.WaitGroup
-	for i, c := range controls {
-		if _, ok := byName[c.kernel]; !ok {
-			t.Fatalf("no kernel %s", c.kernel)
-		}
-		text, err := hip.Render("qwen2_vl", ks, hip.Mutate(c.kernel, c.mut))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := fstest.MapFS{"qwen2vl.hip": {Data: text}}
-		hs, _ := fs.Glob(kernels.Sources, "*.h")
-		for _, h := range hs {
-			data, _ := fs.ReadFile(kernels.Sources, h)
-			m[h] = &fstest.MapFile{Data: data}
-		}
-		srcs[i] = m
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nvcc, err := findNVCC()
-			if err == nil {
-				_, err = (&nvccBuild{nvcc: nvcc, arch: shared.Arch(), cache: cache}).build(m, "qwen2vl.hip")
+	target := contracts.Target{Name: "cuda-" + be.Arch(), Backend: be,
+		Controls: contracts.PlantedControls(f, []hip.Mutation{hip.OffByOneBound, hip.DroppedScale, hip.WrongStride, hip.MissingBarrier}),
+		Plant: func(c contracts.Control) (device.Backend, func(), error) {
+			mut, err := hip.ParseMutation(c.Mutation)
+			if err != nil {
+				return nil, nil, err
 			}
-			errs[i] = err
-		}()
+			srcs, err := contracts.MutantSources(f, c.Kernel, mut)
+			if err != nil {
+				return nil, nil, err
+			}
+			mb, err := New(Sources(srcs), CacheDir(cache))
+			if err != nil {
+				return nil, nil, err
+			}
+			return mb, func() { mb.Close() }, nil
+		}}
+	var log strings.Builder
+	r := contracts.Run(target, f, time.Now().UnixNano()%1e9, &log)
+	t.Log("\n" + log.String())
+	if !r.OK() {
+		t.Error(r.Summary())
+	} else {
+		t.Log(r.Summary())
 	}
-	wg.Wait()
-	red := 0
-	for i, c := range controls {
-		if errs[i] != nil {
-			t.Errorf("%s/%s: %v", c.kernel, c.mut, errs[i])
-			continue
-		}
-		be, err := New(Sources(srcs[i]), CacheDir(cache))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := &contracts.Builder{Backend: be, Rng: rand.New(rand.NewSource(int64(i + 100)))}
-		k := byName[c.kernel]
-		ops, err := chain(b, k, rowsFor(k))
-		if err == nil {
-			_, _, err = checkChain(be, k, ops)
-		}
-		if err == nil {
-			t.Errorf("planted %s in %s: the contract passed it", c.mut, c.kernel)
-		} else {
-			red++
-			t.Logf("RED %s in %s: %v", c.mut, c.kernel, err)
-		}
-		b.Free()
-		be.Close()
-	}
-	t.Logf("SUMMARY %d controls: %d red as planted", len(controls), red)
-}
-
-func bitsOf(v []float64) []uint64 {
-	out := make([]uint64, len(v))
-	for i, x := range v {
-		out[i] = math.Float64bits(x)
-	}
-	return out
 }

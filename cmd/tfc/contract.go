@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"tfc/compiler/emit/hip"
+	"tfc/contracts"
+	"tfc/runtime/device"
+	"tfc/runtime/device/cpu"
+	"tfc/runtime/device/cuda"
+)
+
+func init() {
+	var backend, family, root, receipt string
+	var seed int64
+	c := &cobra.Command{
+		Use:   "contract",
+		Short: "Check every kernel of a family on a backend against the float64 reference, with planted controls",
+		Long: `Check every kernel a family's schedule launches on a backend, at the shapes it was specialised
+for, on fresh random inputs: gate 1 error within the kernel's precision class, gate 2 every output
+element written, gate 3 bit-identical reruns and batch positions, gate 4 NaN/±Inf classes. Then
+planted controls (mutants of real kernels) must each go red. The last line is the SUMMARY; the exit
+status is 1 when a kernel fails or a control stays green.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := contracts.LoadFamily(family, root)
+			if err != nil {
+				return err
+			}
+			if seed == 0 {
+				seed = time.Now().UnixNano() % 1e9
+			}
+			t, m, closeAll, err := contractTarget(backend, f)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "contract %s on %s (%s), seed %d\n", f.Name, t.Name, m.Backend, seed)
+			r := contracts.Run(t, f, seed, out)
+			if receipt != "" {
+				m.Binary, err = contracts.BinarySHA256()
+				if err != nil {
+					return err
+				}
+				// the command that reproduces the run, the receipt placed where the repository keeps them
+				m.Command = fmt.Sprintf("tfc contract --backend %s --family %s --seed %d --receipt docs/receipts", backend, family, seed)
+				path, err := contracts.WriteReceipt(receipt, r, m, time.Now())
+				if err != nil {
+					return fmt.Errorf("writing the receipt: %w", err)
+				}
+				fmt.Fprintf(out, "receipt %s\n", path)
+			}
+			fmt.Fprintln(out, r.Summary())
+			if !r.OK() {
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&backend, "backend", "cpu", "backend under contract: cpu, cuda or hip")
+	fl.StringVar(&family, "family", "qwen2_vl", "generated family whose kernels are checked")
+	fl.Int64Var(&seed, "seed", 0, "seed of the random inputs (0: from the clock)")
+	fl.StringVar(&root, "root", ".", "repository root, where the family's graph and specialising config are read")
+	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-contract.md into this folder")
+	addCommand(c)
+}
+
+// contractTarget opens the backend under contract and says how to plant its controls.
+func contractTarget(name string, f contracts.Family) (contracts.Target, contracts.Machine, func(), error) {
+	switch name {
+	case "cpu":
+		be := cpu.New()
+		t := contracts.Target{Name: "cpu", Backend: be, Controls: contracts.HostControls(f),
+			Plant: func(c contracts.Control) (device.Backend, func(), error) {
+				m, err := contracts.HostPlant(be, c)
+				return m, func() {}, err
+			}}
+		m := contracts.Machine{Device: contracts.CPUModel(), Backend: be.Describe(), Compiler: runtime.Version() + " (the CPU backend runs no generated source)"}
+		return t, m, func() {}, nil
+	case "cuda":
+		be, err := cuda.New()
+		if err != nil {
+			return contracts.Target{}, contracts.Machine{}, nil, err
+		}
+		cache, err := os.MkdirTemp("", "tfc-contract-")
+		if err != nil {
+			be.Close()
+			return contracts.Target{}, contracts.Machine{}, nil, err
+		}
+		t := contracts.Target{Name: "cuda-" + be.Arch(), Backend: be,
+			Controls: contracts.PlantedControls(f, []hip.Mutation{hip.OffByOneBound, hip.DroppedScale, hip.WrongStride, hip.MissingBarrier}),
+			Plant: func(c contracts.Control) (device.Backend, func(), error) {
+				mut, err := hip.ParseMutation(c.Mutation)
+				if err != nil {
+					return nil, nil, err
+				}
+				srcs, err := contracts.MutantSources(f, c.Kernel, mut)
+				if err != nil {
+					return nil, nil, err
+				}
+				mb, err := cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache))
+				if err != nil {
+					return nil, nil, err
+				}
+				return mb, func() { mb.Close() }, nil
+			}}
+		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}
+		return t, m, func() { be.Close(); os.RemoveAll(cache) }, nil
+	case "hip":
+		return contracts.Target{}, contracts.Machine{}, nil, fmt.Errorf("the hip backend (runtime/device/hip) is not built into this tfc yet; use --backend cpu or cuda")
+	}
+	return contracts.Target{}, contracts.Machine{}, nil, fmt.Errorf("unknown backend %q; use --backend cpu, cuda or hip", name)
+}
+
+func cudaDriver(be *cuda.Backend) string {
+	s := "driver CUDA unknown"
+	if v, err := be.DriverVersion(); err == nil {
+		s = fmt.Sprintf("driver CUDA %d.%d", v/1000, v%1000/10)
+	}
+	if out, err := exec.Command("nvidia-smi", "--query-gpu=driver_version,memory.total", "--format=csv,noheader").Output(); err == nil {
+		s += ", nvidia-smi " + strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	return s
+}
+
+func nvccVersion() string {
+	out, err := exec.Command("nvcc", "--version").Output()
+	if err != nil {
+		return "nvcc not on PATH"
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return "nvcc: " + strings.Join(lines[max(0, len(lines)-2):], "; ")
+}

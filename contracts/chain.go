@@ -1,0 +1,387 @@
+package contracts
+
+import (
+	"fmt"
+	"math"
+
+	"tfc/compiler/emit/hip"
+	"tfc/runtime/device"
+)
+
+// Chain builds the device ops of kernel k over random operands at its specialised shapes, with
+// m rows: each later op reads the previous op's output, and a rope rotates its column slice of
+// the last non-rope output, as compiler/emit/hip chains them.
+func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
+	dt := func(o hip.Op, field string) device.DType {
+		switch o.DTypes[field] {
+		case "BF16":
+			return device.BF16
+		case "F16":
+			return device.F16
+		}
+		return device.F32
+	}
+	acts := map[string]device.Act{"": device.ActNone, "none": device.ActNone, "silu": device.ActSiLU, "gelu": device.ActGELU,
+		"gelu_tanh": device.ActGELUTanh, "quick_gelu": device.ActQuickGELU}
+	weight := func(o hip.Op, field string, rows, cols int) device.Tensor {
+		return b.Normal(dt(o, field), rows, cols, 1/math.Sqrt(float64(cols)))
+	}
+	var ops []device.Op
+	var last device.Tensor // output of the last op that is not a rope
+	input := func(o hip.Op, field string, cols int) device.Tensor {
+		if len(ops) > 0 {
+			return last
+		}
+		return b.Act(dt(o, field), m, cols)
+	}
+	ints := func(n, limit int) []int32 {
+		v := make([]int32, n)
+		for i := range v {
+			v[i] = int32(b.Rng.Intn(limit))
+		}
+		return v
+	}
+	for i, o := range k.Ops {
+		act, ok := acts[o.Act]
+		if !ok {
+			return nil, fmt.Errorf("%s op %d: activation %q has no device.Act", k.Name, i, o.Act)
+		}
+		var op device.Op
+		switch o.Kind {
+		case "linear":
+			n, kk := o.Ints["N"], o.Ints["K"]
+			l := device.Linear{X: input(o, "X", kk), W: weight(o, "W", n, kk), Act: act}
+			if o.Flags["has_bias"] {
+				l.B = weight(o, "B", 1, n)
+			}
+			if o.Flags["has_res"] {
+				l.Res = b.Act(dt(o, "Res"), m, n)
+			}
+			l.Y = b.Out(dt(o, "Y"), m, n)
+			op, last = l, l.Y
+		case "rope":
+			hd, heads, ns := o.Ints["head_dim"], o.Ints["heads"], o.Ints["sections"]
+			r := device.Rope{Heads: heads, HeadDim: hd, Theta: float32(o.Floats["theta"]), Mode: device.RopeSections}
+			if o.Flags["per_axis"] {
+				r.Mode = device.RopePerAxis
+			}
+			for s := 0; s < ns; s++ {
+				r.Sections = append(r.Sections, o.Ints[fmt.Sprintf("section%d", s)])
+			}
+			if len(ops) > 0 {
+				col := o.Ints["col"]
+				r.X = last.ColSlice(col, col+heads*hd)
+			} else {
+				r.X = b.Act(dt(o, "X"), m, heads*hd)
+			}
+			r.Pos = b.Ints(m, ns, ints(m*ns, 64))
+			op = r
+		case "rmsnorm":
+			d := o.Ints["D"]
+			r := device.RMSNorm{X: input(o, "X", d), Eps: float32(o.Floats["eps"])}
+			if o.Flags["has_res"] {
+				r.Res = b.Act(dt(o, "Res"), m, d)
+				r.Sum = b.Out(dt(o, "Sum"), m, d)
+			}
+			r.W = weight(o, "W", 1, d)
+			r.Y = b.Out(dt(o, "Y"), m, d)
+			op, last = r, r.Y
+		case "layernorm":
+			d := o.Ints["D"]
+			l := device.LayerNorm{X: input(o, "X", d), W: weight(o, "W", 1, d), Eps: float32(o.Floats["eps"])}
+			if o.Flags["has_bias"] {
+				l.B = weight(o, "B", 1, d)
+			}
+			l.Y = b.Out(dt(o, "Y"), m, d)
+			op, last = l, l.Y
+		case "attention":
+			h, kv, hd := o.Ints["heads"], o.Ints["kv_heads"], o.Ints["head_dim"]
+			a := device.Attention{Heads: h, KVHeads: kv, HeadDim: hd, Scale: float32(o.Floats["scale"]),
+				Q: b.Act(dt(o, "Q"), m, h*hd), K: b.Act(dt(o, "K"), m, kv*hd), V: b.Act(dt(o, "V"), m, kv*hd)}
+			a.Y = b.Out(dt(o, "Y"), m, h*hd)
+			if o.Flags["cache"] {
+				ps := o.Ints["page_size"]
+				// two sequences of two pages each, their rows after a cached prefix of ps-1
+				a.Cache = &device.KVCache{K: b.Normal(dt(o, "Cache.K"), 4*ps, kv*hd, 1), V: b.Normal(dt(o, "Cache.V"), 4*ps, kv*hd, 1)}
+				seq, pos := make([]int32, m), make([]int32, m)
+				for r := range seq {
+					j := r
+					if r >= m/2 {
+						seq[r], j = 1, r-m/2
+					}
+					pos[r] = int32(ps - 1 + j)
+				}
+				a.Rows = &device.Rows{PageSize: ps, RowSeq: b.Ints(1, m, seq), RowPos: b.Ints(1, m, pos), PageTable: b.Ints(2, 2, []int32{2, 0, 3, 1})}
+			} else {
+				a.Spans = b.Ints(1, 3, []int32{0, int32(m / 3), int32(m)})
+			}
+			op, last = a, a.Y
+		case "add", "mul":
+			n := o.Ints["N"]
+			x, y := input(o, "A", n), b.Act(dt(o, "B"), m, n)
+			out := b.Out(dt(o, "Y"), m, n)
+			if o.Kind == "add" {
+				op = device.Add{A: x, B: y, Y: out}
+			} else {
+				op = device.Mul{A: x, B: y, Y: out}
+			}
+			last = out
+		case "activate":
+			n := o.Ints["N"]
+			a := device.Activate{X: input(o, "X", n), Act: act}
+			a.Y = b.Out(dt(o, "Y"), m, n)
+			op, last = a, a.Y
+		case "glu":
+			n := o.Ints["N"]
+			g := device.GLU{Gate: input(o, "Gate", n), Up: b.Act(dt(o, "Up"), m, n), Act: act}
+			g.Y = b.Out(dt(o, "Y"), m, n)
+			op, last = g, g.Y
+		case "copy":
+			n := o.Ints["N"]
+			c := device.Copy{X: input(o, "X", n)}
+			c.Y = b.Out(dt(o, "Y"), m, n)
+			op, last = c, c.Y
+		case "embed":
+			d, v := o.Ints["D"], o.Ints["V"]
+			e := device.Embed{Ids: b.Ints(1, m, ints(m, v)), Table: b.Act(dt(o, "Table"), v, d), Y: b.Out(dt(o, "Y"), m, d)}
+			op, last = e, e.Y
+		case "gather":
+			d := o.Ints["D"]
+			g := device.Gather{X: b.Act(dt(o, "X"), m+3, d), Index: b.Ints(1, m, ints(m, m+3)), Y: b.Out(dt(o, "Y"), m, d)}
+			op, last = g, g.Y
+		case "scatter":
+			d := o.Ints["D"]
+			idx := make([]int32, m)
+			for j, p := range b.Rng.Perm(m + 3)[:m] {
+				idx[j] = int32(p)
+			}
+			s := device.Scatter{Src: b.Act(dt(o, "Src"), m, d), Index: b.Ints(1, m, idx), Y: b.Act(dt(o, "Y"), m+3, d)}
+			op, last = s, s.Y
+		default:
+			return nil, fmt.Errorf("%s op %d: no chain for op kind %q", k.Name, i, o.Kind)
+		}
+		ops = append(ops, op)
+	}
+	return ops, b.Err()
+}
+
+// RowsFor is the row count a kernel is checked at: enough for two GEMM row tiles, fewer for the
+// logits and the cached attention (two sequences over two pages).
+func RowsFor(k hip.Kernel) int {
+	o := k.Ops[0]
+	switch {
+	case o.Kind == "attention" && o.Flags["cache"]:
+		return 6
+	case o.Kind == "linear" && o.Ints["N"] > 100000:
+		return 5
+	}
+	return 70
+}
+
+// Stored is a tensor a kernel stores and what it must hold after the launch.
+type Stored struct {
+	Output
+	Bound float64 // the kernel's bound: four times the sum of its ops' class bounds
+}
+
+// ExpectChain poisons the outputs of ops on be and returns, for every tensor kernel k stores,
+// the float64 references of its ops applied in order, each op's outputs rounded to their dtype
+// before the next op reads them; outputs of ops the kernel keeps internal are not stored.
+func ExpectChain(be device.Backend, k hip.Kernel, ops []device.Op) ([]Stored, error) {
+	if len(ops) != len(k.Ops) {
+		return nil, fmt.Errorf("%s: %d ops for a kernel of %d", k.Name, len(ops), len(k.Ops))
+	}
+	for _, op := range ops {
+		if err := Poison(be, op); err != nil {
+			return nil, err
+		}
+	}
+	read := HostRead(be)
+	mirror := map[device.Buffer][]float64{}
+	for _, op := range ops {
+		ins, outs := Operands(op)
+		for _, n := range append(ins, outs...) {
+			if _, ok := mirror[n.T.Buf]; ok {
+				continue
+			}
+			v, err := read(device.Tensor{Buf: n.T.Buf, Rows: 1, Cols: n.T.Buf.Len()})
+			if err != nil {
+				return nil, err
+			}
+			mirror[n.T.Buf] = v
+		}
+	}
+	fromMirror := func(t device.Tensor) ([]float64, error) {
+		out := make([]float64, 0, t.Rows*t.Cols)
+		for r := 0; r < t.Rows; r++ {
+			off := t.Off + r*t.RowStride()
+			out = append(out, mirror[t.Buf][off:off+t.Cols]...)
+		}
+		return out, nil
+	}
+	var stored []Stored
+	tol := 0.0
+	for i, op := range ops {
+		want, err := Expect(op, fromMirror)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reference of %s: %w", k.Name, op.OpName(), err)
+		}
+		for _, w := range want {
+			tol += w.Tolerance()
+			m := mirror[w.T.Buf]
+			for r := 0; r < w.T.Rows; r++ {
+				for c := 0; c < w.T.Cols; c++ {
+					m[w.T.Off+r*w.T.RowStride()+c] = Round(w.T.Buf.DType(), w.Want[r*w.T.Cols+c])
+				}
+			}
+			if k.Ops[i].Flags["internal"] {
+				continue
+			}
+			// a later op's output over the same tensor (a rope over a linear's columns) replaces it
+			w.Name = fmt.Sprintf("op%d.%s", i, w.Name)
+			replaced := false
+			for j := range stored {
+				if stored[j].T == w.T {
+					stored[j].Output, replaced = w, true
+				}
+			}
+			if !replaced {
+				stored = append(stored, Stored{Output: w})
+			}
+		}
+	}
+	for i := range stored {
+		// later ops may have rewritten part of the tensor: the mirror holds its final state
+		stored[i].Want, _ = fromMirror(stored[i].T)
+		stored[i].Bound = 4 * tol
+	}
+	return stored, nil
+}
+
+// Verify compares got, read back from s.T after the launch: an element still holding the
+// poison was never written; NaN must meet NaN and ±Inf the same infinity; finite values must
+// lie within s.Bound of the row's largest finite reference magnitude. It returns the largest
+// relative error seen and which gate failed (2: not written, 4: wrong NaN/Inf class, 1: error).
+func (s Stored) Verify(got []float64) (worst float64, gate int, err error) {
+	r, c := s.T.Rows, s.T.Cols
+	if len(got) != r*c || len(s.Want) != r*c {
+		return 0, 1, fmt.Errorf("%s: have %d values, want %d", s.Name, len(got), len(s.Want))
+	}
+	dt := s.T.Buf.DType()
+	for i := 0; i < r; i++ {
+		row := s.Want[i*c : (i+1)*c]
+		scale := 0x1p-126
+		for _, w := range row {
+			if !math.IsNaN(w) && !math.IsInf(w, 0) {
+				scale = math.Max(scale, math.Abs(w))
+			}
+		}
+		for j, w := range row {
+			g := got[i*c+j]
+			w = Round(dt, w)
+			if dt == device.F32 && math.Float32bits(float32(g)) == PoisonBits && !math.IsNaN(w) {
+				return worst, 2, fmt.Errorf("%s[%d,%d] was never written (poison survived)", s.Name, i, j)
+			}
+			if cw, cg := classOf(w), classOf(g); cw != cg {
+				return worst, 4, fmt.Errorf("%s[%d,%d] = %g, want %g (%s, not %s)", s.Name, i, j, g, w, cw, cg)
+			}
+			if classOf(w) != "finite" {
+				continue
+			}
+			e := math.Abs(g-w) / scale
+			worst = math.Max(worst, e)
+			if e > s.Bound {
+				return worst, 1, fmt.Errorf("%s[%d,%d] = %.9g, want %.9g: error %.3g of the row's scale exceeds %.3g", s.Name, i, j, g, w, e, s.Bound)
+			}
+		}
+	}
+	return worst, 0, nil
+}
+
+// SubLaunch returns ops restricted to rows [lo, hi) of the launch, in place over the same
+// buffers: row operands are row slices, per-row index operands column slices; tables, weights
+// and caches are shared. An attention without a cache needs [lo, hi) to be whole spans and gets
+// its own span list from b.
+func SubLaunch(b *Builder, ops []device.Op, lo, hi int) ([]device.Op, error) {
+	rows := func(t device.Tensor) device.Tensor {
+		if !t.Present() {
+			return t
+		}
+		return t.Slice(lo, hi)
+	}
+	cols := func(t device.Tensor) device.Tensor {
+		if !t.Present() {
+			return t
+		}
+		return t.ColSlice(lo, hi)
+	}
+	out := make([]device.Op, len(ops))
+	for i, op := range ops {
+		switch o := Deref(op).(type) {
+		case device.Linear:
+			o.X, o.Res, o.Y = rows(o.X), rows(o.Res), rows(o.Y)
+			out[i] = o
+		case device.RMSNorm:
+			o.X, o.Res, o.Sum, o.Y = rows(o.X), rows(o.Res), rows(o.Sum), rows(o.Y)
+			out[i] = o
+		case device.LayerNorm:
+			o.X, o.Y = rows(o.X), rows(o.Y)
+			out[i] = o
+		case device.Rope:
+			o.X, o.Pos = rows(o.X), rows(o.Pos)
+			out[i] = o
+		case device.Attention:
+			o.Q, o.K, o.V, o.Y = rows(o.Q), rows(o.K), rows(o.V), rows(o.Y)
+			if o.Cache != nil {
+				r := *o.Rows
+				r.RowSeq, r.RowPos = cols(r.RowSeq), cols(r.RowPos)
+				o.Rows = &r
+			} else {
+				o.Spans = b.Ints(1, 2, []int32{0, int32(hi - lo)})
+			}
+			out[i] = o
+		case device.Add:
+			o.A, o.B, o.Y = rows(o.A), rows(o.B), rows(o.Y)
+			out[i] = o
+		case device.Mul:
+			o.A, o.B, o.Y = rows(o.A), rows(o.B), rows(o.Y)
+			out[i] = o
+		case device.Activate:
+			o.X, o.Y = rows(o.X), rows(o.Y)
+			out[i] = o
+		case device.GLU:
+			o.Gate, o.Up, o.Y = rows(o.Gate), rows(o.Up), rows(o.Y)
+			out[i] = o
+		case device.Copy:
+			o.X, o.Y = rows(o.X), rows(o.Y)
+			out[i] = o
+		case device.Embed:
+			o.Ids, o.Y = cols(o.Ids), rows(o.Y)
+			out[i] = o
+		case device.Gather:
+			o.Index, o.Y = cols(o.Index), rows(o.Y)
+			out[i] = o
+		case device.Scatter:
+			o.Src, o.Index = rows(o.Src), cols(o.Index)
+			out[i] = o
+		default:
+			return nil, fmt.Errorf("contracts: no sub-launch for op %T", op)
+		}
+	}
+	return out, b.Err()
+}
+
+// SubRows is the row range a kernel of m rows is relaunched alone over: off any tile boundary,
+// and for attention whole sequences (the second span, or the second cached sequence).
+func SubRows(k hip.Kernel, m int) (lo, hi int) {
+	o := k.Ops[0]
+	switch {
+	case o.Kind == "attention" && o.Flags["cache"]:
+		return m / 2, m
+	case o.Kind == "attention":
+		return m / 3, m
+	case m <= 2:
+		return m - 1, m
+	}
+	return m/2 + 1, min(m, m/2+6)
+}

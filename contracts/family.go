@@ -1,0 +1,121 @@
+package contracts
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing/fstest"
+
+	"tfc/compiler"
+	"tfc/compiler/emit/hip"
+	"tfc/kernels"
+)
+
+// Family is a generated family as the contract checks it: the kernels its schedule launches,
+// each with the op chain it fuses at the shapes it was specialised for, and the HIP source the
+// GPU backends build them from.
+type Family struct {
+	Name    string // family name as the .graph file declares it, e.g. qwen2_vl
+	Source  string // base name of its generated source in package kernels, e.g. qwen2vl.hip
+	Kernels []hip.Kernel
+}
+
+// Loader returns a family's kernels; dir is the repository root for loaders that read it.
+type Loader func(dir string) (Family, error)
+
+var families = map[string]Loader{}
+
+// Register makes a family's kernel list known to the contract. A generated family package
+// registers itself from an init function.
+func Register(name string, load Loader) { families[name] = load }
+
+// Families lists the registered family names.
+func Families() []string {
+	var names []string
+	for n := range families {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadFamily returns the registered family name, with dir as the repository root.
+func LoadFamily(name, dir string) (Family, error) {
+	load, ok := families[name]
+	if !ok {
+		return Family{}, fmt.Errorf("no family %q has a kernel list for the contract; use one of %s", name, strings.Join(Families(), ", "))
+	}
+	return load(dir)
+}
+
+// FromGraph is the Loader of a family whose kernel list is lowered again from its .graph file
+// with the compile options of its go:generate line. It checks that the list renders to exactly
+// the source the binary embeds, so the contract never checks kernels other than those served.
+func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
+	return func(dir string) (Family, error) {
+		src, err := os.ReadFile(filepath.Join(dir, graph))
+		if err != nil {
+			return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
+		}
+		cfg, err := os.ReadFile(filepath.Join(dir, specialize))
+		if err != nil {
+			return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
+		}
+		ks, err := compiler.HIPKernels(graph, src, compiler.Options{Specialize: cfg, PageSize: pageSize})
+		if err != nil {
+			return Family{}, fmt.Errorf("family %s: lowering %s: %w", name, graph, err)
+		}
+		f := Family{Name: name, Source: source, Kernels: ks}
+		text, err := hip.Render(name, ks)
+		if err != nil {
+			return Family{}, err
+		}
+		embedded, err := fs.ReadFile(kernels.Sources, source)
+		if err != nil {
+			return Family{}, fmt.Errorf("family %s: the binary embeds no kernels/%s: %w", name, source, err)
+		}
+		if !bytes.Equal(text, embedded) {
+			return Family{}, fmt.Errorf("family %s: kernels/%s is not what %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, source, graph, specialize)
+		}
+		return f, nil
+	}
+}
+
+// MutantSources returns a source holding kernel alone with mutation m planted, beside the
+// headers the binary embeds, so that a control builds one kernel; Render's error says when m
+// does not apply to that kernel.
+func MutantSources(f Family, kernel string, m hip.Mutation) (fs.FS, error) {
+	var ks []hip.Kernel
+	for _, k := range f.Kernels {
+		if k.Name == kernel {
+			ks = append(ks, k)
+		}
+	}
+	text, err := hip.Render(f.Name, ks, hip.Mutate(kernel, m))
+	if err != nil {
+		return nil, err
+	}
+	out := fstest.MapFS{f.Source: {Data: text}}
+	hs, err := fs.Glob(kernels.Sources, "*.h")
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hs {
+		data, err := fs.ReadFile(kernels.Sources, h)
+		if err != nil {
+			return nil, err
+		}
+		out[h] = &fstest.MapFile{Data: data}
+	}
+	return out, nil
+}
+
+// The qwen2_vl family's generated package does not yet register its kernel list, so it is
+// lowered from the graph with the options of graphs/generate.go.
+func init() {
+	Register("qwen2_vl", FromGraph("qwen2_vl", "qwen2vl.hip", "graphs/qwen2_vl.graph", "testdata/qwen2-vl-tiny/config.json", 16))
+}
