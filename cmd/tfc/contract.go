@@ -15,6 +15,7 @@ import (
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/device/cuda"
+	hipdev "tfc/runtime/device/hip"
 )
 
 func init() {
@@ -116,7 +117,34 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}
 		return t, m, func() { be.Close(); os.RemoveAll(cache) }, nil
 	case "hip":
-		return contracts.Target{}, contracts.Machine{}, nil, fmt.Errorf("the hip backend (runtime/device/hip) is not built into this tfc yet; use --backend cpu or cuda")
+		be, err := hipdev.New()
+		if err != nil {
+			return contracts.Target{}, contracts.Machine{}, nil, err
+		}
+		cache, err := os.MkdirTemp("", "tfc-contract-")
+		if err != nil {
+			be.Close()
+			return contracts.Target{}, contracts.Machine{}, nil, err
+		}
+		t := contracts.Target{Name: "hip-" + be.Target(), Backend: be,
+			Controls: contracts.PlantedControls(f, []hip.Mutation{hip.OffByOneBound, hip.DroppedScale, hip.WrongStride, hip.MissingBarrier}),
+			Plant: func(c contracts.Control) (device.Backend, func(), error) {
+				mut, err := hip.ParseMutation(c.Mutation)
+				if err != nil {
+					return nil, nil, err
+				}
+				srcs, err := contracts.MutantSources(f, c.Kernel, mut)
+				if err != nil {
+					return nil, nil, err
+				}
+				mb, err := hipdev.New(hipdev.Sources(srcs), hipdev.CacheDir(cache), hipdev.Target(be.Target()))
+				if err != nil {
+					return nil, nil, err
+				}
+				return mb, func() { mb.Close() }, nil
+			}}
+		m := contracts.Machine{Device: be.Describe(), Backend: be.Describe(), Compiler: "clang/hipcc for " + be.Target()}
+		return t, m, func() { be.Close(); os.RemoveAll(cache) }, nil
 	}
 	return contracts.Target{}, contracts.Machine{}, nil, fmt.Errorf("unknown backend %q; use --backend cpu, cuda or hip", name)
 }

@@ -15,6 +15,7 @@ import (
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/device/cuda"
+	"tfc/runtime/device/hip"
 	"tfc/runtime/engine"
 	"tfc/runtime/model"
 	"tfc/runtime/sample"
@@ -70,7 +71,7 @@ func init() {
 	fl.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens; 0 is no limit")
 	fl.Float64Var(&f.topP, "top-p", 1, "sample from the smallest set of tokens whose probability reaches p")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling seed")
-	fl.StringVar(&f.backend, "backend", "cpu", "device backend: cpu or cuda (NVIDIA, through the same HIP sources)")
+	fl.StringVar(&f.backend, "backend", "cpu", "device backend: cpu, cuda (NVIDIA, through the HIP sources) or hip (AMD)")
 	fl.BoolVar(&f.json, "json", false, "print prompt_ids, output_ids, text, finish_reason and token_sha256 as one JSON object")
 	c.MarkFlagRequired("model")
 	addCommand(c)
@@ -87,8 +88,14 @@ func newBackend(name string) (device.Backend, error) {
 			return nil, err
 		}
 		return b, nil
+	case "hip":
+		b, err := hip.New()
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
-	return nil, fmt.Errorf("backend %q is not available; use --backend cpu or cuda", name)
+	return nil, fmt.Errorf("backend %q is not available; use --backend cpu, cuda or hip", name)
 }
 
 func runGenerate(f generateFlags) (*generateOutput, error) {

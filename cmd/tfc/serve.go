@@ -46,7 +46,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.IntVar(&o.Parallel, "parallel", 4, "requests decoding at once")
 	fl.IntVar(&o.Context, "context", 4096, "tokens per request, prompt and output")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
-	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu or cuda")
+	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")
 	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")

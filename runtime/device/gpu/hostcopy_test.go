@@ -1,0 +1,106 @@
+package gpu
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"tfc/runtime/device"
+)
+
+// TestEncodeDecode: values written in each dtype read back as the dtype rounds them.
+func TestEncodeDecode(t *testing.T) {
+	src := []float32{1, -2.5, 0.1, 65504, 3.0e-5}
+	for _, dt := range []device.DType{device.F32, device.BF16, device.F16} {
+		host, err := Encode(dt, len(src), src, device.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(host) != len(src)*dt.Size() {
+			t.Fatalf("%v: %d bytes", dt, len(host))
+		}
+		got := make([]float32, len(src))
+		if err := CheckRead(dt, 1, len(src), got); err != nil {
+			t.Fatal(err)
+		}
+		Decode(dt, host, got)
+		for i, v := range got {
+			tol := map[device.DType]float32{device.F32: 0, device.BF16: 1.0 / 128, device.F16: 1.0 / 1024}[dt]
+			d := v - src[i]
+			if d < 0 {
+				d = -d
+			}
+			if d > tol*max(1, abs(src[i])) {
+				t.Errorf("%v: %g read back as %g", dt, src[i], v)
+			}
+		}
+		again, err := Encode(dt, len(src), host, dt)
+		if err != nil || !slices.Equal(again, host) {
+			t.Errorf("%v: bytes of the same dtype are not copied as stored: %v", dt, err)
+		}
+	}
+	ids := []int32{7, -1, 1 << 30}
+	host, err := Encode(device.I32, 3, ids, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 3)
+	Decode(device.I32, host, got)
+	if !slices.Equal(got, ids) {
+		t.Fatalf("ids read back as %v", got)
+	}
+}
+
+func abs(v float32) float32 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func TestHostCopyRefusals(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{func() error { _, err := Encode(device.F32, 2, []int32{1, 2}, 0); return err }(), "I32 buffers"},
+		{func() error { _, err := Encode(device.I32, 2, []float32{1, 2}, 0); return err }(), "[]int32"},
+		{func() error { _, err := Encode(device.F32, 3, []float32{1, 2}, 0); return err }(), "2 float32 values"},
+		{func() error { _, err := Encode(device.F32, 2, []byte{1, 2, 3}, device.BF16); return err }(), "want 4 bytes"},
+		{CheckRead(device.I32, 1, 2, make([]float32, 2)), "[]int32"},
+		{CheckRead(device.F32, 2, 2, make([]float32, 3)), "3 float32"},
+		{View("read", device.Tensor{Rows: 2, Cols: 4, Off: 1}, 8), "runs past"},
+		{View("read", device.Tensor{Rows: 2, Cols: 4, Stride: 3}, 100), "malformed"},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("got %v, want it to say %q", c.err, c.want)
+		}
+	}
+	if err := View("read", device.Tensor{Rows: 2, Cols: 4, Off: 1, Stride: 5}, 10); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCache(t *testing.T) {
+	c := Cache{Dir: filepath.Join(t.TempDir(), "objs"), Ext: ".hsaco"}
+	if _, ok := c.Load("k"); ok {
+		t.Fatal("an empty cache had k")
+	}
+	c.Store("k", []byte("object"))
+	if data, ok := c.Load("k"); !ok || string(data) != "object" {
+		t.Fatalf("load after store: %q %v", data, ok)
+	}
+	if files, _ := filepath.Glob(filepath.Join(c.Dir, "*")); len(files) != 1 || filepath.Base(files[0]) != "k.hsaco" {
+		t.Fatalf("cache folder holds %v", files)
+	}
+	var none Cache
+	none.Store("k", []byte("x"))
+	if _, ok := none.Load("k"); ok {
+		t.Fatal("the zero cache kept something")
+	}
+	if _, err := os.Stat("k"); err == nil {
+		t.Fatal("the zero cache wrote into the working folder")
+	}
+}

@@ -1,0 +1,287 @@
+// Package gpu holds what the GPU backends share: the launch rule of the generated kernels
+// (parameters and grids, as compiler/emit/hip documents them), the kernel sources' symbol table
+// and build cache, host-side element conversion, and the locked OS thread a driver context needs.
+package gpu
+
+import (
+	"fmt"
+
+	"tfc/runtime/device"
+)
+
+// Threads is the block size of every generated kernel.
+const Threads = 256
+
+// Arg is one kernel parameter: its C name and its value. Pointers and ints are passed in the
+// low bytes of an 8-byte slot; the driver reads the parameter's own size from the slot.
+type Arg struct {
+	Name  string
+	Value uint64
+}
+
+// Named is a Tensor operand with its field path in the op's struct.
+type Named struct {
+	Field string
+	T     device.Tensor
+}
+
+// Deref accepts ops by value or by pointer.
+func Deref(op device.Op) device.Op {
+	switch o := op.(type) {
+	case *device.Linear:
+		return *o
+	case *device.RMSNorm:
+		return *o
+	case *device.LayerNorm:
+		return *o
+	case *device.Rope:
+		return *o
+	case *device.Attention:
+		return *o
+	case *device.Add:
+		return *o
+	case *device.Mul:
+		return *o
+	case *device.Activate:
+		return *o
+	case *device.GLU:
+		return *o
+	case *device.Embed:
+		return *o
+	case *device.Scatter:
+		return *o
+	case *device.Gather:
+		return *o
+	case *device.Copy:
+		return *o
+	}
+	return op
+}
+
+// Operands lists an op's present Tensor operands in the field order of its struct; Attention's
+// Cache.K, Cache.V and Rows.* follow Spans.
+func Operands(op device.Op) ([]Named, error) {
+	var ns []Named
+	add := func(field string, t device.Tensor) {
+		if t.Present() {
+			ns = append(ns, Named{field, t})
+		}
+	}
+	switch o := Deref(op).(type) {
+	case device.Linear:
+		add("X", o.X)
+		add("W", o.W)
+		add("B", o.B)
+		add("Res", o.Res)
+		add("Y", o.Y)
+	case device.RMSNorm:
+		add("X", o.X)
+		add("Res", o.Res)
+		add("Sum", o.Sum)
+		add("W", o.W)
+		add("Y", o.Y)
+	case device.LayerNorm:
+		add("X", o.X)
+		add("W", o.W)
+		add("B", o.B)
+		add("Y", o.Y)
+	case device.Rope:
+		add("X", o.X)
+		add("Pos", o.Pos)
+	case device.Attention:
+		add("Q", o.Q)
+		add("K", o.K)
+		add("V", o.V)
+		add("Y", o.Y)
+		if o.Cache == nil {
+			add("Spans", o.Spans)
+			break
+		}
+		if o.Rows == nil {
+			return nil, fmt.Errorf("attention with a cache needs Rows")
+		}
+		add("Cache.K", o.Cache.K)
+		add("Cache.V", o.Cache.V)
+		add("Rows.RowSeq", o.Rows.RowSeq)
+		add("Rows.RowPos", o.Rows.RowPos)
+		add("Rows.PageTable", o.Rows.PageTable)
+	case device.Add:
+		add("A", o.A)
+		add("B", o.B)
+		add("Y", o.Y)
+	case device.Mul:
+		add("A", o.A)
+		add("B", o.B)
+		add("Y", o.Y)
+	case device.Activate:
+		add("X", o.X)
+		add("Y", o.Y)
+	case device.GLU:
+		add("Gate", o.Gate)
+		add("Up", o.Up)
+		add("Y", o.Y)
+	case device.Embed:
+		add("Ids", o.Ids)
+		add("Table", o.Table)
+		add("Y", o.Y)
+	case device.Scatter:
+		add("Src", o.Src)
+		add("Index", o.Index)
+		add("Y", o.Y)
+	case device.Gather:
+		add("X", o.X)
+		add("Index", o.Index)
+		add("Y", o.Y)
+	case device.Copy:
+		add("X", o.X)
+		add("Y", o.Y)
+	default:
+		return nil, fmt.Errorf("op %T is not in the device catalog", op)
+	}
+	return ns, nil
+}
+
+// Rows is M of a launch: the rows of the first op's X (linear, norms, rope), Q (attention),
+// Src (scatter), Y otherwise.
+func Rows(first device.Op) int {
+	switch o := Deref(first).(type) {
+	case device.Linear:
+		return o.X.Rows
+	case device.RMSNorm:
+		return o.X.Rows
+	case device.LayerNorm:
+		return o.X.Rows
+	case device.Rope:
+		return o.X.Rows
+	case device.Attention:
+		return o.Q.Rows
+	case device.Scatter:
+		return o.Src.Rows
+	case device.Add:
+		return o.Y.Rows
+	case device.Mul:
+		return o.Y.Rows
+	case device.Activate:
+		return o.Y.Rows
+	case device.GLU:
+		return o.Y.Rows
+	case device.Embed:
+		return o.Y.Rows
+	case device.Gather:
+		return o.Y.Rows
+	case device.Copy:
+		return o.Y.Rows
+	}
+	return 0
+}
+
+// Spans is S, the span count of an uncached attention, and whether the kernel takes it.
+func Spans(first device.Op) (int, bool) {
+	if a, ok := Deref(first).(device.Attention); ok && a.Cache == nil {
+		return a.Spans.Cols - 1, true
+	}
+	return 0, false
+}
+
+// Marshal lays out a launch's parameters by the rule of the generated kernels: for each op, for
+// each present operand in struct order, its first element's address and its row stride; then M,
+// and S for an uncached attention. addr returns a buffer's device base address.
+func Marshal(ops []device.Op, addr func(device.Buffer) (uint64, error)) ([]Arg, error) {
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("a launch needs at least one op")
+	}
+	var args []Arg
+	for i, op := range ops {
+		ns, err := Operands(op)
+		if err != nil {
+			return nil, fmt.Errorf("op %d: %w", i, err)
+		}
+		for _, n := range ns {
+			base, err := addr(n.T.Buf)
+			if err != nil {
+				return nil, fmt.Errorf("op %d (%s) %s: %w", i, Deref(op).OpName(), n.Field, err)
+			}
+			name := paramName(i, n.Field)
+			ptr := base + uint64(n.T.Off)*uint64(n.T.Buf.DType().Size())
+			args = append(args, Arg{name, ptr}, Arg{name + "_ld", uint64(uint32(int32(n.T.RowStride())))})
+		}
+	}
+	args = append(args, Arg{"M", uint64(uint32(int32(Rows(ops[0]))))})
+	if s, ok := Spans(ops[0]); ok {
+		args = append(args, Arg{"S", uint64(uint32(int32(s)))})
+	}
+	return args, nil
+}
+
+// paramName is the C name of op i's operand: op<i>_<field with dots as underscores>.
+func paramName(i int, field string) string {
+	b := []byte(fmt.Sprintf("op%d_%s", i, field))
+	for j, c := range b {
+		if c == '.' {
+			b[j] = '_'
+		}
+	}
+	return string(b)
+}
+
+// Launch is one kernel launch: its symbol suffix ("" or "_kvstore") and grid.
+type Launch struct {
+	Suffix string
+	GridX  int
+	GridY  int
+}
+
+// Geometry gives the launches of a kernel by the rule of the generated kernels: a kernel with a
+// norm runs a block a row; a linear runs 64×64 tiles (64×head_dim with a fused rope, 32 rows
+// when head_dim > 80); a pointwise chain a row by 256-column blocks; rope, embed, gather,
+// scatter a block a row; an uncached attention groups of 8 query rows (plus one group per span)
+// by heads; a cached attention stores K and V a block a row, then a row by KV heads.
+func Geometry(ops []device.Op) ([]Launch, error) {
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("a launch needs at least one op")
+	}
+	m := Rows(ops[0])
+	for _, op := range ops {
+		switch Deref(op).(type) {
+		case device.RMSNorm, device.LayerNorm:
+			return []Launch{{GridX: m, GridY: 1}}, nil
+		}
+	}
+	switch o := Deref(ops[0]).(type) {
+	case device.Linear:
+		bm, bn := 64, 64
+		for _, op := range ops[1:] {
+			if r, ok := Deref(op).(device.Rope); ok {
+				bn = r.HeadDim
+				if r.HeadDim > 80 {
+					bm = 32
+				}
+			}
+		}
+		if bn <= 0 {
+			return nil, fmt.Errorf("linear with a rope of head_dim %d", bn)
+		}
+		return []Launch{{GridX: ceilDiv(m, bm), GridY: ceilDiv(o.Y.Cols, bn)}}, nil
+	case device.Attention:
+		if o.Cache == nil {
+			s, _ := Spans(o)
+			return []Launch{{GridX: ceilDiv(m, 8) + s, GridY: o.Heads}}, nil
+		}
+		return []Launch{{Suffix: "_kvstore", GridX: m, GridY: 1}, {GridX: m, GridY: o.KVHeads}}, nil
+	case device.Rope, device.Embed, device.Gather, device.Scatter:
+		return []Launch{{GridX: m, GridY: 1}}, nil
+	case device.Add:
+		return []Launch{{GridX: m, GridY: ceilDiv(o.Y.Cols, Threads)}}, nil
+	case device.Mul:
+		return []Launch{{GridX: m, GridY: ceilDiv(o.Y.Cols, Threads)}}, nil
+	case device.Activate:
+		return []Launch{{GridX: m, GridY: ceilDiv(o.Y.Cols, Threads)}}, nil
+	case device.GLU:
+		return []Launch{{GridX: m, GridY: ceilDiv(o.Y.Cols, Threads)}}, nil
+	case device.Copy:
+		return []Launch{{GridX: m, GridY: ceilDiv(o.Y.Cols, Threads)}}, nil
+	}
+	return nil, fmt.Errorf("op %T is not in the device catalog", ops[0])
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

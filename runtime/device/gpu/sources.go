@@ -1,0 +1,158 @@
+package gpu
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Entry is one kernel symbol of a family's source: the family file and its parameter names.
+type Entry struct {
+	Family string // base name of the .hip file
+	Params []string
+}
+
+// kernelDecl matches an extern "C" kernel and its parameter list in generated HIP.
+var kernelDecl = regexp.MustCompile(`extern "C" __global__ (?:__launch_bounds__\(\d+\) )?void (\w+)\(([^)]*)\)`)
+
+// SymbolTable reads every .hip file of srcs and maps each kernel symbol to its family and
+// parameter names. A symbol defined in two families is an error.
+func SymbolTable(srcs fs.FS) (map[string]Entry, error) {
+	files, err := fs.Glob(srcs, "*.hip")
+	if err != nil {
+		return nil, err
+	}
+	table := map[string]Entry{}
+	for _, f := range files {
+		text, err := fs.ReadFile(srcs, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range kernelDecl.FindAllStringSubmatch(string(text), -1) {
+			name := m[1]
+			if prev, ok := table[name]; ok {
+				return nil, fmt.Errorf("kernel %s is defined in both %s and %s", name, prev.Family, f)
+			}
+			var params []string
+			for _, p := range strings.Split(m[2], ",") {
+				words := strings.Fields(p)
+				if len(words) == 0 {
+					continue
+				}
+				params = append(params, strings.TrimLeft(words[len(words)-1], "*"))
+			}
+			table[name] = Entry{Family: f, Params: params}
+		}
+	}
+	return table, nil
+}
+
+// SameParams checks marshalled arguments against a kernel's declared parameter names.
+func SameParams(symbol string, declared []string, args []Arg) error {
+	got := make([]string, len(args))
+	for i, a := range args {
+		got[i] = a.Name
+	}
+	if strings.Join(got, ",") != strings.Join(declared, ",") {
+		return fmt.Errorf("kernel %s declares parameters (%s) but the ops give (%s); the glue and kernels/ are out of step: regenerate both with tfc compile",
+			symbol, strings.Join(declared, ", "), strings.Join(got, ", "))
+	}
+	return nil
+}
+
+// SourceFiles are the files a family's build reads: every header, then its .hip.
+func SourceFiles(srcs fs.FS, family string) ([]string, error) {
+	hs, err := fs.Glob(srcs, "*.h")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(hs)
+	return append(hs, family), nil
+}
+
+// CacheKey hashes the compiler's version text, the target and every source file the family's
+// build reads.
+func CacheKey(version, target string, srcs fs.FS, family string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "compiler %s\ntarget %s\nfamily %s\n", version, target, family)
+	names, err := SourceFiles(srcs, family)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		data, err := fs.ReadFile(srcs, n)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", n, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Stage writes the family's source files into dir and returns the path of its .hip there.
+func Stage(srcs fs.FS, family, dir string) (string, error) {
+	names, err := SourceFiles(srcs, family)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		data, err := fs.ReadFile(srcs, n)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, path.Base(n)), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, path.Base(family)), nil
+}
+
+// Cache keeps built code objects in a folder by key; the zero Cache keeps nothing.
+type Cache struct {
+	Dir string
+	Ext string // file extension, e.g. ".cubin"
+}
+
+// UserCache is the folder <user cache>/tfc/<kind>, or the zero Cache when there is none.
+func UserCache(kind, ext string) Cache {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return Cache{}
+	}
+	return Cache{Dir: filepath.Join(d, "tfc", kind), Ext: ext}
+}
+
+// Load returns the object cached under key, if any.
+func (c Cache) Load(key string) ([]byte, bool) {
+	if c.Dir == "" {
+		return nil, false
+	}
+	data, err := os.ReadFile(filepath.Join(c.Dir, key+c.Ext))
+	return data, err == nil
+}
+
+// Store caches data under key, written to a temporary name and renamed so that a reader never
+// sees a partial object. A cache that cannot be written is skipped.
+func (c Cache) Store(key string, data []byte) {
+	if c.Dir == "" || os.MkdirAll(c.Dir, 0o755) != nil {
+		return
+	}
+	dst := filepath.Join(c.Dir, key+c.Ext)
+	tmp, err := os.CreateTemp(c.Dir, key+".*.tmp")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), dst) != nil {
+		os.Remove(tmp.Name())
+	}
+}
