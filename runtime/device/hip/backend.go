@@ -80,7 +80,7 @@ func New(opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("hip: %w", err)
 	}
 	b.th = gpu.NewThread()
-	err = b.th.Do(func() error {
+	err = b.do(func() error {
 		if err := check("hipInit", a.init(0)); err != nil {
 			return noDevice(err)
 		}
@@ -169,13 +169,22 @@ func (be *Backend) Close() error {
 		return nil
 	}
 	be.closed = true
-	err := be.th.Do(func() error {
+	err := be.do(func() error {
 		for _, m := range be.modules {
 			be.api.moduleUnload(m)
 		}
 		return check("hipStreamDestroy", be.api.streamDestroy(be.stream))
 	})
 	be.th.Stop()
+	return err
+}
+
+// do runs f on the thread that owns the HIP context.
+func (be *Backend) do(f func() error) error {
+	err := be.th.Do(f)
+	if errors.Is(err, gpu.ErrStopped) {
+		return fmt.Errorf("hip: %w", err)
+	}
 	return err
 }
 
@@ -190,7 +199,7 @@ func (be *Backend) Target() string { return be.build.target }
 // Versions are the HIP driver and runtime versions (hipDriverGetVersion, hipRuntimeGetVersion).
 func (be *Backend) Versions() (driver, rt int, err error) {
 	var d, r int32
-	err = be.th.Do(func() error {
+	err = be.do(func() error {
 		if err := check("hipDriverGetVersion", be.api.driverGetVersion(&d)); err != nil {
 			return err
 		}
@@ -201,7 +210,7 @@ func (be *Backend) Versions() (driver, rt int, err error) {
 
 // RuntimeErrorName asks the runtime for a hipError_t's name and description.
 func (be *Backend) RuntimeErrorName(code int32) (name, text string, err error) {
-	err = be.th.Do(func() error {
+	err = be.do(func() error {
 		name = goString(be.api.getErrorName(code))
 		text = goString(be.api.getErrorString(code))
 		return nil
@@ -245,7 +254,7 @@ func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
 		return b, nil
 	}
 	bytes := uint64(n) * uint64(dt.Size())
-	err := be.th.Do(func() error {
+	err := be.do(func() error {
 		if err := check("hipMalloc", be.api.malloc(&b.ptr, bytes)); err != nil {
 			return fmt.Errorf("%w: allocating %d %v elements (%d bytes)", err, n, dt, bytes)
 		}
@@ -266,7 +275,7 @@ func (be *Backend) Free(buf device.Buffer) {
 	b.freed = true
 	if b.ptr != 0 {
 		ptr := b.ptr
-		be.th.Do(func() error { return check("hipFree", be.api.free(ptr)) })
+		be.do(func() error { return check("hipFree", be.api.free(ptr)) })
 	}
 }
 
@@ -301,7 +310,7 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 		return nil
 	}
 	size := b.dt.Size()
-	return be.th.Do(func() error {
+	return be.do(func() error {
 		if err := check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)); err != nil {
 			return err
 		}
@@ -335,7 +344,7 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	}
 	size := b.dt.Size()
 	host := make([]byte, n*size)
-	err = be.th.Do(func() error {
+	err = be.do(func() error {
 		if err := check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)); err != nil {
 			return err
 		}
@@ -388,7 +397,7 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 	if len(ptrs) > 0 {
 		params = unsafe.Pointer(&ptrs[0])
 	}
-	return be.th.Do(func() error {
+	return be.do(func() error {
 		for i, l := range ls {
 			if l.GridX <= 0 || l.GridY <= 0 {
 				continue
@@ -445,7 +454,7 @@ func (be *Backend) function(symbol string, args []gpu.Arg) (uintptr, error) {
 		if err != nil {
 			return 0, err
 		}
-		err = be.th.Do(func() error {
+		err = be.do(func() error {
 			return check("hipModuleLoadData", be.api.moduleLoadData(&mod, unsafe.Pointer(&image[0])))
 		})
 		if err != nil {
@@ -454,7 +463,7 @@ func (be *Backend) function(symbol string, args []gpu.Arg) (uintptr, error) {
 		be.modules[e.Family] = mod
 	}
 	var f uintptr
-	err := be.th.Do(func() error { return check("hipModuleGetFunction", be.api.moduleGetFunction(&f, mod, symbol)) })
+	err := be.do(func() error { return check("hipModuleGetFunction", be.api.moduleGetFunction(&f, mod, symbol)) })
 	if err != nil {
 		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, e.Family)
 	}
@@ -464,14 +473,14 @@ func (be *Backend) function(symbol string, args []gpu.Arg) (uintptr, error) {
 
 // Sync waits for every launch and reports the first error the device raised.
 func (be *Backend) Sync() error {
-	return be.th.Do(func() error { return check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)) })
+	return be.do(func() error { return check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)) })
 }
 
 // Time runs f, which launches work, between two events on the backend's stream and returns the
 // device time between them in milliseconds.
 func (be *Backend) Time(f func() error) (float32, error) {
 	var start, stop uintptr
-	err := be.th.Do(func() error {
+	err := be.do(func() error {
 		if err := check("hipEventCreate", be.api.eventCreate(&start)); err != nil {
 			return err
 		}
@@ -480,7 +489,7 @@ func (be *Backend) Time(f func() error) (float32, error) {
 		}
 		return check("hipEventRecord", be.api.eventRecord(start, be.stream))
 	})
-	defer be.th.Do(func() error {
+	defer be.do(func() error {
 		if start != 0 {
 			be.api.eventDestroy(start)
 		}
@@ -496,7 +505,7 @@ func (be *Backend) Time(f func() error) (float32, error) {
 		return 0, err
 	}
 	var ms float32
-	err = be.th.Do(func() error {
+	err = be.do(func() error {
 		if err := check("hipEventRecord", be.api.eventRecord(stop, be.stream)); err != nil {
 			return err
 		}
