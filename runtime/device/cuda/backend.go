@@ -14,10 +14,9 @@
 package cuda
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -25,19 +24,19 @@ import (
 
 	"tfc/kernels"
 	"tfc/runtime/device"
-	"tfc/runtime/device/cpu"
+	"tfc/runtime/device/gpu"
 )
 
 // Backend runs kernels on one CUDA device.
 type Backend struct {
 	drv     *driver
-	th      *thread
+	th      *gpu.Thread
 	dev     int32
 	ctx     uintptr
 	arch    string
 	name    string
 	srcs    fs.FS
-	symbols map[string]entry
+	symbols map[string]gpu.Entry
 	comp    nvccBuild
 
 	mu       sync.Mutex
@@ -57,7 +56,9 @@ func Device(ordinal int) Option { return func(b *Backend) { b.dev = int32(ordina
 func Sources(fsys fs.FS) Option { return func(b *Backend) { b.srcs = fsys } }
 
 // CacheDir sets the cubin cache folder; "" turns caching off.
-func CacheDir(dir string) Option { return func(b *Backend) { b.comp.cache = dir } }
+func CacheDir(dir string) Option {
+	return func(b *Backend) { b.comp.cache = gpu.Cache{Dir: dir, Ext: ".cubin"} }
+}
 
 var _ device.Backend = (*Backend)(nil)
 
@@ -65,7 +66,7 @@ var _ device.Backend = (*Backend)(nil)
 // symbol table of the kernel sources. nvcc runs later, on a family's first launch.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{srcs: kernels.Sources, modules: map[string]uintptr{}, funcs: map[string]uintptr{}, verified: map[string]bool{}}
-	b.comp.cache = cacheDir()
+	b.comp.cache = gpu.UserCache("cubin", ".cubin")
 	for _, o := range opts {
 		o(b)
 	}
@@ -74,11 +75,11 @@ func New(opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.drv = drv
-	if b.symbols, err = symbolTable(b.srcs); err != nil {
-		return nil, err
+	if b.symbols, err = gpu.SymbolTable(b.srcs); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	b.th = newThread()
-	err = b.th.do(func() error {
+	b.th = gpu.NewThread()
+	err = b.do(func() error {
 		if err := check("cuInit", drv.init(0)); err != nil {
 			return err
 		}
@@ -116,7 +117,7 @@ func New(opts ...Option) (*Backend, error) {
 		return nil
 	})
 	if err != nil {
-		b.th.stop()
+		b.th.Stop()
 		return nil, err
 	}
 	b.comp.arch = b.arch
@@ -132,13 +133,22 @@ func (be *Backend) Close() error {
 		return nil
 	}
 	be.closed = true
-	err := be.th.do(func() error {
+	err := be.do(func() error {
 		for _, m := range be.modules {
 			be.drv.moduleUnload(m)
 		}
 		return check("cuDevicePrimaryCtxRelease_v2", be.drv.primaryCtxRelease(be.dev))
 	})
-	be.th.stop()
+	be.th.Stop()
+	return err
+}
+
+// do runs f on the backend's thread, where its context is current.
+func (be *Backend) do(f func() error) error {
+	err := be.th.Do(f)
+	if errors.Is(err, gpu.ErrStopped) {
+		return fmt.Errorf("cuda: %w", err)
+	}
 	return err
 }
 
@@ -154,14 +164,14 @@ func (be *Backend) Arch() string { return be.arch }
 // (13000 for 13.0).
 func (be *Backend) DriverVersion() (int, error) {
 	var v int32
-	err := be.th.do(func() error { return check("cuDriverGetVersion", be.drv.driverGetVersion(&v)) })
+	err := be.do(func() error { return check("cuDriverGetVersion", be.drv.driverGetVersion(&v)) })
 	return int(v), err
 }
 
 // DriverErrorName asks the driver for a CUresult's name (cuGetErrorName).
 func (be *Backend) DriverErrorName(code int32) (string, error) {
 	var s string
-	err := be.th.do(func() error {
+	err := be.do(func() error {
 		var p *byte
 		if err := check("cuGetErrorName", be.drv.getErrorName(code, &p)); err != nil {
 			return err
@@ -212,7 +222,7 @@ func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
 		return b, nil
 	}
 	bytes := uint64(n) * uint64(dt.Size())
-	err := be.th.do(func() error {
+	err := be.do(func() error {
 		if err := check("cuMemAlloc_v2", be.drv.memAlloc(&b.ptr, bytes)); err != nil {
 			return fmt.Errorf("%w: allocating %d %v elements (%d bytes)", err, n, dt, bytes)
 		}
@@ -233,7 +243,7 @@ func (be *Backend) Free(buf device.Buffer) {
 	b.freed = true
 	if b.ptr != 0 {
 		ptr := b.ptr
-		be.th.do(func() error { return check("cuMemFree_v2", be.drv.memFree(ptr)) })
+		be.do(func() error { return check("cuMemFree_v2", be.drv.memFree(ptr)) })
 	}
 }
 
@@ -246,11 +256,8 @@ func (be *Backend) view(what string, t device.Tensor) (*buffer, error) {
 	if b.freed {
 		return nil, fmt.Errorf("cuda: %s of a freed buffer", what)
 	}
-	if t.Rows < 0 || t.Cols < 0 || t.Off < 0 || t.RowStride() < t.Cols {
-		return nil, fmt.Errorf("cuda: %s of a malformed tensor [%d,%d] at %d stride %d", what, t.Rows, t.Cols, t.Off, t.RowStride())
-	}
-	if t.Rows > 0 && t.Cols > 0 && t.Off+(t.Rows-1)*t.RowStride()+t.Cols > b.n {
-		return nil, fmt.Errorf("cuda: %s of [%d,%d] at %d stride %d runs past a %d-element buffer", what, t.Rows, t.Cols, t.Off, t.RowStride(), b.n)
+	if err := gpu.View(what, t, b.n); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	return b, nil
 }
@@ -263,15 +270,15 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 		return err
 	}
 	n := t.Rows * t.Cols
-	host, err := encode(b.dt, n, src, srcType)
+	host, err := gpu.Encode(b.dt, n, src, srcType)
 	if err != nil {
-		return err
+		return fmt.Errorf("cuda: %w", err)
 	}
 	if n == 0 {
 		return nil
 	}
 	size := b.dt.Size()
-	return be.th.do(func() error {
+	return be.do(func() error {
 		if t.Contiguous() || t.Rows == 1 {
 			return check("cuMemcpyHtoD_v2", be.drv.memcpyHtoD(b.ptr+uint64(t.Off*size), unsafe.Pointer(&host[0]), uint64(len(host))))
 		}
@@ -286,72 +293,6 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 	})
 }
 
-// encode converts n source values to little-endian elements of dt.
-func encode(dt device.DType, n int, src any, srcType device.DType) ([]byte, error) {
-	out := make([]byte, n*dt.Size())
-	putF := func(i int, v float32) {
-		switch dt {
-		case device.F32:
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
-		case device.BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToBF16(v))
-		case device.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToF16(v))
-		}
-	}
-	switch s := src.(type) {
-	case []int32:
-		if dt != device.I32 {
-			return nil, fmt.Errorf("cuda: write of []int32 into a %v tensor; write int32 only into I32 buffers", dt)
-		}
-		if len(s) != n {
-			return nil, fmt.Errorf("cuda: write of %d int32 values into a tensor of %d elements", len(s), n)
-		}
-		for i, v := range s {
-			binary.LittleEndian.PutUint32(out[4*i:], uint32(v))
-		}
-	case []float32:
-		if dt == device.I32 {
-			return nil, fmt.Errorf("cuda: write of []float32 into an I32 tensor; write []int32")
-		}
-		if len(s) != n {
-			return nil, fmt.Errorf("cuda: write of %d float32 values into a tensor of %d elements", len(s), n)
-		}
-		for i, v := range s {
-			putF(i, v)
-		}
-	case []byte:
-		switch srcType {
-		case device.F32, device.BF16, device.F16, device.I32:
-		default:
-			return nil, fmt.Errorf("cuda: write of raw bytes of unknown dtype %v", srcType)
-		}
-		if len(s) != n*srcType.Size() {
-			return nil, fmt.Errorf("cuda: write of %d bytes of %v into a tensor of %d elements (want %d bytes)", len(s), srcType, n, n*srcType.Size())
-		}
-		if (srcType == device.I32) != (dt == device.I32) {
-			return nil, fmt.Errorf("cuda: write of %v bytes into a %v tensor; integers and floats do not convert", srcType, dt)
-		}
-		if srcType == dt {
-			copy(out, s)
-			break
-		}
-		for i := 0; i < n; i++ {
-			switch srcType {
-			case device.F32:
-				putF(i, math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:])))
-			case device.BF16:
-				putF(i, cpu.BF16ToF32(binary.LittleEndian.Uint16(s[2*i:])))
-			case device.F16:
-				putF(i, cpu.F16ToF32(binary.LittleEndian.Uint16(s[2*i:])))
-			}
-		}
-	default:
-		return nil, fmt.Errorf("cuda: write of %T; pass []float32, []int32 or []byte", src)
-	}
-	return out, nil
-}
-
 // Read copies t to dst: []float32 for float tensors (BF16 and F16 widened exactly), []int32
 // for I32 ones. It waits for the launches before it.
 func (be *Backend) Read(t device.Tensor, dst any) error {
@@ -359,31 +300,16 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	if err != nil {
 		return err
 	}
+	if err := gpu.CheckRead(b.dt, t.Rows, t.Cols, dst); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
 	n := t.Rows * t.Cols
 	size := b.dt.Size()
-	switch d := dst.(type) {
-	case []float32:
-		if b.dt == device.I32 {
-			return fmt.Errorf("cuda: read of an I32 tensor into []float32; read into []int32")
-		}
-		if len(d) != n {
-			return fmt.Errorf("cuda: read of [%d,%d] into %d float32 values", t.Rows, t.Cols, len(d))
-		}
-	case []int32:
-		if b.dt != device.I32 {
-			return fmt.Errorf("cuda: read of a %v tensor into []int32; read into []float32", b.dt)
-		}
-		if len(d) != n {
-			return fmt.Errorf("cuda: read of [%d,%d] into %d int32 values", t.Rows, t.Cols, len(d))
-		}
-	default:
-		return fmt.Errorf("cuda: read into %T; pass []float32 or []int32", dst)
-	}
 	if n == 0 {
 		return nil
 	}
 	host := make([]byte, n*size)
-	err = be.th.do(func() error {
+	err = be.do(func() error {
 		if t.Contiguous() || t.Rows == 1 {
 			return check("cuMemcpyDtoH_v2", be.drv.memcpyDtoH(unsafe.Pointer(&host[0]), b.ptr+uint64(t.Off*size), uint64(len(host))))
 		}
@@ -399,49 +325,24 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	if err != nil {
 		return err
 	}
-	switch d := dst.(type) {
-	case []int32:
-		for i := range d {
-			d[i] = int32(binary.LittleEndian.Uint32(host[4*i:]))
-		}
-	case []float32:
-		for i := range d {
-			switch b.dt {
-			case device.F32:
-				d[i] = math.Float32frombits(binary.LittleEndian.Uint32(host[4*i:]))
-			case device.BF16:
-				d[i] = cpu.BF16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
-			case device.F16:
-				d[i] = cpu.F16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
-			}
-		}
-	}
+	gpu.Decode(b.dt, host, dst)
 	return nil
 }
 
 // Launch runs the ops of one generated kernel: its parameters marshalled by the rule of
 // compiler/emit/hip, its grid by the same rule as the kernel's launches.
 func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
-	args, err := marshal(ops, func(buf device.Buffer) (uint64, error) {
-		b, ok := buf.(*buffer)
-		if !ok || b.owner != be {
-			return 0, fmt.Errorf("buffer %T is not this backend's", buf)
-		}
-		if b.freed {
-			return 0, fmt.Errorf("buffer was freed")
-		}
-		return b.ptr, nil
-	})
+	args, err := gpu.Marshal(ops, be.address)
 	if err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", k.Name, err)
 	}
-	ls, err := geometry(ops)
+	ls, err := gpu.Geometry(ops)
 	if err != nil {
 		return fmt.Errorf("cuda: kernel %s: %w", k.Name, err)
 	}
 	fns := make([]uintptr, len(ls))
 	for i, l := range ls {
-		if fns[i], err = be.function(k.Name+l.suffix, args); err != nil {
+		if fns[i], err = be.function(k.Name+l.Suffix, args); err != nil {
 			return err
 		}
 	}
@@ -450,7 +351,7 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	for i, a := range args {
-		vals[i] = a.value
+		vals[i] = a.Value
 		pin.Pin(&vals[i])
 		ptrs[i] = uintptr(unsafe.Pointer(&vals[i]))
 	}
@@ -458,23 +359,35 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 	if len(ptrs) > 0 {
 		params = unsafe.Pointer(&ptrs[0])
 	}
-	return be.th.do(func() error {
+	return be.do(func() error {
 		for i, l := range ls {
-			if l.gridX <= 0 || l.gridY <= 0 {
+			if l.GridX <= 0 || l.GridY <= 0 {
 				continue
 			}
-			code := be.drv.launchKernel(fns[i], uint32(l.gridX), uint32(l.gridY), 1, threads, 1, 1, 0, 0, params, 0)
+			code := be.drv.launchKernel(fns[i], uint32(l.GridX), uint32(l.GridY), 1, gpu.Threads, 1, 1, 0, 0, params, 0)
 			if err := check("cuLaunchKernel", code); err != nil {
-				return fmt.Errorf("%w: kernel %s%s grid (%d,%d)", err, k.Name, l.suffix, l.gridX, l.gridY)
+				return fmt.Errorf("%w: kernel %s%s grid (%d,%d)", err, k.Name, l.Suffix, l.GridX, l.GridY)
 			}
 		}
 		return nil
 	})
 }
 
+// address is a buffer's device base address, for gpu.Marshal.
+func (be *Backend) address(buf device.Buffer) (uint64, error) {
+	b, ok := buf.(*buffer)
+	if !ok || b.owner != be {
+		return 0, fmt.Errorf("buffer %T is not this backend's", buf)
+	}
+	if b.freed {
+		return 0, fmt.Errorf("buffer was freed")
+	}
+	return b.ptr, nil
+}
+
 // function returns the loaded function of symbol, building and loading its family on first use,
 // and checks once that args name the parameters the kernel declares.
-func (be *Backend) function(symbol string, args []arg) (uintptr, error) {
+func (be *Backend) function(symbol string, args []gpu.Arg) (uintptr, error) {
 	e, ok := be.symbols[symbol]
 	if !ok {
 		return 0, fmt.Errorf("cuda: no kernel %s in the kernel sources; regenerate kernels/ with tfc compile and rebuild", symbol)
@@ -482,15 +395,15 @@ func (be *Backend) function(symbol string, args []arg) (uintptr, error) {
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	if !be.verified[symbol] {
-		if err := sameParams(symbol, e.params, args); err != nil {
-			return 0, err
+		if err := gpu.SameParams(symbol, e.Params, args); err != nil {
+			return 0, fmt.Errorf("cuda: %w", err)
 		}
 		be.verified[symbol] = true
 	}
 	if f, ok := be.funcs[symbol]; ok {
 		return f, nil
 	}
-	mod, ok := be.modules[e.family]
+	mod, ok := be.modules[e.Family]
 	if !ok {
 		if be.comp.nvcc == "" {
 			p, err := findNVCC()
@@ -499,41 +412,28 @@ func (be *Backend) function(symbol string, args []arg) (uintptr, error) {
 			}
 			be.comp.nvcc = p
 		}
-		image, err := be.comp.build(be.srcs, e.family)
+		image, err := be.comp.build(be.srcs, e.Family)
 		if err != nil {
 			return 0, err
 		}
-		err = be.th.do(func() error {
+		err = be.do(func() error {
 			return check("cuModuleLoadData", be.drv.moduleLoadData(&mod, unsafe.Pointer(&image[0])))
 		})
 		if err != nil {
-			return 0, fmt.Errorf("%w: loading the cubin of %s", err, e.family)
+			return 0, fmt.Errorf("%w: loading the cubin of %s", err, e.Family)
 		}
-		be.modules[e.family] = mod
+		be.modules[e.Family] = mod
 	}
 	var f uintptr
-	err := be.th.do(func() error { return check("cuModuleGetFunction", be.drv.moduleGetFunction(&f, mod, symbol)) })
+	err := be.do(func() error { return check("cuModuleGetFunction", be.drv.moduleGetFunction(&f, mod, symbol)) })
 	if err != nil {
-		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, e.family)
+		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, e.Family)
 	}
 	be.funcs[symbol] = f
 	return f, nil
 }
 
-// sameParams checks marshalled arguments against a kernel's declared parameter names.
-func sameParams(symbol string, declared []string, args []arg) error {
-	got := make([]string, len(args))
-	for i, a := range args {
-		got[i] = a.name
-	}
-	if strings.Join(got, ",") != strings.Join(declared, ",") {
-		return fmt.Errorf("cuda: kernel %s declares parameters (%s) but the ops give (%s); the glue and kernels/ are out of step: regenerate both with tfc compile",
-			symbol, strings.Join(declared, ", "), strings.Join(got, ", "))
-	}
-	return nil
-}
-
 // Sync waits for every launch and reports the first error the device raised.
 func (be *Backend) Sync() error {
-	return be.th.do(func() error { return check("cuCtxSynchronize", be.drv.ctxSynchronize()) })
+	return be.do(func() error { return check("cuCtxSynchronize", be.drv.ctxSynchronize()) })
 }

@@ -22,7 +22,7 @@ var (
 	sharedOnce sync.Once
 )
 
-func gpu(t *testing.T) *Backend {
+func device0(t *testing.T) *Backend {
 	t.Helper()
 	sharedOnce.Do(func() { shared, sharedErr = New() })
 	if sharedErr != nil {
@@ -31,8 +31,17 @@ func gpu(t *testing.T) *Backend {
 	return shared
 }
 
+func family(t *testing.T) contracts.Family {
+	t.Helper()
+	f, err := contracts.LoadFamily("qwen2_vl", "../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestGPUDevice(t *testing.T) {
-	be := gpu(t)
+	be := device0(t)
 	v, err := be.DriverVersion()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +56,7 @@ func TestGPUDevice(t *testing.T) {
 
 // TestGPUErrorNamesMatchDriver checks the error table against the driver's cuGetErrorName.
 func TestGPUErrorNamesMatchDriver(t *testing.T) {
-	be := gpu(t)
+	be := device0(t)
 	for code, want := range errorNames {
 		got, err := be.DriverErrorName(code)
 		if err != nil {
@@ -63,7 +72,7 @@ func TestGPUErrorNamesMatchDriver(t *testing.T) {
 // TestGPUWriteRead round-trips every dtype through strided tensors; BF16 bytes of a BF16 buffer
 // are stored as given.
 func TestGPUWriteRead(t *testing.T) {
-	be := gpu(t)
+	be := device0(t)
 	for _, dt := range []device.DType{device.F32, device.BF16, device.F16, device.I32} {
 		buf, err := be.Alloc(dt, 7*9)
 		if err != nil {
@@ -130,7 +139,7 @@ func TestGPUWriteRead(t *testing.T) {
 // --backend cuda does: every kernel through gates 1 to 4 at its specialised shapes, then planted
 // controls (mutants rendered by compiler/emit/hip and built by nvcc), which must each go red.
 func TestGPUKernelContracts(t *testing.T) {
-	be := gpu(t)
+	be := device0(t)
 	f := family(t)
 	cache := t.TempDir()
 	target := contracts.Target{Name: "cuda-" + be.Arch(), Backend: be,

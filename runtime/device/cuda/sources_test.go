@@ -2,105 +2,20 @@ package cuda
 
 import (
 	"errors"
-	"slices"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
-	"tfc/compiler/emit/hip"
-	"tfc/kernels"
+	"tfc/runtime/device/gpu"
 )
-
-// TestSymbolTable: every launch symbol of the family's kernels is declared in kernels/qwen2vl.hip
-// with the parameter names Params gives.
-func TestSymbolTable(t *testing.T) {
-	table, err := symbolTable(kernels.Sources)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, k := range familyKernels(t) {
-		params, err := hip.Params(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, p := range params {
-			names = append(names, p.Name)
-		}
-		ls, err := hip.Launches(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range ls {
-			e, ok := table[l.Symbol]
-			if !ok {
-				t.Errorf("%s: not in the symbol table", l.Symbol)
-				continue
-			}
-			n++
-			if e.family != "qwen2vl.hip" {
-				t.Errorf("%s: family %s, want qwen2vl.hip", l.Symbol, e.family)
-			}
-			if !slices.Equal(e.params, names) {
-				t.Errorf("%s: declared (%s), Params (%s)", l.Symbol, strings.Join(e.params, ", "), strings.Join(names, ", "))
-			}
-		}
-	}
-	if n < 20 {
-		t.Fatalf("only %d symbols checked", n)
-	}
-}
-
-func TestSymbolTableRefusesADuplicate(t *testing.T) {
-	k := "extern \"C\" __global__ __launch_bounds__(256) void k(\n    const float* op0_X, int op0_X_ld,\n    int M) {\n}\n"
-	_, err := symbolTable(fstest.MapFS{"a.hip": {Data: []byte(k)}, "b.hip": {Data: []byte(k)}})
-	if err == nil || !strings.Contains(err.Error(), "a.hip") || !strings.Contains(err.Error(), "b.hip") {
-		t.Fatalf("got %v", err)
-	}
-	table, err := symbolTable(fstest.MapFS{"a.hip": {Data: []byte(k)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := table["k"].params; !slices.Equal(got, []string{"op0_X", "op0_X_ld", "M"}) {
-		t.Fatalf("params %v", got)
-	}
-}
 
 func TestNVCCArgs(t *testing.T) {
 	got := strings.Join(nvccArgs("sm_90", "/tmp/x/qwen2vl.hip", "/tmp/x/kernels.cubin"), " ")
 	want := "-arch=sm_90 -cubin -O3 -std=c++17 -o /tmp/x/kernels.cubin -x cu /tmp/x/qwen2vl.hip"
 	if got != want {
 		t.Fatalf("nvcc %s\nwant %s", got, want)
-	}
-}
-
-// TestCacheKey: the key changes with a header, the family's source, the target and nvcc, and
-// not with another family's source.
-func TestCacheKey(t *testing.T) {
-	fsys := func(h, a, b string) fstest.MapFS {
-		return fstest.MapFS{"tfc_hip.h": {Data: []byte(h)}, "a.hip": {Data: []byte(a)}, "b.hip": {Data: []byte(b)}}
-	}
-	key := func(version, arch string, f fstest.MapFS) string {
-		k, err := cacheKey(version, arch, f, "a.hip")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	base := key("13.0", "sm_90", fsys("h", "a", "b"))
-	if key("13.0", "sm_90", fsys("h", "a", "other")) != base {
-		t.Error("another family's source changed the key")
-	}
-	for name, k := range map[string]string{
-		"header": key("13.0", "sm_90", fsys("h2", "a", "b")),
-		"source": key("13.0", "sm_90", fsys("h", "a2", "b")),
-		"arch":   key("13.0", "sm_100", fsys("h", "a", "b")),
-		"nvcc":   key("13.1", "sm_90", fsys("h", "a", "b")),
-	} {
-		if k == base {
-			t.Errorf("a changed %s kept the key", name)
-		}
 	}
 }
 
@@ -141,25 +56,34 @@ func TestDriverSymbols(t *testing.T) {
 	}
 }
 
-// TestThread: calls run in order on one locked thread; after stop they are refused, not lost.
-func TestThread(t *testing.T) {
-	th := newThread()
-	var got []int
-	for i := 0; i < 3; i++ {
-		if err := th.do(func() error { got = append(got, i); return nil }); err != nil {
-			t.Fatal(err)
-		}
+// TestBuildStagesAndCaches runs the build with a stand-in nvcc that copies its source to its
+// output: the family's .hip and headers are staged together, and a second build reads the cache.
+func TestBuildStagesAndCaches(t *testing.T) {
+	dir := t.TempDir()
+	nvcc := filepath.Join(dir, "nvcc")
+	script := "#!/bin/sh\n[ \"$1\" = --version ] && { echo fake 1.0; exit 0; }\n" +
+		"while [ $# -gt 1 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n" +
+		"[ -f \"$(dirname \"$1\")/tfc_hip.h\" ] || { echo no header; exit 1; }\ncat \"$1\" > \"$out\"\n"
+	if err := os.WriteFile(nvcc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Equal(got, []int{0, 1, 2}) {
-		t.Fatalf("ran %v", got)
+	srcs := fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte("kernel a")}}
+	b := nvccBuild{nvcc: nvcc, arch: "sm_90", cache: gpu.Cache{Dir: filepath.Join(dir, "cubin"), Ext: ".cubin"}}
+	data, err := b.build(srcs, "a.hip")
+	if err != nil || string(data) != "kernel a" {
+		t.Fatalf("build: %q %v", data, err)
 	}
-	want := errors.New("x")
-	if err := th.do(func() error { return want }); err != want {
-		t.Fatalf("do returned %v", err)
+	if files, _ := filepath.Glob(filepath.Join(dir, "cubin", "*.cubin")); len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
 	}
-	th.stop()
-	th.stop()
-	if err := th.do(func() error { return nil }); err != errStopped {
-		t.Fatalf("after stop: %v", err)
+	if err := os.WriteFile(nvcc, []byte("#!/bin/sh\n[ \"$1\" = --version ] && { echo fake 1.0; exit 0; }\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := b.build(srcs, "a.hip"); err != nil || string(data) != "kernel a" {
+		t.Fatalf("second build did not read the cache: %q %v", data, err)
+	}
+	b.cache = gpu.Cache{}
+	if _, err := b.build(srcs, "a.hip"); err == nil || !strings.HasPrefix(err.Error(), "cuda: nvcc could not build a.hip for sm_90") {
+		t.Fatalf("failing nvcc: %v", err)
 	}
 }
