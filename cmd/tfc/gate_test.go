@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"tfc/runtime/chattemplate"
+	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/engine"
 	"tfc/runtime/model"
@@ -48,7 +49,10 @@ const (
 
 // TestQwen2VLGate runs the tiny checkpoint on the CPU backend through the whole front end and
 // compares with transformers: prompt ids, pixel values, vision rows, greedy ids, top-5 logits.
-func TestQwen2VLGate(t *testing.T) {
+func TestQwen2VLGate(t *testing.T) { gateQwen2VL(t, cpu.New()) }
+
+// gateQwen2VL is the model gate on backend b.
+func gateQwen2VL(t *testing.T, b device.Backend) {
 	if _, err := os.Stat(filepath.Join(tinyQwen2VL, "tokenizer.json")); err != nil {
 		t.Fatalf("%s has no tokenizer.json: run make testdata", tinyQwen2VL)
 	}
@@ -56,7 +60,7 @@ func TestQwen2VLGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(tinyQwen2VL, cpu.New(), model.Limits{Context: 256, Parallel: 1, Rows: 64, PageSize: 16, Patches: 1024})
+	e, err := engine.Open(tinyQwen2VL, b, model.Limits{Context: 256, Parallel: 1, Rows: 64, PageSize: 16, Patches: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +131,8 @@ func TestQwen2VLGate(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d prompt ids, %d output ids (%s) equal transformers'; top-5 logits of %d steps within %.3g",
-				len(p.IDs), len(res.OutputIDs), res.FinishReason, min(len(oc.Top5), len(steps)), worst)
+			t.Logf("%s: %d prompt ids, %d output ids (%s), equal to transformers': %v; top-5 logits of %d steps within %.3g",
+				b.Name(), len(p.IDs), len(res.OutputIDs), res.FinishReason, cmp.Equal(oc.OutputIDs, res.OutputIDs), min(len(oc.Top5), len(steps)), worst)
 		})
 	}
 }
