@@ -5,7 +5,6 @@ package cuda
 import (
 	"math"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,52 +72,8 @@ func TestGPUErrorNamesMatchDriver(t *testing.T) {
 // are stored as given.
 func TestGPUWriteRead(t *testing.T) {
 	be := device0(t)
-	for _, dt := range []device.DType{device.F32, device.BF16, device.F16, device.I32} {
-		buf, err := be.Alloc(dt, 7*9)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tt := device.Tensor{Buf: buf, Rows: 7, Cols: 9}.ColSlice(2, 7)
-		n := tt.Rows * tt.Cols
-		if dt == device.I32 {
-			src := make([]int32, n)
-			for i := range src {
-				src[i] = int32(i*7919 - 1000)
-			}
-			got := make([]int32, n)
-			if err := be.Write(tt, src, dt); err != nil {
-				t.Fatal(err)
-			}
-			if err := be.Read(tt, got); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(src, got) {
-				t.Errorf("I32 round trip: %v, want %v", got, src)
-			}
-		} else {
-			src := make([]float32, n)
-			for i := range src {
-				src[i] = float32(i) * 0.25 // exact in every format
-			}
-			got := make([]float32, n)
-			if err := be.Write(tt, src, device.F32); err != nil {
-				t.Fatal(err)
-			}
-			if err := be.Read(tt, got); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(src, got) {
-				t.Errorf("%v round trip: %v, want %v", dt, got, src)
-			}
-			all := make([]float32, 7*9)
-			if err := be.Read(device.Tensor{Buf: buf, Rows: 7, Cols: 9}, all); err != nil {
-				t.Fatal(err)
-			}
-			if all[0] != 0 || all[8] != 0 || all[9+1] != 0 {
-				t.Errorf("%v: a strided write touched the gap: %v", dt, all)
-			}
-		}
-		be.Free(buf)
+	if err := contracts.CheckWriteRead(be); err != nil {
+		t.Fatal(err)
 	}
 	buf, _ := be.Alloc(device.BF16, 2)
 	defer be.Free(buf)
