@@ -7,6 +7,7 @@ import (
 
 	"tfc/runtime/device"
 	"tfc/runtime/model"
+	"tfc/runtime/positions"
 )
 
 // Vision runs graph vision (graphs/qwen2_vl.graph:105) on pixels [N, C] of images with the given (t, h, w) grids.
@@ -27,8 +28,8 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	if N > m.lim.Patches {
 		return nil, fmt.Errorf("qwen2_vl: the images have %d patches; the limit is %d (Patches); send smaller images or raise the limit", N, m.lim.Patches)
 	}
-	posData := positions2D(grids, c.M)
-	spanData := spanOffsets(grids)
+	posData := positions.Vision2D(grids, c.M)
+	spanData := positions.Spans(grids)
 	if !(N%(c.M*c.M) == 0) {
 		return nil, fmt.Errorf("qwen2_vl: graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:106); here M = %v, N = %v", c.M, N)
 	}
@@ -804,34 +805,3 @@ var (
 		Source: "graphs/qwen2_vl.graph:143",
 	}
 )
-
-// positions2D gives each patch its (row, column) in merge-window order: the patches of one
-// merge×merge window are consecutive, windows in row-major order, frames one after another.
-func positions2D(grids [][3]int, merge int) []int32 {
-	var out []int32
-	for _, g := range grids {
-		for t := 0; t < g[0]; t++ {
-			for bh := 0; bh < g[1]/merge; bh++ {
-				for bw := 0; bw < g[2]/merge; bw++ {
-					for i := 0; i < merge; i++ {
-						for j := 0; j < merge; j++ {
-							out = append(out, int32(bh*merge+i), int32(bw*merge+j))
-						}
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-// spanOffsets gives the cumulative row offsets of the frames: attention is full within each.
-func spanOffsets(grids [][3]int) []int32 {
-	out := []int32{0}
-	for _, g := range grids {
-		for t := 0; t < g[0]; t++ {
-			out = append(out, out[len(out)-1]+int32(g[1]*g[2]))
-		}
-	}
-	return out
-}

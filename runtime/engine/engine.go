@@ -154,7 +154,7 @@ func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
 		}
 	}
 	if len(p.Grids) > 0 {
-		rows, err := e.Model.Vision(p.Pixels, toArrays(p.Grids))
+		rows, err := e.Model.Vision(p.Pixels, p.Grids)
 		if err != nil {
 			return nil, err
 		}
@@ -227,14 +227,6 @@ func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-func toArrays(gs []positions.Grid) [][3]int {
-	out := make([][3]int, len(gs))
-	for i, g := range gs {
-		out[i] = g
-	}
-	return out
 }
 
 func iota32(lo, hi int) []int32 {

@@ -5,7 +5,6 @@ import (
 
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/image"
-	"tfc/runtime/positions"
 	"tfc/runtime/tokenizer"
 )
 
@@ -72,7 +71,7 @@ func (f *Frontend) Build(messagesJSON []byte, imgs []*image.Patches, imageToken,
 		for k := 0; k < g[0]*g[1]*g[2]/(merge*merge); k++ {
 			p.IDs = append(p.IDs, int32(imageToken))
 		}
-		p.Grids = append(p.Grids, positions.Grid(g))
+		p.Grids = append(p.Grids, g)
 		p.Pixels = append(p.Pixels, imgs[img].Pixels...)
 		img++
 	}

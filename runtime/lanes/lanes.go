@@ -242,12 +242,8 @@ func (s *Scheduler) prepare(r *Request) (*seq, error) {
 	sq := &seq{req: r, n: len(r.Prompt), slot: -1}
 	sq.ids = make([]int32, len(r.Prompt), len(r.Prompt)+r.MaxTokens)
 	copy(sq.ids, r.Prompt)
-	grids := make([]positions.Grid, len(r.Grids))
-	for i, g := range r.Grids {
-		grids[i] = g
-	}
 	var err error
-	sq.pos, sq.delta, err = positions.Prompt(s.info.Positions, r.Prompt, grids, int32(s.info.ImageToken), s.info.Merge)
+	sq.pos, sq.delta, err = positions.Prompt(s.info.Positions, r.Prompt, r.Grids, int32(s.info.ImageToken), s.info.Merge)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ package positions
 import "fmt"
 
 // Grid is an image's patch grid: temporal, height and width in patches.
-type Grid [3]int
+type Grid = [3]int
 
 // MRoPE computes Qwen2-VL's three-axis positions ([T*3], row-major t,h,w per token) for a prompt
 // whose images appear as runs of imageToken, in order, one run per grid of t*h*w/merge² tokens.

@@ -275,10 +275,10 @@ func (e *emitter) forward(file *File) error {
 			)
 			defined[n] = true
 			if input(g, "positions2d") != nil {
-				body = append(body, Id("posData").Op(":=").Id("positions2D").Call(Id("grids"), Id(merge)))
+				body = append(body, Id("posData").Op(":=").Qual(posPkg, "Vision2D").Call(Id("grids"), Id(merge)))
 			}
 			if input(g, "spans") != nil {
-				body = append(body, Id("spanData").Op(":=").Id("spanOffsets").Call(Id("grids")))
+				body = append(body, Id("spanData").Op(":=").Qual(posPkg, "Spans").Call(Id("grids")))
 			}
 		} else {
 			body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+": the round has no rows")))))
@@ -373,37 +373,6 @@ func (e *emitter) forward(file *File) error {
 	}
 	file.Comment("The launches, one variable a launch site: the kernel symbol and the graph lines it computes.")
 	file.Var().Defs(kvars...)
-	if g := e.graph("vision"); g != nil {
-		file.Comment("positions2D gives each patch its (row, column) in merge-window order: the patches of one")
-		file.Comment("merge×merge window are consecutive, windows in row-major order, frames one after another.")
-		file.Func().Id("positions2D").Params(Id("grids").Index().Index(Lit(3)).Int(), Id("merge").Int()).Index().Int32().Block(
-			Var().Id("out").Index().Int32(),
-			For(List(Id("_"), Id("g")).Op(":=").Range().Id("grids")).Block(
-				For(Id("t").Op(":=").Lit(0), Id("t").Op("<").Id("g").Index(Lit(0)), Id("t").Op("++")).Block(
-					For(Id("bh").Op(":=").Lit(0), Id("bh").Op("<").Id("g").Index(Lit(1)).Op("/").Id("merge"), Id("bh").Op("++")).Block(
-						For(Id("bw").Op(":=").Lit(0), Id("bw").Op("<").Id("g").Index(Lit(2)).Op("/").Id("merge"), Id("bw").Op("++")).Block(
-							For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id("merge"), Id("i").Op("++")).Block(
-								For(Id("j").Op(":=").Lit(0), Id("j").Op("<").Id("merge"), Id("j").Op("++")).Block(
-									Id("out").Op("=").Append(Id("out"), Int32().Call(Id("bh").Op("*").Id("merge").Op("+").Id("i")), Int32().Call(Id("bw").Op("*").Id("merge").Op("+").Id("j"))),
-								),
-							),
-						),
-					),
-				),
-			),
-			Return(Id("out")),
-		)
-		file.Comment("spanOffsets gives the cumulative row offsets of the frames: attention is full within each.")
-		file.Func().Id("spanOffsets").Params(Id("grids").Index().Index(Lit(3)).Int()).Index().Int32().Block(
-			Id("out").Op(":=").Index().Int32().Values(Lit(0)),
-			For(List(Id("_"), Id("g")).Op(":=").Range().Id("grids")).Block(
-				For(Id("t").Op(":=").Lit(0), Id("t").Op("<").Id("g").Index(Lit(0)), Id("t").Op("++")).Block(
-					Id("out").Op("=").Append(Id("out"), Id("out").Index(Len(Id("out")).Op("-").Lit(1)).Op("+").Int32().Call(Id("g").Index(Lit(1)).Op("*").Id("g").Index(Lit(2)))),
-				),
-			),
-			Return(Id("out")),
-		)
-	}
 	return nil
 }
 
