@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -92,61 +93,58 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		if err != nil {
 			return contracts.Target{}, contracts.Machine{}, nil, err
 		}
-		cache, err := os.MkdirTemp("", "tfc-contract-")
-		if err != nil {
-			be.Close()
-			return contracts.Target{}, contracts.Machine{}, nil, err
-		}
-		t := contracts.Target{Name: "cuda-" + be.Arch(), Backend: be,
-			Controls: contracts.PlantedControls(f, []hip.Mutation{hip.OffByOneBound, hip.DroppedScale, hip.WrongStride, hip.MissingBarrier}),
-			Plant: func(c contracts.Control) (device.Backend, func(), error) {
-				mut, err := hip.ParseMutation(c.Mutation)
-				if err != nil {
-					return nil, nil, err
-				}
-				srcs, err := contracts.MutantSources(f, c.Kernel, mut)
-				if err != nil {
-					return nil, nil, err
-				}
-				mb, err := cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache))
-				if err != nil {
-					return nil, nil, err
-				}
-				return mb, func() { mb.Close() }, nil
-			}}
+		t, done, err := mutantTarget("cuda-"+be.Arch(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
+			return cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache))
+		})
 		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}
-		return t, m, func() { be.Close(); os.RemoveAll(cache) }, nil
+		return t, m, done, err
 	case "hip":
 		be, err := hipdev.New()
 		if err != nil {
 			return contracts.Target{}, contracts.Machine{}, nil, err
 		}
-		cache, err := os.MkdirTemp("", "tfc-contract-")
-		if err != nil {
-			be.Close()
-			return contracts.Target{}, contracts.Machine{}, nil, err
-		}
-		t := contracts.Target{Name: "hip-" + be.Target(), Backend: be,
-			Controls: contracts.PlantedControls(f, []hip.Mutation{hip.OffByOneBound, hip.DroppedScale, hip.WrongStride, hip.MissingBarrier}),
-			Plant: func(c contracts.Control) (device.Backend, func(), error) {
-				mut, err := hip.ParseMutation(c.Mutation)
-				if err != nil {
-					return nil, nil, err
-				}
-				srcs, err := contracts.MutantSources(f, c.Kernel, mut)
-				if err != nil {
-					return nil, nil, err
-				}
-				mb, err := hipdev.New(hipdev.Sources(srcs), hipdev.CacheDir(cache), hipdev.Target(be.Target()))
-				if err != nil {
-					return nil, nil, err
-				}
-				return mb, func() { mb.Close() }, nil
-			}}
+		t, done, err := mutantTarget("hip-"+be.Target(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
+			return hipdev.New(hipdev.Sources(srcs), hipdev.CacheDir(cache), hipdev.Target(be.Target()))
+		})
 		m := contracts.Machine{Device: be.Describe(), Backend: be.Describe(), Compiler: "clang/hipcc for " + be.Target()}
-		return t, m, func() { be.Close(); os.RemoveAll(cache) }, nil
+		return t, m, done, err
 	}
 	return contracts.Target{}, contracts.Machine{}, nil, fmt.Errorf("unknown backend %q; use --backend cpu, cuda or hip", name)
+}
+
+// gpuBackend is a backend that builds generated sources and must be closed.
+type gpuBackend interface {
+	device.Backend
+	Close() error
+}
+
+// mutantTarget is the contract target of a GPU backend: its controls are HIP-source mutants of
+// the family's kernels, each built by build into a backend of the same kind, sharing one cache.
+// On error be is closed.
+func mutantTarget(name string, be gpuBackend, f contracts.Family, build func(srcs fs.FS, cache string) (gpuBackend, error)) (contracts.Target, func(), error) {
+	cache, err := os.MkdirTemp("", "tfc-contract-")
+	if err != nil {
+		be.Close()
+		return contracts.Target{}, nil, err
+	}
+	t := contracts.Target{Name: name, Backend: be,
+		Controls: contracts.PlantedControls(f, []hip.Mutation{hip.OffByOneBound, hip.DroppedScale, hip.WrongStride, hip.MissingBarrier}),
+		Plant: func(c contracts.Control) (device.Backend, func(), error) {
+			mut, err := hip.ParseMutation(c.Mutation)
+			if err != nil {
+				return nil, nil, err
+			}
+			srcs, err := contracts.MutantSources(f, c.Kernel, mut)
+			if err != nil {
+				return nil, nil, err
+			}
+			mb, err := build(srcs, cache)
+			if err != nil {
+				return nil, nil, err
+			}
+			return mb, func() { mb.Close() }, nil
+		}}
+	return t, func() { be.Close(); os.RemoveAll(cache) }, nil
 }
 
 func cudaDriver(be *cuda.Backend) string {
