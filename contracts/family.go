@@ -114,8 +114,9 @@ func MutantSources(f Family, kernel string, m hip.Mutation) (fs.FS, error) {
 	return out, nil
 }
 
-// The qwen2_vl family's generated package does not yet register its kernel list, so it is
-// lowered from the graph with the options of graphs/generate.go.
+// The generated packages do not register their kernel lists, so each family is lowered from its
+// graph with the options of graphs/generate.go.
 func init() {
 	Register("qwen2_vl", FromGraph("qwen2_vl", "qwen2vl.hip", "graphs/qwen2_vl.graph", "testdata/qwen2-vl-tiny/config.json", 16))
+	Register("dots_ocr", FromGraph("dots_ocr", "dotsocr.hip", "graphs/dots_ocr.graph", "testdata/dots-ocr-tiny/config.json", 16))
 }

@@ -3,3 +3,4 @@
 package graphs
 
 //go:generate go run ../cmd/tfc compile -C .. -specialize testdata/qwen2-vl-tiny/config.json graphs/qwen2_vl.graph
+//go:generate go run ../cmd/tfc compile -C .. -specialize testdata/dots-ocr-tiny/config.json graphs/dots_ocr.graph

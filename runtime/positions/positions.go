@@ -62,6 +62,15 @@ func MRoPE(ids []int32, grids []Grid, imageToken int32, merge int) ([]int32, int
 	return pos, next - int32(len(ids)), nil
 }
 
+// Sequence gives each row its index in the sequence, image rows included (1-D RoPE).
+func Sequence(ids []int32) []int32 {
+	pos := make([]int32, len(ids))
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	return pos
+}
+
 // Decode gives the M-RoPE positions of a generated token at cache position p.
 func Decode(p int, delta int32) [3]int32 {
 	v := int32(p) + delta
@@ -107,6 +116,8 @@ func Prompt(rule string, ids []int32, grids []Grid, imageToken int32, merge int)
 	switch rule {
 	case "mrope":
 		return MRoPE(ids, grids, imageToken, merge)
+	case "sequence":
+		return Sequence(ids), 0, nil
 	}
-	return nil, 0, fmt.Errorf("position rule %q is not one this runtime has (mrope)", rule)
+	return nil, 0, fmt.Errorf("position rule %q is not one this runtime has (mrope, sequence)", rule)
 }

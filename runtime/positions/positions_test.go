@@ -1,6 +1,7 @@
 package positions
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -60,5 +61,20 @@ func TestVision2DAndSpans(t *testing.T) {
 	}
 	if d := cmp.Diff([]int32{0, 8, 12, 16}, Spans([]Grid{{1, 2, 4}, {2, 2, 2}})); d != "" {
 		t.Fatalf("(-want +got)\n%s", d)
+	}
+}
+
+func TestSequence(t *testing.T) {
+	pos, delta, err := Prompt("sequence", []int32{7, 151665, 151665, 151665, 151665, 9}, []Grid{{1, 4, 4}}, 151665, 2)
+	if err != nil || delta != 0 {
+		t.Fatalf("Prompt(sequence) = _, %d, %v", delta, err)
+	}
+	for i, p := range pos {
+		if p != int32(i) {
+			t.Fatalf("row %d has position %d, want %d", i, p, i)
+		}
+	}
+	if _, _, err := Prompt("rope9d", nil, nil, 0, 2); err == nil || !strings.Contains(err.Error(), "mrope, sequence") {
+		t.Fatalf("an unknown rule gives %v, want the list of rules", err)
 	}
 }

@@ -203,6 +203,9 @@ func (e *emitter) family(f *File) error {
 		if a := r.Arg("merge"); a != nil {
 			info[Id("Merge")] = Id(e.goExpr(a, nil))
 		}
+		if a := r.Arg("image_token"); a != nil {
+			info[Id("ImageToken")] = Id(e.goExpr(a, nil))
+		}
 	}
 	if r := e.rule("positions"); r != nil {
 		info[Id("Positions")] = Lit(r.Name)
