@@ -29,7 +29,7 @@ type generateFlags struct {
 	temperature, topP      float64
 	topK                   int
 	seed                   uint64
-	json                   bool
+	json, ignoreEOS        bool
 }
 
 // generateOutput is what --json prints.
@@ -72,6 +72,7 @@ func init() {
 	fl.Float64Var(&f.topP, "top-p", 1, "sample from the smallest set of tokens whose probability reaches p")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling seed")
 	fl.StringVar(&f.backend, "backend", "cpu", "device backend: cpu, cuda (NVIDIA, through the HIP sources) or hip (AMD)")
+	fl.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence ids, to --max-tokens")
 	fl.BoolVar(&f.json, "json", false, "print prompt_ids, output_ids, text, finish_reason and token_sha256 as one JSON object")
 	c.MarkFlagRequired("model")
 	addCommand(c)
@@ -132,6 +133,12 @@ func runGenerate(f generateFlags) (*generateOutput, error) {
 		return nil, err
 	}
 	defer e.Close()
+	if f.ignoreEOS {
+		e.EOS = map[int]bool{}
+	}
+	if err := fe.Fits(e.Info); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.model, err)
+	}
 	p, _, err := fe.Build(messages, imgs, e.Info.ImageToken, e.Info.Merge, chattemplate.Options{AddGenerationPrompt: true})
 	if err != nil {
 		return nil, err

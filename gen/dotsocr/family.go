@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 
+	"tfc/compiler"
+	"tfc/graphs"
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
@@ -28,7 +30,8 @@ func Bind(cfg model.Config) (model.Bound, error) {
 		return nil, err
 	}
 	return &bound{
-		c: c,
+		c:   c,
+		cfg: cfg,
 		prefix: map[string]string{
 			"lm":  "model",
 			"vis": "vision_tower",
@@ -36,8 +39,9 @@ func Bind(cfg model.Config) (model.Bound, error) {
 	}, nil
 }
 
-// bound is the family bound to one checkpoint's config; prefix holds the chosen alternative of each name prefix.
+// bound is the family bound to one checkpoint's config (cfg, read into c); prefix holds the chosen alternative of each name prefix.
 type bound struct {
+	cfg    model.Config
 	c      *Config
 	prefix map[string]string
 }
@@ -86,7 +90,8 @@ type Model struct {
 	Trace func(k *device.Kernel, name string, out device.Tensor)
 }
 
-// Load uploads the weights through get and allocates the arenas and the KV cache for l.
+// Load uploads the weights through get and allocates the arenas and the KV cache for l. A backend
+// that builds kernels at run time is first given kernels/dotsocr.hip specialised for this checkpoint.
 func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]byte, device.DType, error)) (model.Model, error) {
 	c := m.c
 	for _, lim := range []struct {
@@ -97,9 +102,13 @@ func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]
 			return nil, fmt.Errorf("dots_ocr: limit %s is %d; give it a positive value", lim.name, lim.v)
 		}
 	}
-	if b.Name() != "cpu" {
+	if sp, ok := b.(device.Specializer); ok {
+		if err := m.specialize(sp, l); err != nil {
+			return nil, err
+		}
+	} else if b.Name() != "cpu" {
 		if bad := c.unpinned(l); len(bad) > 0 {
-			return nil, fmt.Errorf("the %s backend runs kernels/dotsocr.hip, specialised for other values: %s; regenerate it for this checkpoint with tfc compile -specialize <checkpoint>/config.json graphs/dots_ocr.graph", b.Name(), strings.Join(bad, "; "))
+			return nil, fmt.Errorf("the %s backend runs kernels/dotsocr.hip, specialised for other values: %s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/dotsocr.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json graphs/dots_ocr.graph and rebuild", b.Name(), strings.Join(bad, "; "))
 		}
 	}
 	if err := m.Resolve(func(name string) bool {
@@ -192,6 +201,20 @@ func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]
 	return md, nil
 }
 
+// specialize compiles the kernels of graphs/dots_ocr.graph for this checkpoint's config and l's page size and
+// gives them to b as kernels/dotsocr.hip.
+func (m *bound) specialize(b device.Specializer, l model.Limits) error {
+	src, err := graphs.Source("graphs/dots_ocr.graph")
+	if err != nil {
+		return err
+	}
+	hip, err := compiler.HIPSourceFrom("graphs/dots_ocr.graph", src, m.cfg, l.PageSize)
+	if err != nil {
+		return fmt.Errorf("specialising kernels/dotsocr.hip for this checkpoint: %w", err)
+	}
+	return b.SpecializeFamily("dotsocr", hip)
+}
+
 // Info describes the loaded family to the runtime.
 func (m *Model) Info() model.Info {
 	c := m.c
@@ -203,6 +226,7 @@ func (m *Model) Info() model.Info {
 		KVWidth:      c.HD * c.KV,
 		Layers:       c.L,
 		Merge:        c.M,
+		PixelCols:    c.C * c.P * c.P,
 		PositionAxes: 1,
 		Positions:    "sequence",
 		Vocab:        c.V,

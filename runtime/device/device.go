@@ -118,3 +118,11 @@ type Backend interface {
 	// Sync waits for launched work to finish and reports its first error.
 	Sync() error
 }
+
+// Specializer is a backend that builds its kernels at run time, so it can run a family's kernels
+// specialised for the checkpoint being loaded instead of the committed kernels/<family>.hip.
+type Specializer interface {
+	// SpecializeFamily makes hip the source of family (kernels/<family>.hip, e.g. "qwen2vl") for
+	// every later launch of its kernels. Giving the source it already has again is a no-op.
+	SpecializeFamily(family string, hip []byte) error
+}

@@ -5,6 +5,7 @@ import (
 
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/image"
+	"tfc/runtime/model"
 	"tfc/runtime/tokenizer"
 )
 
@@ -32,6 +33,19 @@ func LoadFrontend(dir string) (*Frontend, error) {
 		return nil, err
 	}
 	return &Frontend{Tok: tok, Template: tmpl, Image: ic, Limits: image.DefaultLimits()}, nil
+}
+
+// Fits checks that the checkpoint's image processor cuts the patches the family's vision tower
+// reads, before any request is served.
+func (f *Frontend) Fits(info model.Info) error {
+	if info.PixelCols == 0 {
+		return nil
+	}
+	if got := f.Image.PatchDim(); got != info.PixelCols || f.Image.MergeSize != info.Merge {
+		return fmt.Errorf("preprocessor_config.json cuts patches of %d values (patch_size %d, temporal_patch_size %d) merged %d×%d, but the vision tower reads %d values a patch merged %d×%d; the checkpoint's preprocessor_config.json does not belong to its config.json",
+			got, f.Image.PatchSize, f.Image.TemporalPatchSize, f.Image.MergeSize, f.Image.MergeSize, info.PixelCols, info.Merge, info.Merge)
+	}
+	return nil
 }
 
 // Images decodes and preprocesses encoded images; errors name the image by its 1-based index.

@@ -91,6 +91,7 @@ type Info struct {
 	ImageToken   int    // id of the placeholder token each vision row replaces
 	VisionStart  int    // id that opens an image's placeholder run
 	Merge        int    // spatial merge of the vision tower (rows per image = t*h*w/Merge²)
+	PixelCols    int    // values per patch row the vision tower reads (0 without one)
 	Positions    string // the position rule named in the graph, e.g. "mrope"
 	PositionAxes int    // axes per row of the position rule (3 for M-RoPE)
 	Image        string // the image processor rule named in the graph

@@ -153,6 +153,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer e.Close()
+	if err := fe.Fits(e.Info); err != nil {
+		hs.Close()
+		return fmt.Errorf("%s: %w", o.Dir, err)
+	}
 	log.Info("loaded", "seconds", time.Since(t0).Round(time.Millisecond).Seconds())
 	var eos []int32
 	for id := range e.EOS {

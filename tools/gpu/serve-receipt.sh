@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
-# Serves the tiny Qwen2-VL with `tfc serve --backend BACKEND` and checks over HTTP that greedy and
-# seeded ids are the same solo, 4 at once, and with drafts off; prints a markdown receipt.
-# usage: tools/gpu/serve-receipt.sh [BACKEND] (from the repository root, with bin/tfc built)
+# Serves a tiny checkpoint with `tfc serve --backend BACKEND` and checks over HTTP that greedy and
+# seeded ids are the same solo, 4 at once, and with drafts off, and that greedy ids equal the
+# oracle's for one recorded case; prints a markdown receipt.
+# usage: tools/gpu/serve-receipt.sh [BACKEND] [DIR] [CASE] (from the repository root, with bin/tfc
+# built; defaults cuda, testdata/qwen2-vl-tiny, image1)
 set -euo pipefail
 backend=${1:-cuda}
-dir=testdata/qwen2-vl-tiny
+dir=${2:-testdata/qwen2-vl-tiny}
+case=${3:-image1}
 port=8791
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
-img=$(base64 -w0 $dir/oracle/images/a.png)
-request() { # $1: extra JSON fields
-	printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}},{"type":"text","text":"What is in this picture?"}]}],"max_tokens":24,"return_token_ids":true%s}' "$img" "$1"
+request() { # $1: extra JSON fields; the case's messages with its images as data URLs
+	python3 - "$dir" "$case" "$1" <<'PY'
+import base64, json, sys
+d, case, extra = sys.argv[1], sys.argv[2], sys.argv[3]
+oc = json.load(open(f"{d}/oracle/{case}.json"))
+msgs = []
+for m in oc["messages"]:
+    content = m["content"]
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if p.get("type") == "image":
+                data = base64.b64encode(open(f"{d}/oracle/{p['image']}", "rb").read()).decode()
+                parts.append({"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}})
+            else:
+                parts.append({"type": "text", "text": p["text"]})
+        content = parts
+    msgs.append({"role": m["role"], "content": content})
+req = {"messages": msgs, "max_tokens": oc["max_new_tokens"], "return_token_ids": True}
+req.update(json.loads("{" + extra.lstrip(",") + "}"))
+print(json.dumps(req))
+PY
 }
 request '' >"$work/greedy.json"
 request ',"temperature":0.8,"top_p":0.95,"seed":7' >"$work/seeded.json"
@@ -24,7 +46,7 @@ serve() { # $@: extra flags
 ids() { curl -sS localhost:$port/v1/chat/completions -H 'Content-Type: application/json' -d @"$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["token_ids"])'; }
 stop() { kill %1; wait %1 2>/dev/null || true; }
 
-want=$(python3 -c 'import json; print(json.load(open("'$dir'/oracle/image1.json"))["output_ids"])')
+want=$(python3 -c 'import json; print(json.load(open("'$dir/oracle/$case'.json"))["output_ids"])')
 serve
 greedy_solo=$(ids "$work/greedy.json")
 seeded_solo=$(ids "$work/seeded.json")
@@ -50,8 +72,8 @@ echo "# tfc serve --backend $backend: ids over HTTP"
 echo
 echo "- date: $(date -u +%F' '%H:%M) UTC; device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo cpu)"
 echo "- tfc binary sha256: \`$(sha256sum bin/tfc | cut -c1-64)\`"
-echo "- command: \`tools/gpu/serve-receipt.sh $backend\`"
-echo "- request: image1 of $dir (one image, 24 tokens at most), greedy and seeded (temperature 0.8, top_p 0.95, seed 7)"
+echo "- command: \`tools/gpu/serve-receipt.sh $backend $dir $case\`"
+echo "- request: $case of $dir (its recorded messages and images), greedy and seeded (temperature 0.8, top_p 0.95, seed 7)"
 echo "- transformers' greedy ids: $want"
 echo "- greedy solo: $greedy_solo"
 echo "- greedy, 4 concurrent with 4 seeded beside them: all equal: $([ $ok = yes ] && echo yes || echo no)"

@@ -58,10 +58,10 @@ func (e *emitter) family(f *File) error {
 	f.Func().Id("Bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error()).Block(
 		List(Id("c"), Err()).Op(":=").Id("readConfig").Call(Id("cfg")),
 		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Return(Op("&").Id("bound").Values(Dict{Id("c"): Id("c"), Id("prefix"): Map(String()).String().Values(prefixes)}), Nil()),
+		Return(Op("&").Id("bound").Values(Dict{Id("cfg"): Id("cfg"), Id("c"): Id("c"), Id("prefix"): Map(String()).String().Values(prefixes)}), Nil()),
 	)
-	f.Comment("bound is the family bound to one checkpoint's config; prefix holds the chosen alternative of each name prefix.")
-	f.Type().Id("bound").Struct(Id("c").Op("*").Id("Config"), Id("prefix").Map(String()).String())
+	f.Comment("bound is the family bound to one checkpoint's config (cfg, read into c); prefix holds the chosen alternative of each name prefix.")
+	f.Type().Id("bound").Struct(Id("cfg").Qual(modelPkg, "Config"), Id("c").Op("*").Id("Config"), Id("prefix").Map(String()).String())
 	f.Comment("Values lists the bound config values in declaration order.")
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Values").Params().Index().Qual(modelPkg, "Value").Block(Return(Id("m").Dot("c").Dot("values").Call()))
 
@@ -117,9 +117,11 @@ func (e *emitter) family(f *File) error {
 		)).Block(If(Id("lim").Dot("v").Op("<=").Lit(0)).Block(
 			Return(Nil(), Qual("fmt", "Errorf").Call(Lit(p.Family+": limit %s is %d; give it a positive value"), Id("lim").Dot("name"), Id("lim").Dot("v"))),
 		)),
-		If(Id("b").Dot("Name").Call().Op("!=").Lit("cpu")).Block(
+		If(List(Id("sp"), Id("ok")).Op(":=").Id("b").Assert(Qual(devicePkg, "Specializer")), Id("ok")).Block(
+			If(Err().Op(":=").Id("m").Dot("specialize").Call(Id("sp"), Id("l")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		).Else().If(Id("b").Dot("Name").Call().Op("!=").Lit("cpu")).Block(
 			If(Id("bad").Op(":=").Id("c").Dot("unpinned").Call(Id("l")), Len(Id("bad")).Op(">").Lit(0)).Block(
-				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("the %%s backend runs kernels/%s.hip, specialised for other values: %%s; regenerate it for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s", p.Package, p.Source)), Id("b").Dot("Name").Call(), Qual("strings", "Join").Call(Id("bad"), Lit("; ")))),
+				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("the %%s backend runs kernels/%s.hip, specialised for other values: %%s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/%s.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s and rebuild", p.Package, p.Package, p.Source)), Id("b").Dot("Name").Call(), Qual("strings", "Join").Call(Id("bad"), Lit("; ")))),
 			),
 		),
 		If(Err().Op(":=").Id("m").Dot("Resolve").Call(Func().Params(Id("name").String()).Bool().Block(
@@ -177,11 +179,24 @@ func (e *emitter) family(f *File) error {
 		)
 	}
 	load = append(load, Return(Id("md"), Nil()))
-	f.Comment("Load uploads the weights through get and allocates the arenas and the KV cache for l.")
+	f.Comment("Load uploads the weights through get and allocates the arenas and the KV cache for l. A backend")
+	f.Comment(fmt.Sprintf("that builds kernels at run time is first given kernels/%s.hip specialised for this checkpoint.", p.Package))
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Load").Params(
 		Id("b").Qual(devicePkg, "Backend"), Id("l").Qual(modelPkg, "Limits"),
 		Id("get").Func().Params(Id("name").String()).Params(Index().Byte(), Qual(devicePkg, "DType"), Error()),
 	).Params(Qual(modelPkg, "Model"), Error()).Block(load...)
+
+	f.ImportName(graphsPkg, "graphs")
+	f.ImportName(compilerPkg, "compiler")
+	f.Comment(fmt.Sprintf("specialize compiles the kernels of %s for this checkpoint's config and l's page size and", p.Source))
+	f.Comment(fmt.Sprintf("gives them to b as kernels/%s.hip.", p.Package))
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("specialize").Params(Id("b").Qual(devicePkg, "Specializer"), Id("l").Qual(modelPkg, "Limits")).Error().Block(
+		List(Id("src"), Err()).Op(":=").Qual(graphsPkg, "Source").Call(Lit(p.Source)),
+		If(Err().Op("!=").Nil()).Block(Return(Err())),
+		List(Id("hip"), Err()).Op(":=").Qual(compilerPkg, "HIPSourceFrom").Call(Lit(p.Source), Id("src"), Id("m").Dot("cfg"), Id("l").Dot("PageSize")),
+		If(Err().Op("!=").Nil()).Block(Return(Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("specialising kernels/%s.hip for this checkpoint: %%w", p.Package)), Err()))),
+		Return(Id("b").Dot("SpecializeFamily").Call(Lit(p.Package), Id("hip"))),
+	)
 
 	// Info
 	info := Dict{}
@@ -197,6 +212,9 @@ func (e *emitter) family(f *File) error {
 			info[Id("Layers")] = Id(e.goExpr(v.Rows, nil))
 			info[Id("KVWidth")] = Id(e.goExpr(v.Cols, nil))
 		}
+	}
+	if v := input(e.graph("vision"), "pixels"); v != nil {
+		info[Id("PixelCols")] = Id(e.goExpr(v.Cols, nil))
 	}
 	if r := e.rule("image"); r != nil {
 		info[Id("Image")] = Lit(r.Name)
@@ -257,6 +275,11 @@ func (e *emitter) family(f *File) error {
 	)
 	return nil
 }
+
+const (
+	graphsPkg   = "tfc/graphs"
+	compilerPkg = "tfc/compiler"
+)
 
 func strs(xs []string) Code {
 	var out []Code

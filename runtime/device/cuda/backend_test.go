@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"tfc/runtime/device"
 	"tfc/runtime/device/gpu"
@@ -13,9 +14,9 @@ import (
 // what was wrong; a closed backend says it is closed.
 func TestRefusalsNameCUDA(t *testing.T) {
 	be := &Backend{th: gpu.NewThread()}
-	buf := &buffer{dt: device.F32, n: 8, owner: be}
-	other := &buffer{dt: device.F32, n: 8, owner: &Backend{}}
-	freed := &buffer{dt: device.F32, n: 8, owner: be, freed: true}
+	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be}
+	other := &gpu.Buffer{DT: device.F32, N: 8, Owner: &Backend{}}
+	freed := &gpu.Buffer{DT: device.F32, N: 8, Owner: be, Freed: true}
 	tt := device.Tensor{Buf: buf, Rows: 2, Cols: 4}
 	for _, c := range []struct {
 		err  error
@@ -40,13 +41,19 @@ func TestRefusalsNameCUDA(t *testing.T) {
 	}
 }
 
+// kernelK declares one kernel k(op0_X, op0_X_ld, M) as generated sources do.
+const kernelK = "extern \"C\" __global__ __launch_bounds__(256) void k(\n    const float* op0_X, int op0_X_ld,\n    int M) {\n}\n"
+
 // TestLaunchRefusalsNameCUDA: a launch the kernel sources do not declare, or whose operands do
 // not match the declaration, is refused with "cuda: " before anything is built.
 func TestLaunchRefusalsNameCUDA(t *testing.T) {
-	be := &Backend{th: gpu.NewThread(), verified: map[string]bool{}, funcs: map[string]uintptr{}, modules: map[string]uintptr{},
-		symbols: map[string]gpu.Entry{"k": {Family: "a.hip", Params: []string{"op0_X", "op0_X_ld", "M"}}}}
+	lib, err := gpu.NewLibrary("cuda", fstest.MapFS{"a.hip": {Data: []byte(kernelK)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &Backend{th: gpu.NewThread(), lib: lib}
 	defer be.th.Stop()
-	buf := &buffer{dt: device.F32, n: 8, owner: be}
+	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be}
 	x := device.Tensor{Buf: buf, Rows: 2, Cols: 4}
 	for _, c := range []struct {
 		name string

@@ -87,3 +87,40 @@ func TestBuildStagesAndCaches(t *testing.T) {
 		t.Fatalf("failing nvcc: %v", err)
 	}
 }
+
+// TestSpecializeFamilyBuildsTheGivenSource: after SpecializeFamily the backend's build reads the
+// given text, cached under a key of its own beside the embedded text's; before it, the embedded
+// text is built.
+func TestSpecializeFamilyBuildsTheGivenSource(t *testing.T) {
+	dir := t.TempDir()
+	nvcc := filepath.Join(dir, "nvcc")
+	script := "#!/bin/sh\n[ \"$1\" = --version ] && { echo fake 1.0; exit 0; }\n" +
+		"while [ $# -gt 1 ]; do [ \"$1\" = -o ] && out=$2; shift; done\ncat \"$1\" > \"$out\"\n"
+	if err := os.WriteFile(nvcc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lib, err := gpu.NewLibrary("cuda", fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte(kernelK)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &Backend{lib: lib, comp: nvccBuild{nvcc: nvcc, arch: "sm_90", cache: gpu.Cache{Dir: filepath.Join(dir, "cubin"), Ext: ".cubin"}}}
+	if data, err := be.comp.build(be.lib.Sources(), "a.hip"); err != nil || string(data) != kernelK {
+		t.Fatalf("embedded build: %q %v", data, err)
+	}
+	big := kernelK + "// specialised\n"
+	if err := be.SpecializeFamily("a", []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := be.comp.build(be.lib.Sources(), "a.hip"); err != nil || string(data) != big {
+		t.Fatalf("specialised build: %q %v", data, err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "cubin", "*.cubin")); len(files) != 2 {
+		t.Fatalf("cache holds %v, want the embedded and the specialised cubin", files)
+	}
+	if err := be.SpecializeFamily("a", []byte(big)); err != nil {
+		t.Fatalf("the same source again: %v", err)
+	}
+	if err := be.SpecializeFamily("a", []byte("// no kernel\n")); err == nil || !strings.HasPrefix(err.Error(), "cuda: specialising a: ") {
+		t.Fatalf("a source without kernels: %v", err)
+	}
+}

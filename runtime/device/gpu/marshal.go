@@ -1,6 +1,7 @@
 // Package gpu holds what the GPU backends share: the launch rule of the generated kernels
-// (parameters and grids, as compiler/emit/hip documents them), the kernel sources' symbol table
-// and build cache, host-side element conversion, and the locked OS thread a driver context needs.
+// (parameters and grids, as compiler/emit/hip documents them), the kernel sources with their
+// symbol table, specialisation, build cache and loaded modules (Library), device buffers and row
+// copies, host-side element conversion, and the locked OS thread a driver context needs.
 package gpu
 
 import (

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Entry is one kernel symbol of a family's source: the family file and its parameter names.
@@ -53,6 +55,98 @@ func SymbolTable(srcs fs.FS) (map[string]Entry, error) {
 	}
 	return table, nil
 }
+
+// Replace returns srcs with the file name (a family's .hip, e.g. "qwen2vl.hip") holding text
+// instead, and the symbol table of the result; srcs itself is unchanged. The new source must
+// declare a kernel, and none that another family declares.
+func Replace(srcs fs.FS, name string, text []byte) (fs.FS, map[string]Entry, error) {
+	if path.Ext(name) != ".hip" || strings.Contains(name, "/") {
+		return nil, nil, fmt.Errorf("%s is not a family's .hip file", name)
+	}
+	out := memFS{}
+	for _, pattern := range []string{"*.h", "*.hip"} {
+		names, err := fs.Glob(srcs, pattern)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range names {
+			if out[n], err = fs.ReadFile(srcs, n); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	out[name] = bytes.Clone(text)
+	table, err := SymbolTable(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range table {
+		if e.Family == name {
+			return out, table, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("the source given for %s declares no extern \"C\" __global__ kernel", name)
+}
+
+// SameSource reports whether srcs holds exactly text as name.
+func SameSource(srcs fs.FS, name string, text []byte) bool {
+	data, err := fs.ReadFile(srcs, name)
+	return err == nil && bytes.Equal(data, text)
+}
+
+// memFS is a flat set of files held in memory.
+type memFS map[string][]byte
+
+func (m memFS) Open(name string) (fs.File, error) {
+	data, ok := m[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return &memFile{info: memInfo{name: name, size: int64(len(data))}, r: bytes.NewReader(data)}, nil
+}
+
+func (m memFS) ReadFile(name string) ([]byte, error) {
+	data, ok := m[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
+	}
+	return bytes.Clone(data), nil
+}
+
+func (m memFS) Glob(pattern string) ([]string, error) {
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, err
+	}
+	var out []string
+	for n := range m {
+		if ok, _ := path.Match(pattern, n); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+type memFile struct {
+	info memInfo
+	r    *bytes.Reader
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *memFile) Read(p []byte) (int, error) { return f.r.Read(p) }
+func (f *memFile) Close() error               { return nil }
+
+type memInfo struct {
+	name string
+	size int64
+}
+
+func (i memInfo) Name() string       { return i.name }
+func (i memInfo) Size() int64        { return i.size }
+func (i memInfo) Mode() fs.FileMode  { return 0o444 }
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return false }
+func (i memInfo) Sys() any           { return nil }
 
 // SameParams checks marshalled arguments against a kernel's declared parameter names.
 func SameParams(symbol string, declared []string, args []Arg) error {

@@ -3,7 +3,9 @@
 // source (package kernels) is built into a code object for that target by hipcc, or by clang++
 // with the HIP headers and device libraries it finds, on the first launch of one of its kernels,
 // cached under the user cache folder by the hash of the compiler, target and sources, and loaded
-// with hipModuleLoadData.
+// with hipModuleLoadData. Before that first launch the generated glue may replace the source with
+// one specialised for the checkpoint it loads (SpecializeFamily), built and cached under its own
+// hash.
 //
 // HIP's current device is per OS thread, so a Backend owns one goroutine locked to its thread and
 // runs every HIP call there. Launches are asynchronous on the backend's stream; Read, Write and
@@ -16,7 +18,6 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -27,21 +28,18 @@ import (
 
 // Backend runs kernels on one AMD GPU.
 type Backend struct {
-	api     *api
-	th      *gpu.Thread
-	dev     int32
-	stream  uintptr
-	arch    string // gcnArchName, e.g. gfx90a:sramecc+:xnack-
-	name    string
-	srcs    fs.FS
-	symbols map[string]gpu.Entry
-	build   builder
+	api    *api
+	th     *gpu.Thread
+	dev    int32
+	stream uintptr
+	arch   string // gcnArchName, e.g. gfx90a:sramecc+:xnack-
+	name   string
+	srcs   fs.FS // the sources New reads; lib holds them, specialised, afterwards
+	lib    *gpu.Library
+	build  builder
 
-	mu       sync.Mutex
-	modules  map[string]uintptr // family → module
-	funcs    map[string]uintptr // symbol → function
-	verified map[string]bool    // kernels whose parameter names matched their declaration
-	closed   bool
+	mu     sync.Mutex
+	closed bool
 }
 
 // Option configures a Backend.
@@ -61,12 +59,15 @@ func CacheDir(dir string) Option {
 // Target builds for the given gfx target instead of the one the card reports.
 func Target(gfx string) Option { return func(b *Backend) { b.build.target = gfx } }
 
-var _ device.Backend = (*Backend)(nil)
+var (
+	_ device.Backend     = (*Backend)(nil)
+	_ device.Specializer = (*Backend)(nil)
+)
 
 // New opens the HIP runtime and the device, creates the backend's stream and reads the symbol
 // table of the kernel sources. The compiler runs later, on a family's first launch.
 func New(opts ...Option) (*Backend, error) {
-	b := &Backend{srcs: kernels.Sources, modules: map[string]uintptr{}, funcs: map[string]uintptr{}, verified: map[string]bool{}}
+	b := &Backend{srcs: kernels.Sources}
 	b.build.cache = gpu.UserCache("hsaco", ".hsaco")
 	for _, o := range opts {
 		o(b)
@@ -76,8 +77,8 @@ func New(opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.api = a
-	if b.symbols, err = gpu.SymbolTable(b.srcs); err != nil {
-		return nil, fmt.Errorf("hip: %w", err)
+	if b.lib, err = gpu.NewLibrary("hip", b.srcs); err != nil {
+		return nil, err
 	}
 	b.th = gpu.NewThread()
 	err = b.do(func() error {
@@ -170,7 +171,7 @@ func (be *Backend) Close() error {
 	}
 	be.closed = true
 	err := be.do(func() error {
-		for _, m := range be.modules {
+		for _, m := range be.lib.Unload() {
 			be.api.moduleUnload(m)
 		}
 		return check("hipStreamDestroy", be.api.streamDestroy(be.stream))
@@ -227,18 +228,6 @@ func cString(b []byte) string {
 	return string(b)
 }
 
-// buffer is a device allocation.
-type buffer struct {
-	dt    device.DType
-	n     int
-	ptr   uint64
-	owner *Backend
-	freed bool
-}
-
-func (b *buffer) Len() int            { return b.n }
-func (b *buffer) DType() device.DType { return b.dt }
-
 // Alloc returns a zeroed device buffer.
 func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
 	switch dt {
@@ -249,16 +238,16 @@ func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("hip: alloc of %d elements", n)
 	}
-	b := &buffer{dt: dt, n: n, owner: be}
+	b := &gpu.Buffer{DT: dt, N: n, Owner: be}
 	if n == 0 {
 		return b, nil
 	}
 	bytes := uint64(n) * uint64(dt.Size())
 	err := be.do(func() error {
-		if err := check("hipMalloc", be.api.malloc(&b.ptr, bytes)); err != nil {
+		if err := check("hipMalloc", be.api.malloc(&b.Ptr, bytes)); err != nil {
 			return fmt.Errorf("%w: allocating %d %v elements (%d bytes)", err, n, dt, bytes)
 		}
-		return check("hipMemset", be.api.memset(b.ptr, 0, bytes))
+		return check("hipMemset", be.api.memset(b.Ptr, 0, bytes))
 	})
 	if err != nil {
 		return nil, err
@@ -268,27 +257,21 @@ func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
 
 // Free releases b.
 func (be *Backend) Free(buf device.Buffer) {
-	b, ok := buf.(*buffer)
-	if !ok || b.owner != be || b.freed {
+	b, err := gpu.Owned(buf, be)
+	if err != nil {
 		return
 	}
-	b.freed = true
-	if b.ptr != 0 {
-		ptr := b.ptr
+	b.Freed = true
+	if b.Ptr != 0 {
+		ptr := b.Ptr
 		be.do(func() error { return check("hipFree", be.api.free(ptr)) })
 	}
 }
 
 // view checks that t lies inside a live buffer of this backend.
-func (be *Backend) view(what string, t device.Tensor) (*buffer, error) {
-	b, ok := t.Buf.(*buffer)
-	if !ok || b.owner != be {
-		return nil, fmt.Errorf("hip: %s of a tensor whose buffer %T is not this backend's", what, t.Buf)
-	}
-	if b.freed {
-		return nil, fmt.Errorf("hip: %s of a freed buffer", what)
-	}
-	if err := gpu.View(what, t, b.n); err != nil {
+func (be *Backend) view(what string, t device.Tensor) (*gpu.Buffer, error) {
+	b, err := gpu.ViewOf(what, t, be)
+	if err != nil {
 		return nil, fmt.Errorf("hip: %w", err)
 	}
 	return b, nil
@@ -302,29 +285,20 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 		return err
 	}
 	n := t.Rows * t.Cols
-	host, err := gpu.Encode(b.dt, n, src, srcType)
+	host, err := gpu.Encode(b.DT, n, src, srcType)
 	if err != nil {
 		return fmt.Errorf("hip: %w", err)
 	}
 	if n == 0 {
 		return nil
 	}
-	size := b.dt.Size()
 	return be.do(func() error {
 		if err := check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)); err != nil {
 			return err
 		}
-		if t.Contiguous() || t.Rows == 1 {
-			return check("hipMemcpyHtoD", be.api.memcpyHtoD(b.ptr+uint64(t.Off*size), unsafe.Pointer(&host[0]), uint64(len(host))))
-		}
-		row := t.Cols * size
-		for r := 0; r < t.Rows; r++ {
-			dst := b.ptr + uint64((t.Off+r*t.RowStride())*size)
-			if err := check("hipMemcpyHtoD", be.api.memcpyHtoD(dst, unsafe.Pointer(&host[r*row]), uint64(row))); err != nil {
-				return err
-			}
-		}
-		return nil
+		return gpu.CopyRows(t, b, host, func(dev uint64, h []byte) error {
+			return check("hipMemcpyHtoD", be.api.memcpyHtoD(dev, unsafe.Pointer(&h[0]), uint64(len(h))))
+		})
 	})
 }
 
@@ -335,76 +309,45 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	if err != nil {
 		return err
 	}
-	if err := gpu.CheckRead(b.dt, t.Rows, t.Cols, dst); err != nil {
+	if err := gpu.CheckRead(b.DT, t.Rows, t.Cols, dst); err != nil {
 		return fmt.Errorf("hip: %w", err)
 	}
 	n := t.Rows * t.Cols
 	if n == 0 {
 		return nil
 	}
-	size := b.dt.Size()
-	host := make([]byte, n*size)
+	host := make([]byte, n*b.DT.Size())
 	err = be.do(func() error {
 		if err := check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)); err != nil {
 			return err
 		}
-		if t.Contiguous() || t.Rows == 1 {
-			return check("hipMemcpyDtoH", be.api.memcpyDtoH(unsafe.Pointer(&host[0]), b.ptr+uint64(t.Off*size), uint64(len(host))))
-		}
-		row := t.Cols * size
-		for r := 0; r < t.Rows; r++ {
-			src := b.ptr + uint64((t.Off+r*t.RowStride())*size)
-			if err := check("hipMemcpyDtoH", be.api.memcpyDtoH(unsafe.Pointer(&host[r*row]), src, uint64(row))); err != nil {
-				return err
-			}
-		}
-		return nil
+		return gpu.CopyRows(t, b, host, func(dev uint64, h []byte) error {
+			return check("hipMemcpyDtoH", be.api.memcpyDtoH(unsafe.Pointer(&h[0]), dev, uint64(len(h))))
+		})
 	})
 	if err != nil {
 		return err
 	}
-	gpu.Decode(b.dt, host, dst)
+	gpu.Decode(b.DT, host, dst)
 	return nil
 }
 
 // Launch runs the ops of one generated kernel on the backend's stream: its parameters and grid
 // by the rule of compiler/emit/hip.
 func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
-	args, err := gpu.Marshal(ops, be.address)
+	c, err := be.lib.Prepare(k, ops, be.address, (*loader)(be))
 	if err != nil {
-		return fmt.Errorf("hip: kernel %s: %w", k.Name, err)
+		return err
 	}
-	ls, err := gpu.Geometry(ops)
-	if err != nil {
-		return fmt.Errorf("hip: kernel %s: %w", k.Name, err)
-	}
-	fns := make([]uintptr, len(ls))
-	for i, l := range ls {
-		if fns[i], err = be.function(k.Name+l.Suffix, args); err != nil {
-			return err
-		}
-	}
-	vals := make([]uint64, len(args))
-	ptrs := make([]uintptr, len(args))
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	for i, a := range args {
-		vals[i] = a.Value
-		pin.Pin(&vals[i])
-		ptrs[i] = uintptr(unsafe.Pointer(&vals[i]))
-	}
-	var params unsafe.Pointer
-	if len(ptrs) > 0 {
-		params = unsafe.Pointer(&ptrs[0])
-	}
+	defer c.Close()
 	return be.do(func() error {
-		for i, l := range ls {
-			if l.GridX <= 0 || l.GridY <= 0 {
+		for i, g := range c.Grids {
+			if g.GridX <= 0 || g.GridY <= 0 {
 				continue
 			}
-			code := be.api.moduleLaunchKernel(fns[i], uint32(l.GridX), uint32(l.GridY), 1, gpu.Threads, 1, 1, 0, be.stream, params, 0)
+			code := be.api.moduleLaunchKernel(c.Funcs[i], uint32(g.GridX), uint32(g.GridY), 1, gpu.Threads, 1, 1, 0, be.stream, c.Params, 0)
 			if err := check("hipModuleLaunchKernel", code); err != nil {
-				return fmt.Errorf("%w: kernel %s%s grid (%d,%d)", err, k.Name, l.Suffix, l.GridX, l.GridY)
+				return fmt.Errorf("%w: kernel %s%s grid (%d,%d)", err, k.Name, g.Suffix, g.GridX, g.GridY)
 			}
 		}
 		return nil
@@ -413,61 +356,53 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 
 // address is a buffer's device base address, for gpu.Marshal.
 func (be *Backend) address(buf device.Buffer) (uint64, error) {
-	b, ok := buf.(*buffer)
-	if !ok || b.owner != be {
-		return 0, fmt.Errorf("buffer %T is not this backend's", buf)
+	b, err := gpu.Owned(buf, be)
+	if err != nil {
+		return 0, err
 	}
-	if b.freed {
-		return 0, fmt.Errorf("buffer was freed")
-	}
-	return b.ptr, nil
+	return b.Ptr, nil
 }
 
-// function returns the loaded function of symbol, building and loading its family on first use,
-// and checks once that args name the parameters the kernel declares.
-func (be *Backend) function(symbol string, args []gpu.Arg) (uintptr, error) {
-	e, ok := be.symbols[symbol]
-	if !ok {
-		return 0, fmt.Errorf("hip: no kernel %s in the kernel sources; regenerate kernels/ with tfc compile and rebuild", symbol)
-	}
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	if !be.verified[symbol] {
-		if err := gpu.SameParams(symbol, e.Params, args); err != nil {
-			return 0, fmt.Errorf("hip: %w", err)
-		}
-		be.verified[symbol] = true
-	}
-	if f, ok := be.funcs[symbol]; ok {
-		return f, nil
-	}
-	mod, ok := be.modules[e.Family]
-	if !ok {
-		if be.build.comp.path == "" {
-			c, err := findCompiler()
-			if err != nil {
-				return 0, err
-			}
-			be.build.comp = c
-		}
-		image, err := be.build.build(be.srcs, e.Family)
+// SpecializeFamily makes hip the source of kernels/<family>.hip on this backend, built for its
+// target (cached by its hash) on the family's next first launch. Once the family's code object is
+// loaded, other source is refused.
+func (be *Backend) SpecializeFamily(family string, hip []byte) error {
+	return be.lib.Specialize(family, hip)
+}
+
+// loader builds and loads code objects for the backend's library.
+type loader Backend
+
+func (l *loader) LoadModule(srcs fs.FS, family string) (uintptr, error) {
+	be := (*Backend)(l)
+	if be.build.comp.path == "" {
+		c, err := findCompiler()
 		if err != nil {
 			return 0, err
 		}
-		err = be.do(func() error {
-			return check("hipModuleLoadData", be.api.moduleLoadData(&mod, unsafe.Pointer(&image[0])))
-		})
-		if err != nil {
-			return 0, fmt.Errorf("%w: loading the %s code object of %s", err, be.build.target, e.Family)
-		}
-		be.modules[e.Family] = mod
+		be.build.comp = c
 	}
+	image, err := be.build.build(srcs, family)
+	if err != nil {
+		return 0, err
+	}
+	var mod uintptr
+	err = be.do(func() error {
+		return check("hipModuleLoadData", be.api.moduleLoadData(&mod, unsafe.Pointer(&image[0])))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w: loading the %s code object of %s", err, be.build.target, family)
+	}
+	return mod, nil
+}
+
+func (l *loader) Function(mod uintptr, family, symbol string) (uintptr, error) {
+	be := (*Backend)(l)
 	var f uintptr
 	err := be.do(func() error { return check("hipModuleGetFunction", be.api.moduleGetFunction(&f, mod, symbol)) })
 	if err != nil {
-		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, e.Family)
+		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, family)
 	}
-	be.funcs[symbol] = f
 	return f, nil
 }
 
