@@ -70,23 +70,88 @@ struct tfc_gemm_smem {
   static constexpr int floats = ab > c ? ab : c;
 };
 
+// Every GEMM output is summed in one order, whatever the launch: k in chunks of TFC_KC from 0
+// (the last chunk ends at K rounded up to BK, padded with zeros), each chunk summed from zero in
+// ascending k, the chunk sums added in ascending order. Both paths below follow it, so a row's
+// result does not depend on how many rows share its tile.
+#define TFC_KC 64
+// Tiles with at most TFC_SMALL_ROWS rows (decode rounds) split k across threads instead.
+#define TFC_SMALL_ROWS 8
+
+// tfc_gemm_rows is tfc_gemm_tile for a tile of rows ≤ TFC_SMALL_ROWS: threads sum (column, chunk)
+// pairs for every row at once, in batches whose chunk sums fit in smem, and each thread then adds
+// the chunk sums of the (row, column) outputs it owns in ascending order.
+template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW>
+__device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx, const TW* W, int ldw, int rows, int m0, int n0) {
+  constexpr int KPAD = (K + BK - 1) / BK * BK;
+  constexpr int NC = (KPAD + TFC_KC - 1) / TFC_KC;
+  constexpr int OWN = (BN * TFC_SMALL_ROWS + 255) / 256;
+  const int kend = tfc_bound<MUT>(K);
+  const int ldxm = tfc_stride<MUT>(ldx);
+  const int owners = BN * rows;
+  const int nb = tfc_gemm_smem<BM, BN, BK>::floats / owners;  // chunk sums a batch keeps
+  float total[OWN];
+#pragma unroll
+  for (int o = 0; o < OWN; ++o) total[o] = 0.f;
+  for (int j0 = 0; j0 < NC; j0 += nb) {
+    const int jn = NC - j0 < nb ? NC - j0 : nb;
+    for (int it = threadIdx.x; it < BN * jn; it += 256) {
+      const int c = it % BN, j = it / BN, n = n0 + c;
+      const int kb = (j0 + j) * TFC_KC, ke = kb + TFC_KC < KPAD ? kb + TFC_KC : KPAD;
+      float p[TFC_SMALL_ROWS];
+#pragma unroll
+      for (int r = 0; r < TFC_SMALL_ROWS; ++r) p[r] = 0.f;
+#pragma unroll 1
+      for (int k = kb; k < ke; ++k) {
+        const float b = (n < N && k < kend) ? tfc_ld(W + (size_t)n * ldw + k) : 0.f;
+#pragma unroll
+        for (int r = 0; r < TFC_SMALL_ROWS; ++r)
+          if (r < rows) p[r] = fmaf(k < kend ? tfc_ld(X + (size_t)(m0 + r) * ldxm + k) : 0.f, b, p[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < TFC_SMALL_ROWS; ++r)
+        if (r < rows) smem[(r * BN + c) * nb + j] = p[r];
+    }
+    tfc_fill_barrier<MUT>();
+#pragma unroll
+    for (int o = 0; o < OWN; ++o) {
+      const int own = threadIdx.x + 256 * o;
+      if (own < owners)
+        for (int j = 0; j < jn; ++j) total[o] += smem[own * nb + j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int o = 0; o < OWN; ++o) {
+    const int own = threadIdx.x + 256 * o;
+    if (own < owners) smem[(own / BN) * (BN + 1) + own % BN] = total[o];
+  }
+  __syncthreads();
+}
+
 // tfc_gemm_tile computes the BM×BN tile at (m0, n0) of X·Wᵀ, X [M,K] and W [N,K], accumulating in
-// F32 over k in ascending order, and leaves it in smem as C[r*(BN+1) + c] for the epilogue.
+// F32 in the order above, and leaves it in smem as C[r*(BN+1) + c] for the epilogue.
 // 256 threads as a 16×16 grid; thread (ty, tx) owns rows ty+16i and columns tx+16j.
 template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW>
 __device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx, const TW* W, int ldw, int M, int m0, int n0) {
   static_assert(BM % 16 == 0 && BN % 16 == 0, "tile sides must be multiples of 16");
+  static_assert(TFC_KC % BK == 0 && BM >= TFC_SMALL_ROWS, "chunks hold whole BK steps");
+  const int rows = M - m0 < BM ? M - m0 : BM;
+  if (rows <= TFC_SMALL_ROWS) {
+    tfc_gemm_rows<BM, BN, BK, N, K, MUT>(smem, X, ldx, W, ldw, rows, m0, n0);
+    return;
+  }
   constexpr int TM = BM / 16, TN = BN / 16;
   float* As = smem;                 // [BK][BM+1]
   float* Bs = smem + BK * (BM + 1);  // [BK][BN+1]
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
-  float acc[TM][TN];
+  float acc[TM][TN], part[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+    for (int j = 0; j < TN; ++j) acc[i][j] = part[i][j] = 0.f;
 
   for (int k0 = 0; k0 < K; k0 += BK) {
     for (int e = threadIdx.x; e < BM * BK; e += 256) {
@@ -108,7 +173,16 @@ __device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx,
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < TN; ++j) part[i][j] = fmaf(a[i], b[j], part[i][j]);
+    }
+    if ((k0 + BK) % TFC_KC == 0 || k0 + BK >= K) {
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          acc[i][j] += part[i][j];
+          part[i][j] = 0.f;
+        }
     }
     __syncthreads();
   }

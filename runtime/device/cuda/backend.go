@@ -144,6 +144,15 @@ func (be *Backend) Close() error {
 	return err
 }
 
+// goAsync queues f on the backend's thread (gpu.Thread.Go).
+func (be *Backend) goAsync(f func() error) error {
+	err := be.th.Go(f)
+	if errors.Is(err, gpu.ErrStopped) {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	return err
+}
+
 // do runs f on the backend's thread, where its context is current.
 func (be *Backend) do(f func() error) error {
 	err := be.th.Do(f)
@@ -301,8 +310,9 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	return be.do(func() error {
+	// Launches are queued: an error surfaces at the next Launch, Read, Write or Sync.
+	return be.goAsync(func() error {
+		defer c.Close()
 		for i, g := range c.Grids {
 			if g.GridX <= 0 || g.GridY <= 0 {
 				continue
