@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
@@ -95,7 +96,10 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		}
 		t, done, err := mutantTarget("cuda-"+be.Arch(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
 			return cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache))
+		}, func(srcs fs.FS, cache string) error {
+			return cuda.Prebuild(srcs, strings.TrimSuffix(f.Source, ".hip"), be.Arch(), cache)
 		})
+
 		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}
 		return t, m, done, err
 	case "hip":
@@ -105,7 +109,7 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		}
 		t, done, err := mutantTarget("hip-"+be.Target(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
 			return hipdev.New(hipdev.Sources(srcs), hipdev.CacheDir(cache), hipdev.Target(be.Target()))
-		})
+		}, nil)
 		m := contracts.Machine{Device: be.Describe(), Backend: be.Describe(), Compiler: "clang/hipcc for " + be.Target()}
 		return t, m, done, err
 	}
@@ -120,8 +124,9 @@ type gpuBackend interface {
 
 // mutantTarget is the contract target of a GPU backend: its controls are HIP-source mutants of
 // the family's kernels, each built by build into a backend of the same kind, sharing one cache.
-// On error be is closed.
-func mutantTarget(name string, be gpuBackend, f contracts.Family, build func(srcs fs.FS, cache string) (gpuBackend, error)) (contracts.Target, func(), error) {
+// prebuild, when given, fills that cache with every control's build at once, on all cores. On
+// error be is closed.
+func mutantTarget(name string, be gpuBackend, f contracts.Family, build func(srcs fs.FS, cache string) (gpuBackend, error), prebuild func(srcs fs.FS, cache string) error) (contracts.Target, func(), error) {
 	cache, err := os.MkdirTemp("", "tfc-contract-")
 	if err != nil {
 		be.Close()
@@ -144,7 +149,34 @@ func mutantTarget(name string, be gpuBackend, f contracts.Family, build func(src
 			}
 			return mb, func() { mb.Close() }, nil
 		}}
+	if prebuild != nil {
+		if err := prebuildControls(f, t.Controls, cache, prebuild); err != nil {
+			be.Close()
+			os.RemoveAll(cache)
+			return contracts.Target{}, nil, err
+		}
+	}
 	return t, func() { be.Close(); os.RemoveAll(cache) }, nil
+}
+
+// prebuildControls runs prebuild on every control's mutant source, as many at once as there are cores.
+func prebuildControls(f contracts.Family, controls []contracts.Control, cache string, prebuild func(srcs fs.FS, cache string) error) error {
+	var g errgroup.Group
+	g.SetLimit(runtime.NumCPU())
+	for _, c := range controls {
+		g.Go(func() error {
+			mut, err := hip.ParseMutation(c.Mutation)
+			if err != nil {
+				return err
+			}
+			srcs, err := contracts.MutantSources(f, c.Kernel, mut)
+			if err != nil {
+				return err
+			}
+			return prebuild(srcs, cache)
+		})
+	}
+	return g.Wait()
 }
 
 func cudaDriver(be *cuda.Backend) string {

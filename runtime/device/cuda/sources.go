@@ -74,3 +74,16 @@ func (c *nvccBuild) build(srcs fs.FS, family string) ([]byte, error) {
 	c.cache.Store(key, data)
 	return data, nil
 }
+
+// Prebuild builds the cubin of family from srcs for arch into the cache at dir (the one
+// CacheDir(dir) gives a backend), so that a backend opened later finds it there. It needs nvcc,
+// not a GPU, and may run concurrently.
+func Prebuild(srcs fs.FS, family, arch, dir string) error {
+	nvcc, err := findNVCC()
+	if err != nil {
+		return err
+	}
+	c := nvccBuild{nvcc: nvcc, arch: arch, cache: gpu.Cache{Dir: dir, Ext: ".cubin"}}
+	_, err = c.build(srcs, family)
+	return err
+}
