@@ -286,7 +286,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 128;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -308,7 +308,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int D = 64;
+  constexpr int D = 32;
   const int m = blockIdx.x;
   if (m >= M) return;
   const int id = op0_Ids[m];
@@ -325,7 +325,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int D = 64;
+  constexpr int D = 32;
   const int m = blockIdx.x;
   if (m >= M) return;
   const int i = op0_Index[m];
@@ -342,7 +342,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int D = 64;
+  constexpr int D = 32;
   __shared__ float row[D];
   __shared__ float red[256];
   const int m = blockIdx.x;
@@ -362,7 +362,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
 
 // dotsocr_decode_linear_bias_rope: linear(bias) → rope
 // from graphs/dots_ocr.graph:128
-// launch dotsocr_decode_linear_bias_rope: grid (ceil(M/64), 4), 256 threads
+// launch dotsocr_decode_linear_bias_rope: grid (ceil(M/64), 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -372,46 +372,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 16, BK = 16, N = 64, K = 64;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
-    v += tfc_ld(op0_B + n);
-    if (!((n >= 0 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
-  }
-  __syncthreads();
-  if (n0 >= 0 && n0 < 64) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
-      if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
-      const int a = 0;
-      const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
-    }
-  }
-}
-
-// dotsocr_decode_linear_bias_rope_k_proj: linear(bias) → rope
-// from graphs/dots_ocr.graph:129
-// launch dotsocr_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 2), 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_k_proj(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    const tfc_bf16* op0_B, int op0_B_ld,
-    float* op0_Y, int op0_Y_ld,
-    float* op1_X, int op1_X_ld,
-    const int* op1_Pos, int op1_Pos_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 16, BK = 16, N = 32, K = 64;
+  constexpr int BM = 64, BN = 16, BK = 16, N = 32, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -426,14 +387,53 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
     for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+      const int r = e / (BN / 2), j = e % 4, c = e % (BN / 2) / 4 * 8 + j, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (BN + 1) + c], y = smem[r * (BN + 1) + c + 4];
       const int a = 0;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = powf(1e+06f, -2.f * j / 8);
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
+    }
+  }
+}
+
+// dotsocr_decode_linear_bias_rope_k_proj: linear(bias) → rope
+// from graphs/dots_ocr.graph:129
+// launch dotsocr_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 1), 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_k_proj(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const tfc_bf16* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr int BM = 64, BN = 16, BK = 16, N = 16, K = 32;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * BN; e += 256) {
+    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (BN + 1) + c];
+    v += tfc_ld(op0_B + n);
+    if (!((n >= 0 && n < 16))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (BN + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 16) {
+    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
+      const int r = e / (BN / 2), j = e % 4, c = e % (BN / 2) / 4 * 8 + j, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (BN + 1) + c], y = smem[r * (BN + 1) + c + 4];
+      const int a = 0;
+      const float f = powf(1e+06f, -2.f * j / 8);
+      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
     }
   }
 }
@@ -448,7 +448,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 64;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 16, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -476,7 +476,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvsto
     const int* op0_Rows_RowPos, int op0_Rows_RowPos_ld,
     const int* op0_Rows_PageTable, int op0_Rows_PageTable_ld,
     int M) {
-  tfc_kv_store<32, 16, 256>(op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
+  tfc_kv_store<16, 16, 256>(op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
       op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M);
 }
 
@@ -492,8 +492,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention(
     const int* op0_Rows_PageTable, int op0_Rows_PageTable_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  tfc_attention_paged<16, 2, 32, 256, 16, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
-      op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, 0.25f);
+  tfc_attention_paged<8, 2, 32, 256, 16, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
+      op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, 0.35355338f);
 }
 
 // dotsocr_decode_linear_res: linear(res)
@@ -506,7 +506,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 64;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -528,7 +528,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 64;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -552,7 +552,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 64;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -576,7 +576,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 128;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -598,7 +598,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int D = 64;
+  constexpr int D = 32;
   const int m = blockIdx.x;
   if (m >= M) return;
   const int i = op0_Index[m];
@@ -615,7 +615,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 151936, K = 64;
+  constexpr int BM = 64, BN = 64, BK = 16, N = 151936, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

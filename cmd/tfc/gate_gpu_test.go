@@ -19,3 +19,14 @@ func TestQwen2VLGateCUDA(t *testing.T) {
 	t.Logf("backend %s", be.Describe())
 	gateQwen2VL(t, be)
 }
+
+// TestDotsOCRGateCUDA is TestDotsOCRGate on the cuda backend.
+func TestDotsOCRGateCUDA(t *testing.T) {
+	be, err := cuda.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	t.Logf("backend %s", be.Describe())
+	gateDotsOCR(t, be)
+}

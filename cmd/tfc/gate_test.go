@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,7 +20,10 @@ import (
 	"tfc/runtime/sample"
 )
 
-const tinyQwen2VL = "../../testdata/qwen2-vl-tiny"
+const (
+	tinyQwen2VL = "../../testdata/qwen2-vl-tiny"
+	tinyDotsOCR = "../../testdata/dots-ocr-tiny"
+)
 
 // oracleCase is one of transformers' recorded generations (tools/oracle/qwen2_vl.py).
 type oracleCase struct {
@@ -51,28 +55,40 @@ const (
 // compares with transformers: prompt ids, pixel values, vision rows, greedy ids, top-5 logits.
 func TestQwen2VLGate(t *testing.T) { gateQwen2VL(t, cpu.New()) }
 
-// gateQwen2VL is the model gate on backend b.
-func gateQwen2VL(t *testing.T, b device.Backend) {
-	if _, err := os.Stat(filepath.Join(tinyQwen2VL, "tokenizer.json")); err != nil {
-		t.Fatalf("%s has no tokenizer.json: run make testdata", tinyQwen2VL)
+// TestDotsOCRGate is the same gate on the tiny dots.ocr checkpoint, whose oracle is the
+// publisher's own code (tools/oracle/dots_ocr.py).
+func TestDotsOCRGate(t *testing.T) { gateDotsOCR(t, cpu.New()) }
+
+func gateQwen2VL(t *testing.T, b device.Backend) { gateFamily(t, b, tinyQwen2VL) }
+func gateDotsOCR(t *testing.T, b device.Backend) { gateFamily(t, b, tinyDotsOCR) }
+
+// gateFamily is the model gate on backend b for every case recorded in dir/oracle.
+func gateFamily(t *testing.T, b device.Backend, dir string) {
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatalf("%s has no tokenizer.json: run make testdata", dir)
 	}
-	fe, err := engine.LoadFrontend(tinyQwen2VL)
+	cases, err := filepath.Glob(filepath.Join(dir, "oracle", "*.safetensors"))
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("%s/oracle holds no cases (%v)", dir, err)
+	}
+	fe, err := engine.LoadFrontend(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(tinyQwen2VL, b, model.Limits{Context: 256, Parallel: 1, Rows: 64, PageSize: 16, Patches: 1024})
+	e, err := engine.Open(dir, b, model.Limits{Context: 512, Parallel: 1, Rows: 64, PageSize: 16, Patches: 2048})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	for _, name := range []string{"text", "image1", "image2"} {
+	for _, c := range cases {
+		name := strings.TrimSuffix(filepath.Base(c), ".safetensors")
 		t.Run(name, func(t *testing.T) {
 			var oc oracleCase
-			readJSON(t, filepath.Join(tinyQwen2VL, "oracle", name+".json"), &oc)
-			ref := readSafetensors(t, filepath.Join(tinyQwen2VL, "oracle", name+".safetensors"))
+			readJSON(t, filepath.Join(dir, "oracle", name+".json"), &oc)
+			ref := readSafetensors(t, c)
 			var files [][]byte
 			for _, p := range oc.Images {
-				data, err := os.ReadFile(filepath.Join(tinyQwen2VL, "oracle", p))
+				data, err := os.ReadFile(filepath.Join(dir, "oracle", p))
 				if err != nil {
 					t.Fatal(err)
 				}

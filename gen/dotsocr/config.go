@@ -381,8 +381,8 @@ func (c *Config) values() []model.Value {
 
 // unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
 func (c *Config) unpinned(l model.Limits) (bad []string) {
-	if c.D != 64 {
-		bad = append(bad, fmt.Sprintf("D = %v (hidden_size), the kernels have 64", c.D))
+	if c.D != 32 {
+		bad = append(bad, fmt.Sprintf("D = %v (hidden_size), the kernels have 32", c.D))
 	}
 	if c.H != 4 {
 		bad = append(bad, fmt.Sprintf("H = %v (num_attention_heads), the kernels have 4", c.H))

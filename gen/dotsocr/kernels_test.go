@@ -219,9 +219,9 @@ var kernelCases = []struct {
 }, {
 	build: func(b *contracts.Builder) []device.Op {
 		t1 := b.Act(device.F32, 2, 128)
-		t2 := b.Normal(device.BF16, 64, 128, 0.08838834764831843)
-		t3 := b.Normal(device.BF16, 1, 64, 0.125)
-		t4 := b.Out(device.F32, 2, 64)
+		t2 := b.Normal(device.BF16, 32, 128, 0.08838834764831843)
+		t3 := b.Normal(device.BF16, 1, 32, 0.17677669529663687)
+		t4 := b.Out(device.F32, 2, 32)
 		return []device.Op{device.Linear{
 			B: t3,
 			W: t2,
@@ -236,8 +236,8 @@ var kernelCases = []struct {
 }, {
 	build: func(b *contracts.Builder) []device.Op {
 		t1 := b.Ints(1, 4, randomInts(b, 4, 151936))
-		t2 := b.Normal(device.BF16, 151936, 64, 0.125)
-		t3 := b.Out(device.F32, 4, 64)
+		t2 := b.Normal(device.BF16, 151936, 32, 0.17677669529663687)
+		t3 := b.Out(device.F32, 4, 32)
 		return []device.Op{device.Embed{
 			Ids:   t1,
 			Table: t2,
@@ -250,9 +250,9 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 2, 64)
+		t1 := b.Act(device.F32, 2, 32)
 		t2 := b.Ints(1, 2, distinctInts(b, 2, 4))
-		t3 := b.Out(device.F32, 4, 64)
+		t3 := b.Out(device.F32, 4, 32)
 		return []device.Op{device.Scatter{
 			Index: t2,
 			Src:   t1,
@@ -265,9 +265,9 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 1, 64, 0.125)
-		t3 := b.Out(device.F32, 4, 64)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 1, 32, 0.17677669529663687)
+		t3 := b.Out(device.F32, 4, 32)
 		return []device.Op{device.RMSNorm{
 			Eps: float32(1e-06),
 			W:   t2,
@@ -281,10 +281,10 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 64, 64, 0.125)
-		t3 := b.Normal(device.BF16, 1, 64, 0.125)
-		t4 := b.Out(device.F32, 4, 64)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 32, 32, 0.17677669529663687)
+		t3 := b.Normal(device.BF16, 1, 32, 0.17677669529663687)
+		t4 := b.Out(device.F32, 4, 32)
 		t5 := b.Ints(4, 1, randomInts(b, 4, 64))
 		return []device.Op{device.Linear{
 			B: t3,
@@ -292,11 +292,11 @@ var kernelCases = []struct {
 			X: t1,
 			Y: t4,
 		}, device.Rope{
-			HeadDim:  16,
+			HeadDim:  8,
 			Heads:    4,
 			Mode:     device.RopeSections,
 			Pos:      t5,
-			Sections: []int{8},
+			Sections: []int{4},
 			Theta:    float32(1e+06),
 			X:        t4,
 		}}
@@ -307,10 +307,10 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 32, 64, 0.125)
-		t3 := b.Normal(device.BF16, 1, 32, 0.17677669529663687)
-		t4 := b.Out(device.F32, 4, 32)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 16, 32, 0.17677669529663687)
+		t3 := b.Normal(device.BF16, 1, 16, 0.25)
+		t4 := b.Out(device.F32, 4, 16)
 		t5 := b.Ints(4, 1, randomInts(b, 4, 64))
 		return []device.Op{device.Linear{
 			B: t3,
@@ -318,11 +318,11 @@ var kernelCases = []struct {
 			X: t1,
 			Y: t4,
 		}, device.Rope{
-			HeadDim:  16,
+			HeadDim:  8,
 			Heads:    2,
 			Mode:     device.RopeSections,
 			Pos:      t5,
-			Sections: []int{8},
+			Sections: []int{4},
 			Theta:    float32(1e+06),
 			X:        t4,
 		}}
@@ -333,10 +333,10 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 32, 64, 0.125)
-		t3 := b.Normal(device.BF16, 1, 32, 0.17677669529663687)
-		t4 := b.Out(device.F32, 4, 32)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 16, 32, 0.17677669529663687)
+		t3 := b.Normal(device.BF16, 1, 16, 0.25)
+		t4 := b.Out(device.F32, 4, 16)
 		return []device.Op{device.Linear{
 			B: t3,
 			W: t2,
@@ -350,24 +350,24 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Act(device.F32, 4, 32)
-		t3 := b.Act(device.F32, 4, 32)
-		t4 := b.Out(device.F32, 4, 64)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Act(device.F32, 4, 16)
+		t3 := b.Act(device.F32, 4, 16)
+		t4 := b.Out(device.F32, 4, 32)
 		t5 := &device.KVCache{
-			K: b.Normal(device.F32, 64, 32, 1.0),
-			V: b.Normal(device.F32, 64, 32, 1.0),
+			K: b.Normal(device.F32, 64, 16, 1.0),
+			V: b.Normal(device.F32, 64, 16, 1.0),
 		}
 		t6 := roundRows(b, 4, 16)
 		return []device.Op{device.Attention{
 			Cache:   t5,
-			HeadDim: 16,
+			HeadDim: 8,
 			Heads:   4,
 			K:       t2,
 			KVHeads: 2,
 			Q:       t1,
 			Rows:    t6,
-			Scale:   float32(0.25),
+			Scale:   float32(0.35355339059327373),
 			V:       t3,
 			Y:       t4,
 		}}
@@ -378,10 +378,10 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 64, 64, 0.125)
-		t3 := b.Out(device.F32, 4, 64)
-		t4 := b.Act(device.F32, 4, 64)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 32, 32, 0.17677669529663687)
+		t3 := b.Out(device.F32, 4, 32)
+		t4 := b.Act(device.F32, 4, 32)
 		return []device.Op{device.Linear{
 			Res: t4,
 			W:   t2,
@@ -395,8 +395,8 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 128, 64, 0.125)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 128, 32, 0.17677669529663687)
 		t3 := b.Out(device.F32, 4, 128)
 		return []device.Op{device.Linear{
 			W: t2,
@@ -410,8 +410,8 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 128, 64, 0.125)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 128, 32, 0.17677669529663687)
 		t3 := b.Out(device.F32, 4, 128)
 		t4 := b.Act(device.F32, 4, 128)
 		t5 := b.Out(device.F32, 4, 128)
@@ -433,9 +433,9 @@ var kernelCases = []struct {
 }, {
 	build: func(b *contracts.Builder) []device.Op {
 		t1 := b.Act(device.F32, 4, 128)
-		t2 := b.Normal(device.BF16, 64, 128, 0.08838834764831843)
-		t3 := b.Out(device.F32, 4, 64)
-		t4 := b.Act(device.F32, 4, 64)
+		t2 := b.Normal(device.BF16, 32, 128, 0.08838834764831843)
+		t3 := b.Out(device.F32, 4, 32)
+		t4 := b.Act(device.F32, 4, 32)
 		return []device.Op{device.Linear{
 			Res: t4,
 			W:   t2,
@@ -449,9 +449,9 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
+		t1 := b.Act(device.F32, 4, 32)
 		t2 := b.Ints(1, 4, distinctInts(b, 4, 4))
-		t3 := b.Out(device.F32, 4, 64)
+		t3 := b.Out(device.F32, 4, 32)
 		return []device.Op{device.Gather{
 			Index: t2,
 			X:     t1,
@@ -464,8 +464,8 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Normal(device.BF16, 151936, 64, 0.125)
+		t1 := b.Act(device.F32, 4, 32)
+		t2 := b.Normal(device.BF16, 151936, 32, 0.17677669529663687)
 		t3 := b.Out(device.F32, 4, 151936)
 		return []device.Op{device.Linear{
 			W: t2,

@@ -38,6 +38,8 @@ type Template struct {
 	Origin  string // where it came from, for error messages
 	tmpl    *jinja.Template
 	special map[string]string
+
+	opensWithTag bool // rendered behind startText
 }
 
 // Options are apply_chat_template's switches.
@@ -56,6 +58,14 @@ type Options struct {
 func Parse(source, origin string, special map[string]string) (*Template, error) {
 	// Jinja's default keep_trailing_newline=False drops one final newline of the source.
 	src := strings.TrimSuffix(source, "\n")
+	// ardanlabs/jinja takes the template's first text as the start of the template for
+	// lstrip_blocks even when tags come before it (the " " of "{% else %} {% for %}" is dropped,
+	// Jinja keeps it). A template that opens with a tag gets a first text of its own, which no
+	// rule trims; render removes it.
+	opensWithTag := strings.HasPrefix(src, "{")
+	if opensWithTag {
+		src = startText + src
+	}
 	t, err := jinja.Compile(src)
 	if err != nil {
 		return nil, fmt.Errorf("chat template from %s does not compile: %v", origin, err)
@@ -66,8 +76,11 @@ func Parse(source, origin string, special map[string]string) (*Template, error) 
 			sp[k] = v
 		}
 	}
-	return &Template{Source: source, Origin: origin, tmpl: t, special: sp}, nil
+	return &Template{Source: source, Origin: origin, tmpl: t, special: sp, opensWithTag: opensWithTag}, nil
 }
+
+// startText is the text Parse puts before a template that opens with a tag.
+const startText = "\x00"
 
 // Load finds the chat template of a checkpoint directory as transformers does, first found wins:
 // chat_template.jinja, chat_template.json ({"chat_template": ...}), tokenizer_config.json's
@@ -150,6 +163,12 @@ func (t *Template) render(messages jinja.Value, o Options) (out string, err erro
 	out, err = t.tmpl.RenderValues(vars)
 	if err != nil {
 		return "", fmt.Errorf("chat template from %s: %v", t.Origin, err)
+	}
+	if t.opensWithTag {
+		if !strings.HasPrefix(out, startText) {
+			return "", fmt.Errorf("chat template from %s: the output lost its start", t.Origin)
+		}
+		out = out[len(startText):]
 	}
 	return out, nil
 }

@@ -229,3 +229,28 @@ func TestConcurrentRender(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestStartOfLine checks lstrip_blocks where the engine's notion of a line start needed help:
+// spaces between two tags on a line stay (dots.ocr's "{% else %} {% for %}"), indentation before
+// the first tag of the template goes, and a trimming first tag renders as Jinja renders it.
+func TestStartOfLine(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"{% set n = 1 %}{% if false %}a{% else %} {% for i in [1, 2] %}{{ i }}{% endfor %}{% endif %}", " 12"},
+		{"  {% if true %}x{% endif %}", "x"},
+		{"{%- if true %}\nx{% endif %}", "x"},
+		{"\n{{- 'a' }}b", "ab"},
+		{"\n\n{% if true %}x{% endif %}", "\n\nx"},
+	} {
+		tm, err := Parse(c.src, "test", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tm.Render(nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%q renders %q, Jinja gives %q", c.src, got, c.want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 )
 
 // tokenizerFile is the part of a Hugging Face tokenizer.json that byte-level BPE needs.
@@ -102,6 +104,8 @@ type Config struct {
 	ChatTemplate string
 	// ChatTemplates holds named templates when chat_template is a list of {name, template}.
 	ChatTemplates map[string]string
+	// AddedTokens is added_tokens_decoder in id order.
+	AddedTokens []AddedToken
 }
 
 // ReadConfig reads DIR/tokenizer_config.json; a missing file gives an empty Config.
@@ -126,6 +130,11 @@ func ReadConfig(dir string) (Config, error) {
 	if v, ok := raw["add_bos_token"]; ok {
 		_ = json.Unmarshal(v, &c.AddBOSToken)
 	}
+	if v, ok := raw["added_tokens_decoder"]; ok {
+		if c.AddedTokens, err = readAddedTokensDecoder(v); err != nil {
+			return Config{}, fmt.Errorf("%s: %v", path, err)
+		}
+	}
 	if v, ok := raw["chat_template"]; ok {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
@@ -146,6 +155,35 @@ func ReadConfig(dir string) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// readAddedTokensDecoder reads {"151643": {"content": ..., "special": ...}, ...} in id order.
+func readAddedTokensDecoder(v json.RawMessage) ([]AddedToken, error) {
+	var m map[string]struct {
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+		Normalized bool   `json:"normalized"`
+		Special    bool   `json:"special"`
+	}
+	if err := json.Unmarshal(v, &m); err != nil {
+		return nil, fmt.Errorf("added_tokens_decoder is not a map of id to token: %v", err)
+	}
+	out := make([]AddedToken, 0, len(m))
+	for k, a := range m {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("added_tokens_decoder key %q is not an integer id", k)
+		}
+		if a.Content == "" {
+			return nil, fmt.Errorf("added_tokens_decoder[%q] has no content", k)
+		}
+		out = append(out, AddedToken{ID: id, Content: a.Content, Special: a.Special, SingleWord: a.SingleWord,
+			LStrip: a.LStrip, RStrip: a.RStrip, Normalized: a.Normalized})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
 // tokenString reads a special token given either as a string or as {"content": ...}.

@@ -46,6 +46,9 @@ func Load(dir string) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.Config = cfg
+	if err := t.addConfigTokens(cfg.AddedTokens); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer_config.json"), err)
+	}
 	return t, nil
 }
 
@@ -126,24 +129,45 @@ func build(f *tokenizerFile) (*Tokenizer, error) {
 			t.rawBytes[id] = []byte(s)
 		}
 	}
-	var raw, nrm []*AddedToken
 	for _, a := range f.AddedTokens {
 		if a.ID < 0 {
 			return nil, fmt.Errorf("added token %q has negative id %d", a.Content, a.ID)
 		}
-		tok := &AddedToken{ID: a.ID, Content: a.Content, Special: a.Special, SingleWord: a.SingleWord,
-			LStrip: a.LStrip, RStrip: a.RStrip, Normalized: a.Normalized}
-		t.added[a.ID] = tok
-		t.addedByS[a.Content] = tok
-		t.idToToken[a.ID] = a.Content
-		t.tokenToID[a.Content] = a.ID
-		// The ByteLevel decoder maps a token through the byte alphabet when it can, else uses its UTF-8.
-		if b, ok := byteLevelBytes(a.Content); ok {
-			t.rawBytes[a.ID] = b
-		} else {
-			t.rawBytes[a.ID] = []byte(a.Content)
+		t.addAdded(AddedToken{ID: a.ID, Content: a.Content, Special: a.Special, SingleWord: a.SingleWord,
+			LStrip: a.LStrip, RStrip: a.RStrip, Normalized: a.Normalized})
+	}
+	t.setMatchers()
+	return t, nil
+}
+
+// addAdded registers one added token; setMatchers must run before the next Encode.
+func (t *Tokenizer) addAdded(a AddedToken) {
+	for a.ID >= len(t.idToToken) {
+		t.idToToken = append(t.idToToken, "")
+		t.rawBytes = append(t.rawBytes, nil)
+	}
+	tok := &a
+	t.added[a.ID] = tok
+	t.addedByS[a.Content] = tok
+	t.idToToken[a.ID] = a.Content
+	t.tokenToID[a.Content] = a.ID
+	// The ByteLevel decoder maps a token through the byte alphabet when it can, else uses its UTF-8.
+	if b, ok := byteLevelBytes(a.Content); ok {
+		t.rawBytes[a.ID] = b
+	} else {
+		t.rawBytes[a.ID] = []byte(a.Content)
+	}
+}
+
+// setMatchers builds the raw-text and normalized-text matchers from the added tokens.
+func (t *Tokenizer) setMatchers() {
+	var raw, nrm []*AddedToken
+	for id := range t.idToToken {
+		tok := t.added[id]
+		if tok == nil {
+			continue
 		}
-		if a.Normalized {
+		if tok.Normalized {
 			c := *tok
 			if t.nfc {
 				c.Content = norm.NFC.String(c.Content)
@@ -155,7 +179,36 @@ func build(f *tokenizerFile) (*Tokenizer, error) {
 	}
 	t.rawAdded = newAddedMatcher(raw)
 	t.nrmAdded = newAddedMatcher(nrm)
-	return t, nil
+}
+
+// addConfigTokens adds the tokens of tokenizer_config.json's added_tokens_decoder that
+// tokenizer.json lacks, with the config's ids and flags, as transformers does when it loads a
+// checkpoint. An id that tokenizer.json gives to another token, or a token that tokenizer.json
+// has under another id, is an error: the two files then come from different tokenizers.
+func (t *Tokenizer) addConfigTokens(tokens []AddedToken) error {
+	added := false
+	for _, a := range tokens {
+		if a.ID < 0 {
+			return fmt.Errorf("added_tokens_decoder has negative id %d for %q", a.ID, a.Content)
+		}
+		if have, ok := t.IDToToken(a.ID); ok {
+			if have != a.Content {
+				return fmt.Errorf("added_tokens_decoder gives id %d to %q, but tokenizer.json has %q there; "+
+					"use the tokenizer.json that belongs to this tokenizer_config.json", a.ID, a.Content, have)
+			}
+			continue
+		}
+		if id, ok := t.tokenToID[a.Content]; ok {
+			return fmt.Errorf("added_tokens_decoder gives %q id %d, but tokenizer.json has it as id %d; "+
+				"use the tokenizer.json that belongs to this tokenizer_config.json", a.Content, a.ID, id)
+		}
+		t.addAdded(a)
+		added = true
+	}
+	if added {
+		t.setMatchers()
+	}
+	return nil
 }
 
 // readNormalizer accepts no normalizer or NFC (alone or in a Sequence); it reports whether NFC applies.

@@ -33,8 +33,8 @@ func newGEMM(k Kernel) (family, error) {
 			if hd != 0 && h != hd {
 				return nil, fmt.Errorf("kernel %s: ropes with head_dim %d and %d cannot share a linear kernel", k.Name, hd, h)
 			}
-			if h%16 != 0 {
-				return nil, fmt.Errorf("kernel %s: rope head_dim %d is not a multiple of 16, so it cannot be a GEMM tile; keep the rope in its own kernel", k.Name, h)
+			if h%2 != 0 {
+				return nil, fmt.Errorf("kernel %s: rope head_dim %d is odd; rotate-half pairs need an even head", k.Name, h)
 			}
 			lo, hi := o.int("col"), o.int("col")+o.int("heads")*h
 			if lo%h != 0 || hi > f.n {
@@ -58,9 +58,22 @@ func newGEMM(k Kernel) (family, error) {
 		}
 	}
 	if hd > 0 {
+		// A tile holds whole heads: one head, or as many as make its width a multiple of 16.
 		f.bn = hd
+		for f.bn%16 != 0 {
+			f.bn += hd
+		}
 		if hd > 80 {
 			f.bm = 32
+		}
+		for _, r := range f.ropeOf {
+			for _, i := range r {
+				o := k.Ops[i]
+				lo, hi := o.int("col"), o.int("col")+o.int("heads")*hd
+				if lo%f.bn != 0 || (hi%f.bn != 0 && hi != f.n) {
+					return nil, fmt.Errorf("kernel %s: op %d rotates columns [%d,%d), which do not fall on %d-column tiles (%d heads of %d); keep the rope in its own kernel", k.Name, i, lo, hi, f.bn, f.bn/hd, hd)
+				}
+			}
 		}
 	}
 	return f, nil
@@ -163,22 +176,29 @@ func (f *gemm) ropePass(g *gen, i int, last bool) error {
 	hi := lo + o.int("heads")*o.int("head_dim")
 	g.open("if (n0 >= %d && n0 < %d)", lo, hi)
 	g.open("for (int e = threadIdx.x; e < BM * (BN / 2); e += %d)", threads)
-	g.line("const int r = e / (BN / 2), j = e %% (BN / 2), m = m0 + r;")
+	// c is the tile column of the pair's first element; j its index within its head's half
+	c, half := "j", "BN / 2"
+	if hd := o.int("head_dim"); hd == f.bn {
+		g.line("const int r = e / (BN / 2), j = e %% (BN / 2), m = m0 + r;")
+	} else {
+		c, half = "c", fmt.Sprint(hd/2)
+		g.line("const int r = e / (BN / 2), j = e %% %d, c = e %% (BN / 2) / %d * %d + j, m = m0 + r;", hd/2, hd/2, hd)
+	}
 	g.line("if (m >= M) continue;")
-	g.line("float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];")
+	g.line("float x = smem[r * (BN + 1) + %s], y = smem[r * (BN + 1) + %s + %s];", c, c, half)
 	if err := ropeAngle(g, o); err != nil {
 		return err
 	}
 	g.line("tfc_rotate(x, y, (float)op%d_Pos[(size_t)m * op%d_Pos_ld + a], f);", i, i)
-	col := fmt.Sprintf("n0 - %d + j", lo)
+	col := fmt.Sprintf("n0 - %d + %s", lo, c)
 	if lo == 0 {
-		col = "n0 + j"
+		col = "n0 + " + c
 	}
 	g.line("%s", store(i, "X", "m", col, "x"))
-	g.line("%s", store(i, "X", "m", col+" + BN / 2", "y"))
+	g.line("%s", store(i, "X", "m", col+" + "+half, "y"))
 	if !last {
-		g.line("smem[r * (BN + 1) + j] = x;")
-		g.line("smem[r * (BN + 1) + j + BN / 2] = y;")
+		g.line("smem[r * (BN + 1) + %s] = x;", c)
+		g.line("smem[r * (BN + 1) + %s + %s] = y;", c, half)
 	}
 	g.close()
 	g.close()
