@@ -55,7 +55,7 @@ func TestFamilyContractOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Base(path) != "2026-12-02-cpu-contract.md" {
+	if filepath.Base(path) != "2026-12-02-cpu-qwen2_vl-contract.md" {
 		t.Errorf("receipt named %s", path)
 	}
 	text, _ := os.ReadFile(path)

@@ -21,7 +21,7 @@ type Machine struct {
 	Command  string // the command line that ran
 }
 
-// WriteReceipt writes <dir>/<date>-<target>-contract.md for r and returns its path.
+// WriteReceipt writes <dir>/<date>-<target>-<family>-contract.md for r and returns its path.
 func WriteReceipt(dir string, r *Report, m Machine, when time.Time) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kernel contract: %s on %s\n\n", r.Family, r.Target)
@@ -61,7 +61,7 @@ func WriteReceipt(dir string, r *Report, m Machine, when time.Time) (string, err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s-contract.md", when.UTC().Format("2006-01-02"), r.Target))
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-contract.md", when.UTC().Format("2006-01-02"), r.Target, r.Family))
 	return path, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 

@@ -73,7 +73,7 @@ status is 1 when a kernel fails or a control stays green.`,
 	fl.StringVar(&family, "family", "qwen2_vl", "generated family whose kernels are checked")
 	fl.Int64Var(&seed, "seed", 0, "seed of the random inputs (0: from the clock)")
 	fl.StringVar(&root, "root", ".", "repository root, where the family's graph and specialising config are read")
-	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-contract.md into this folder")
+	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-<family>-contract.md into this folder")
 	addCommand(c)
 }
 
@@ -97,7 +97,7 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		t, done, err := mutantTarget("cuda-"+be.Arch(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
 			return cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache))
 		}, func(srcs fs.FS, cache string) error {
-			return cuda.Prebuild(srcs, strings.TrimSuffix(f.Source, ".hip"), be.Arch(), cache)
+			return cuda.Prebuild(srcs, f.Source, be.Arch(), cache)
 		})
 
 		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Every check that needs the GPU machine, in two parts that fit one call each, writing logs and
+# receipts under OUT. From the repository root, with bin/ holding CGO_ENABLED=0 builds of tfc and
+# of the gpu-tagged test binaries (gatetest: ./cmd/tfc, compilertest: ./compiler) and `make
+# testdata` done (testdata/tokenizer/qwen, and testdata/dots-ocr-tiny/tokenizer.json).
+#   tools/gpu/receipts.sh tiny OUT   kernel contracts of both families, the tiny model gates, a
+#                                    changed-shape checkpoint against the CPU, serving over HTTP
+#   tools/gpu/receipts.sh qwen OUT   Qwen2-VL-2B-shaped gate and speeds (tools/gpu/full-size.sh)
+#   tools/gpu/receipts.sh dots OUT   dots.ocr at full size against the publisher's code
+#                                    (tools/oracle/dots_full_size.py; needs tools/oracle/publisher)
+set -uo pipefail
+part=${1:?tiny, qwen or dots}
+out=${2:-${OUT:-out/receipts}}
+backend=${BACKEND:-cuda}
+mkdir -p "$out"
+t0=$(date +%s)
+log() { printf '[%s +%3ds] %s\n' "$(date -u +%H:%M:%S)" $(($(date +%s) - t0)) "$*" | tee -a "$out/$part.log" >&2; }
+step() { # $1 seconds, $2 name, rest: command; its output goes to OUT/<name>.log
+	local limit=$1 name=$2
+	shift 2
+	log "$name"
+	timeout "$limit" "$@" >"$out/$name.log" 2>&1
+	local rc=$?
+	log "$name: exit $rc; $(grep -E '^(SUMMARY|RESULT|--- FAIL|FAIL|ok|PASS)' "$out/$name.log" | head -5 | tr '\n' ' ')"
+}
+# The copy the GPU machine receives may bring the binaries and the Qwen tokenizer xz-compressed
+# under out/ (tfc.xz, gatetest.xz, compilertest.xz, tokenizer.json.xz) to stay small.
+python3 - <<'PY'
+import json, lzma, os, sys
+sys.path.insert(0, "tools/oracle")
+for name, dst in [("tfc", "bin/tfc"), ("gatetest", "bin/gatetest"), ("compilertest", "bin/compilertest"),
+                  ("tokenizer.json", "testdata/tokenizer/qwen/tokenizer.json")]:
+    src = f"out/{name}.xz"
+    if os.path.exists(src) and not os.path.exists(dst):
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with lzma.open(src) as f, open(dst, "wb") as g:
+            g.write(f.read())
+        os.chmod(dst, 0o755)
+dots = "testdata/dots-ocr-tiny/tokenizer.json"
+if not os.path.exists(dots):
+    import dots_ocr
+    decoder = json.load(open("testdata/dots-ocr-tiny/tokenizer_config.json"))["added_tokens_decoder"]
+    text, _ = dots_ocr.derive_tokenizer_json("testdata/tokenizer/qwen/tokenizer.json", decoder)
+    open(dots, "w", encoding="utf-8").write(text)
+PY
+cp testdata/tokenizer/qwen/tokenizer.json testdata/qwen2-vl-tiny/tokenizer.json
+log "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null); tfc $(sha256sum bin/tfc | cut -c1-16)"
+
+case $part in
+tiny)
+	mkdir -p "$out/receipts"
+	step 120 contract-qwen2_vl bin/tfc contract --backend "$backend" --family qwen2_vl --receipt "$out/receipts"
+	step 120 contract-dots_ocr bin/tfc contract --backend "$backend" --family dots_ocr --receipt "$out/receipts"
+	step 90 gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'GateCUDA'"
+	step 60 changed bash -c "cd compiler && ../bin/compilertest -test.v -test.run 'OnCUDA'"
+	step 60 serve-qwen2_vl bash tools/gpu/serve-receipt.sh "$backend" testdata/qwen2-vl-tiny image1
+	step 60 serve-dots_ocr bash tools/gpu/serve-receipt.sh "$backend" testdata/dots-ocr-tiny layout
+	;;
+qwen)
+	step 560 full-size env FULL_SIZE_BUDGET=540 FULL_SIZE_WORK=/tmp/tfc-full-qwen bash tools/gpu/full-size.sh "$out/full-size"
+	;;
+dots)
+	dw=/tmp/tfc-full-dots
+	step 420 dots-reference python3 tools/oracle/dots_full_size.py reference --work "$dw" --out "$out"
+	if [ -f "$out/dots-reference.json" ]; then
+		# the prompt keeps its trailing newline: $(...) would drop it, so it is read up to a final "."
+		prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["user_text"], end=".")' "$out/dots-reference.json")
+		prompt=${prompt%.}
+		step 150 dots-tfc bash -c 'bin/tfc generate --model "$0/checkpoint" --image "$0/page.png" --prompt "$1" --max-tokens 64 --ignore-eos --json --backend "$2" >"$0/tfc.json"' "$dw" "$prompt" "$backend"
+		step 20 dots-report python3 tools/oracle/dots_full_size.py report --work "$dw" --out "$out"
+	fi
+	;;
+esac
+log "done"
