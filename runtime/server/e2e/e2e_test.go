@@ -1,5 +1,6 @@
-// Package e2e serves the tiny Qwen2-VL checkpoint through the generated family on the CPU and
-// checks the ids that come back over HTTP against transformers' (the oracle's fixtures).
+// Package e2e serves the tiny Qwen2-VL and dots.ocr checkpoints through their generated families
+// on the CPU and checks the ids that come back over HTTP against the oracle's fixtures
+// (transformers' for Qwen2-VL, the publisher's code for dots.ocr).
 package e2e
 
 import (
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	_ "tfc/gen/dotsocr"
 	_ "tfc/gen/qwen2vl"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
@@ -30,17 +32,17 @@ import (
 	"tfc/runtime/server"
 )
 
-const tinyDir = "../../../testdata/qwen2-vl-tiny"
+const (
+	tinyDir = "../../../testdata/qwen2-vl-tiny"
+	dotsDir = "../../../testdata/dots-ocr-tiny"
+)
 
 type oracleCase struct {
+	dir      string // the checkpoint the case belongs to
 	Case     string `json:"case"`
 	Messages []struct {
-		Role    string `json:"role"`
-		Content []struct {
-			Type  string `json:"type"`
-			Text  string `json:"text"`
-			Image string `json:"image"`
-		} `json:"content"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"` // a string, or a list of parts
 	} `json:"messages"`
 	PromptIDs    []int32 `json:"prompt_ids"`
 	MaxNewTokens int     `json:"max_new_tokens"`
@@ -53,13 +55,26 @@ func (c *oracleCase) body(t *testing.T) string {
 	t.Helper()
 	var msgs []map[string]any
 	for _, m := range c.Messages {
+		var text string
+		if json.Unmarshal(m.Content, &text) == nil {
+			msgs = append(msgs, map[string]any{"role": m.Role, "content": text})
+			continue
+		}
+		var content []struct {
+			Type  string `json:"type"`
+			Text  string `json:"text"`
+			Image string `json:"image"`
+		}
+		if err := json.Unmarshal(m.Content, &content); err != nil {
+			t.Fatalf("%s: message content: %v", c.Case, err)
+		}
 		var parts []map[string]any
-		for _, p := range m.Content {
+		for _, p := range content {
 			switch p.Type {
 			case "text":
 				parts = append(parts, map[string]any{"type": "text", "text": p.Text})
 			case "image":
-				b, err := os.ReadFile(filepath.Join(tinyDir, "oracle", p.Image))
+				b, err := os.ReadFile(filepath.Join(c.dir, "oracle", p.Image))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -92,13 +107,17 @@ func (c *oracleCase) seeded(t *testing.T) string {
 }
 
 func cases(t *testing.T) []*oracleCase {
+	return casesIn(t, tinyDir, "text", "image1", "image2")
+}
+
+func casesIn(t *testing.T, dir string, names ...string) []*oracleCase {
 	var out []*oracleCase
-	for _, name := range []string{"text", "image1", "image2"} {
-		b, err := os.ReadFile(filepath.Join(tinyDir, "oracle", name+".json"))
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, "oracle", name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &oracleCase{}
+		c := &oracleCase{dir: dir}
 		if err := json.Unmarshal(b, c); err != nil {
 			t.Fatal(err)
 		}
@@ -113,11 +132,15 @@ func serve(t *testing.T, drafts int, cache bool) string {
 }
 
 func serveLanes(t *testing.T, drafts int, cache bool) (string, *lanes.Scheduler) {
+	return serveDir(t, tinyDir, drafts, cache)
+}
+
+func serveDir(t *testing.T, dir string, drafts int, cache bool) (string, *lanes.Scheduler) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(tinyDir, "tokenizer.json")); err != nil {
-		t.Fatalf("%s/tokenizer.json is missing; run make testdata", tinyDir)
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatalf("%s/tokenizer.json is missing; run make testdata", dir)
 	}
-	fe, err := engine.LoadFrontend(tinyDir)
+	fe, err := engine.LoadFrontend(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +150,7 @@ func serveLanes(t *testing.T, drafts int, cache bool) (string, *lanes.Scheduler)
 		rows = 24
 	}
 	limits := model.Limits{Context: 1024, Parallel: 4, Rows: rows, Patches: 4096, PageSize: 16}
-	e, err := engine.Open(tinyDir, cpu.New(), limits)
+	e, err := engine.Open(dir, cpu.New(), limits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +163,7 @@ func serveLanes(t *testing.T, drafts int, cache bool) (string, *lanes.Scheduler)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Name: "qwen2-vl-tiny"})
+	srv := server.New(server.Config{Name: filepath.Base(dir)})
 	srv.Ready(l, fe, e.Info)
 	h := httptest.NewServer(srv)
 	t.Cleanup(func() {
@@ -205,6 +228,57 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// TestDotsOCROverHTTP: every dots.ocr case (a string-content text prompt, pictures, the layout
+// prompt on a page) alone and all at once, with drafts and the prompt cache on, against the
+// publisher's code; the reply's content is the decoded text, with no reasoning part.
+func TestDotsOCROverHTTP(t *testing.T) {
+	url, _ := serveDir(t, dotsDir, 4, true)
+	cs := casesIn(t, dotsDir, "text", "image1", "image2", "layout")
+	for _, c := range cs {
+		prompt, out, finish := chat(t, url, c.body(t))
+		if !slices.Equal(prompt, c.PromptIDs) {
+			t.Fatalf("%s: prompt ids %v, the publisher's %v", c.Case, prompt, c.PromptIDs)
+		}
+		if !slices.Equal(out, c.OutputIDs) || finish != c.FinishReason {
+			t.Errorf("%s: %v (%s), the publisher's %v (%s)", c.Case, out, finish, c.OutputIDs, c.FinishReason)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		body := c.body(t)
+		wg.Go(func() {
+			if _, out, _ := chat(t, url, body); !slices.Equal(out, c.OutputIDs) {
+				t.Errorf("%s beside others: %v, the publisher's %v", c.Case, out, c.OutputIDs)
+			}
+		})
+	}
+	wg.Wait()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(cs[3].body(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Choices []struct {
+			Message map[string]any `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || len(m.Choices) != 1 {
+		t.Fatalf("reply: %v", err)
+	}
+	var want struct {
+		OutputText string `json:"output_text"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dotsDir, "oracle", "layout.json"))
+	json.Unmarshal(b, &want)
+	if got := m.Choices[0].Message["content"]; got != want.OutputText {
+		t.Errorf("layout reply content %q, the publisher's text %q", got, want.OutputText)
+	}
+	if _, ok := m.Choices[0].Message["reasoning_content"]; ok {
+		t.Errorf("the reply carries a reasoning part: %v", m.Choices[0].Message)
 	}
 }
 
