@@ -5,7 +5,7 @@
 #include "tfc_kernels.h"
 
 // dotsocr_vision_linear_bias: linear(bias)
-// from graphs/dots_ocr.graph:101
+// from graphs/dots_ocr.graph:102
 // launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -28,7 +28,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
 }
 
 // dotsocr_vision_rmsnorm: rmsnorm
-// from graphs/dots_ocr.graph:102, graphs/dots_ocr.graph:105, graphs/dots_ocr.graph:112, graphs/dots_ocr.graph:115
+// from graphs/dots_ocr.graph:103, graphs/dots_ocr.graph:106, graphs/dots_ocr.graph:113, graphs/dots_ocr.graph:116
 // launch dotsocr_vision_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -55,7 +55,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
 }
 
 // dotsocr_vision_linear_rope_rope: linear → rope(per_axis) → rope(per_axis)
-// from graphs/dots_ocr.graph:106, graphs/dots_ocr.graph:108, graphs/dots_ocr.graph:109
+// from graphs/dots_ocr.graph:107, graphs/dots_ocr.graph:109, graphs/dots_ocr.graph:110
 // launch dotsocr_vision_linear_rope_rope: grid (ceil(M/64), 6), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rope(
     const float* op0_X, int op0_X_ld,
@@ -109,7 +109,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
 }
 
 // dotsocr_vision_attention: attention
-// from graphs/dots_ocr.graph:110
+// from graphs/dots_ocr.graph:111
 // launch dotsocr_vision_attention: grid (ceil(M/8) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_attention(
     const float* op0_Q, int op0_Q_ld,
@@ -125,7 +125,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_attention(
 }
 
 // dotsocr_vision_linear_res: linear(res)
-// from graphs/dots_ocr.graph:111
+// from graphs/dots_ocr.graph:112
 // launch dotsocr_vision_linear_res: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -148,7 +148,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
 }
 
 // dotsocr_vision_linear: linear
-// from graphs/dots_ocr.graph:113
+// from graphs/dots_ocr.graph:114
 // launch dotsocr_vision_linear: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
     const float* op0_X, int op0_X_ld,
@@ -169,7 +169,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
 }
 
 // dotsocr_vision_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/dots_ocr.graph:113
+// from graphs/dots_ocr.graph:114
 // launch dotsocr_vision_linear_silu_mul: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -195,7 +195,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
 }
 
 // dotsocr_vision_linear_res_fc2: linear(res)
-// from graphs/dots_ocr.graph:113
+// from graphs/dots_ocr.graph:114
 // launch dotsocr_vision_linear_res_fc2: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     const float* op0_X, int op0_X_ld,
@@ -218,7 +218,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
 }
 
 // dotsocr_vision_layernorm: layernorm(bias)
-// from graphs/dots_ocr.graph:117
+// from graphs/dots_ocr.graph:118
 // launch dotsocr_vision_layernorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
     const float* op0_X, int op0_X_ld,
@@ -253,7 +253,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
 }
 
 // dotsocr_vision_linear_bias_gelu: linear(bias, gelu)
-// from graphs/dots_ocr.graph:118
+// from graphs/dots_ocr.graph:119
 // launch dotsocr_vision_linear_bias_gelu: grid (ceil(M/64), 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
@@ -277,7 +277,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
 }
 
 // dotsocr_vision_linear_bias_out: linear(bias)
-// from graphs/dots_ocr.graph:118
+// from graphs/dots_ocr.graph:119
 // launch dotsocr_vision_linear_bias_out: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out(
     const float* op0_X, int op0_X_ld,
@@ -300,7 +300,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
 }
 
 // dotsocr_decode_embed: embed
-// from graphs/dots_ocr.graph:124
+// from graphs/dots_ocr.graph:125
 // launch dotsocr_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -317,7 +317,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
 }
 
 // dotsocr_decode_scatter: scatter
-// from graphs/dots_ocr.graph:124
+// from graphs/dots_ocr.graph:125
 // launch dotsocr_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -334,7 +334,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
 }
 
 // dotsocr_decode_rmsnorm: rmsnorm
-// from graphs/dots_ocr.graph:127, graphs/dots_ocr.graph:133, graphs/dots_ocr.graph:136
+// from graphs/dots_ocr.graph:128, graphs/dots_ocr.graph:134, graphs/dots_ocr.graph:137
 // launch dotsocr_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -361,7 +361,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
 }
 
 // dotsocr_decode_linear_bias_rope: linear(bias) → rope
-// from graphs/dots_ocr.graph:128
+// from graphs/dots_ocr.graph:129
 // launch dotsocr_decode_linear_bias_rope: grid (ceil(M/64), 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope(
     const float* op0_X, int op0_X_ld,
@@ -400,7 +400,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 }
 
 // dotsocr_decode_linear_bias_rope_k_proj: linear(bias) → rope
-// from graphs/dots_ocr.graph:129
+// from graphs/dots_ocr.graph:130
 // launch dotsocr_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_k_proj(
     const float* op0_X, int op0_X_ld,
@@ -439,7 +439,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 }
 
 // dotsocr_decode_linear_bias: linear(bias)
-// from graphs/dots_ocr.graph:130
+// from graphs/dots_ocr.graph:131
 // launch dotsocr_decode_linear_bias: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -462,7 +462,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
 }
 
 // dotsocr_decode_attention: attention(cache)
-// from graphs/dots_ocr.graph:131
+// from graphs/dots_ocr.graph:132
 // launch dotsocr_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch dotsocr_decode_attention: grid (M, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvstore(
@@ -497,7 +497,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention(
 }
 
 // dotsocr_decode_linear_res: linear(res)
-// from graphs/dots_ocr.graph:132
+// from graphs/dots_ocr.graph:133
 // launch dotsocr_decode_linear_res: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -520,7 +520,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
 }
 
 // dotsocr_decode_linear: linear
-// from graphs/dots_ocr.graph:134
+// from graphs/dots_ocr.graph:135
 // launch dotsocr_decode_linear: grid (ceil(M/64), 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,
@@ -541,7 +541,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
 }
 
 // dotsocr_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/dots_ocr.graph:134
+// from graphs/dots_ocr.graph:135
 // launch dotsocr_decode_linear_silu_mul: grid (ceil(M/64), 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -567,7 +567,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
 }
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
-// from graphs/dots_ocr.graph:134
+// from graphs/dots_ocr.graph:135
 // launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -590,7 +590,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
 }
 
 // dotsocr_decode_gather: gather
-// from graphs/dots_ocr.graph:136
+// from graphs/dots_ocr.graph:137
 // launch dotsocr_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -607,7 +607,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
 }
 
 // dotsocr_decode_linear_logits: linear
-// from graphs/dots_ocr.graph:137
+// from graphs/dots_ocr.graph:138
 // launch dotsocr_decode_linear_logits: grid (ceil(M/64), 2374), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
     const float* op0_X, int op0_X_ld,
