@@ -77,6 +77,10 @@ func (be *Backend) attendSpans(o device.Attention, q, k, v, y view) error {
 	if err := be.resolve(op, []operand{{"Q", &q}, {"K", &k}, {"V", &v}}, []operand{{"Y", &y}}); err != nil {
 		return err
 	}
+	if be.kern != nil {
+		be.attendSpansKernel(o, q, k, v, y, spans)
+		return nil
+	}
 	be.attendRows(o, q, k, v, y, func(r int) (int, keyRows) {
 		lo, hi := int(spans[spanOf[r]]), int(spans[spanOf[r]+1])
 		return hi - lo, func(j int) int { return lo + j }

@@ -67,3 +67,41 @@ func benchTensor(b *testing.B, be device.Backend, dt device.DType, rows, cols in
 	}
 	return t
 }
+
+// BenchmarkAttentionSpans runs the vision tower's attention (one span, full, 12 heads of 128: the
+// dots.ocr tower) on the Go loops and on the FMA kernel, reporting GFLOP/s (4·N²·heads·head_dim).
+func BenchmarkAttentionSpans(b *testing.B) {
+	const heads, hd = 12, 128
+	for _, k := range cpu.Kernels() {
+		for _, n := range []int{256, 1024} {
+			b.Run(fmt.Sprintf("%s/N%d", k, n), func(b *testing.B) {
+				be := cpu.New(cpu.Kernel(k))
+				r := rand.New(rand.NewSource(1))
+				q := benchTensor(b, be, device.F32, n, heads*hd, r)
+				kv := benchTensor(b, be, device.F32, n, heads*hd, r)
+				y := benchTensor(b, be, device.F32, n, heads*hd, nil)
+				spans := benchSpans(b, be, 0, int32(n))
+				op := device.Attention{Q: q, K: kv, V: kv, Y: y, Heads: heads, KVHeads: heads, HeadDim: hd, Scale: 0.088, Spans: spans}
+				for b.Loop() {
+					if err := be.Launch(nil, op); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(4*float64(n*n*heads*hd)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+func benchSpans(b *testing.B, be device.Backend, offsets ...int32) device.Tensor {
+	b.Helper()
+	buf, err := be.Alloc(device.I32, len(offsets))
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := device.Tensor{Buf: buf, Rows: 1, Cols: len(offsets)}
+	if err := be.Write(t, offsets, device.I32); err != nil {
+		b.Fatal(err)
+	}
+	return t
+}

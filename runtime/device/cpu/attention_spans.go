@@ -1,0 +1,88 @@
+package cpu
+
+import (
+	"math"
+
+	"tfc/runtime/device"
+)
+
+// attendSpansKernel is span attention (the vision tower's) through the FMA micro-kernel: per span
+// and KV head, K is packed into panels of nr keys and V into panels of nr columns once; each block
+// of mr query rows gets its scores from one q·Kᵀ, the softmax of attendRows, and its output from
+// one P·V. Every score and output element is one FMA chain in key or column order, so a row's
+// result depends only on its span, never on the rows launched with it.
+func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans []int32) {
+	kern := be.kern
+	mr, nr := kern.mr, kern.nr
+	hd, group := o.HeadDim, o.Heads/o.KVHeads
+	hdPad := (hd + nr - 1) / nr * nr
+	for s := 0; s+1 < len(spans); s++ {
+		lo, hi := int(spans[s]), int(spans[s+1])
+		nk := hi - lo
+		if nk == 0 {
+			continue
+		}
+		nkPad := (nk + nr - 1) / nr * nr
+		blocks := (nk + mr - 1) / mr
+		for g := 0; g < o.KVHeads; g++ {
+			// kp: panel p holds keys p*nr.. as [hd][nr]; vp: panel c holds columns c*nr.. as [nk][nr]
+			kp := make([]float32, nkPad*hd)
+			vp := make([]float32, hdPad*nk)
+			be.chunks(nk, 64, func(j0, j1 int) {
+				tk, tv := make([]float32, k.cols), make([]float32, v.cols)
+				for j := j0; j < j1; j++ {
+					kr := k.f32(lo+j, tk)[g*hd : (g+1)*hd]
+					vr := v.f32(lo+j, tv)[g*hd : (g+1)*hd]
+					p, c := j/nr, j%nr
+					for t, x := range kr {
+						kp[(p*hd+t)*nr+c] = x
+					}
+					for t, x := range vr {
+						vp[((t/nr)*nk+j)*nr+t%nr] = x
+					}
+				}
+			})
+			be.parallel(group*blocks, func(task int) {
+				h, r0 := g*group+task/blocks, lo+(task%blocks)*mr
+				rows := min(mr, hi-r0)
+				qa := make([]float32, mr*hd)
+				sc := make([]float32, mr*nkPad)
+				out := make([]float32, mr*hdPad)
+				tq := make([]float32, q.cols)
+				for r := 0; r < rows; r++ {
+					copy(qa[r*hd:(r+1)*hd], q.f32(r0+r, tq)[h*hd:(h+1)*hd])
+				}
+				for p := 0; p < nkPad/nr; p++ {
+					kern.run(hd, qa, hd, kp[p*hd*nr:(p+1)*hd*nr], sc[p*nr:], nkPad)
+				}
+				sums := make([]float32, rows)
+				for r := 0; r < rows; r++ {
+					s := sc[r*nkPad : r*nkPad+nk]
+					mx := float32(math.Inf(-1))
+					for j := range s {
+						s[j] *= o.Scale
+						if s[j] > mx || s[j] != s[j] {
+							mx = s[j]
+						}
+					}
+					var sum float32
+					for j := range s {
+						s[j] = float32(math.Exp(float64(s[j] - mx)))
+						sum += s[j]
+					}
+					sums[r] = sum
+				}
+				for c := 0; c < hdPad/nr; c++ {
+					kern.run(nk, sc, nkPad, vp[c*nk*nr:(c+1)*nk*nr], out[c*nr:], hdPad)
+				}
+				for r := 0; r < rows; r++ {
+					oh := out[r*hdPad : r*hdPad+hd]
+					for t := range oh {
+						oh[t] /= sums[r]
+					}
+					y.storeSeg(r0+r, h*hd, oh)
+				}
+			})
+		}
+	}
+}
