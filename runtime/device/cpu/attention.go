@@ -169,6 +169,10 @@ func (be *Backend) attendCache(o device.Attention, q, k, v, y view) error {
 		ck.storeRow(row, k.f32(i, tmp))
 		cv.storeRow(row, v.f32(i, tmp))
 	}
+	if be.kern != nil {
+		be.attendCacheKernel(o, q, ck, cv, y, seqs, poss, func(s, p int) int { c, _ := cacheRow(s, p); return c })
+		return nil
+	}
 	be.attendRows(o, q, ck, cv, y, func(r int) (int, keyRows) {
 		s := int(seqs[r])
 		return int(poss[r]) + 1, func(j int) int { c, _ := cacheRow(s, j); return c }

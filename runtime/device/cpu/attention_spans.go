@@ -86,3 +86,98 @@ func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans 
 		}
 	}
 }
+
+// attendCacheKernel is attention over the KV cache (decode rows and prompt chunks) through the FMA
+// micro-kernel. Per sequence and KV head, the keys up to the furthest row of the launch are
+// packed once; a row's scores come from q·Kᵀ over those panels and its output from P·V over its
+// own keys only (the one-row kernel with the row's key count), so each score and output element
+// is one FMA chain in key or column order, whatever else the launch holds.
+func (be *Backend) attendCacheKernel(o device.Attention, q, ck, cv, y view, seqs, poss []int32, cacheRow func(s, p int) int) {
+	kern := be.kern
+	mr, nr := kern.mr, kern.nr
+	hd, group := o.HeadDim, o.Heads/o.KVHeads
+	wide := 4 * nr // the one-row kernel's width: four panels
+	hdPad := (hd + wide - 1) / wide * wide
+	// the launch's rows by sequence, in order
+	var order []int32
+	rowsOf := map[int32][]int{}
+	for r, s := range seqs {
+		if _, ok := rowsOf[s]; !ok {
+			order = append(order, s)
+		}
+		rowsOf[s] = append(rowsOf[s], r)
+	}
+	for _, s := range order {
+		rows := rowsOf[s]
+		nk := 0
+		for _, r := range rows {
+			nk = max(nk, int(poss[r])+1)
+		}
+		nkPad := (nk + nr - 1) / nr * nr
+		blocks := (len(rows) + mr - 1) / mr
+		for g := 0; g < o.KVHeads; g++ {
+			kp := make([]float32, nkPad*hd)
+			vp := make([]float32, hdPad*nk)
+			be.chunks(nk, 64, func(j0, j1 int) {
+				tk, tv := make([]float32, ck.cols), make([]float32, cv.cols)
+				for j := j0; j < j1; j++ {
+					c := cacheRow(int(s), j)
+					kr := ck.f32(c, tk)[g*hd : (g+1)*hd]
+					vr := cv.f32(c, tv)[g*hd : (g+1)*hd]
+					p, col := j/nr, j%nr
+					for t, x := range kr {
+						kp[(p*hd+t)*nr+col] = x
+					}
+					for t, x := range vr {
+						vp[((t/nr)*nk+j)*nr+t%nr] = x
+					}
+				}
+			})
+			be.parallel(group*blocks, func(task int) {
+				h, b0 := g*group+task/blocks, (task%blocks)*mr
+				n := min(mr, len(rows)-b0)
+				far := 0 // keys the block's furthest row reads
+				for i := 0; i < n; i++ {
+					far = max(far, int(poss[rows[b0+i]])+1)
+				}
+				farPad := (far + nr - 1) / nr * nr
+				qa := make([]float32, mr*hd)
+				sc := make([]float32, mr*nkPad)
+				out := make([]float32, hdPad)
+				tq := make([]float32, q.cols)
+				for i := 0; i < n; i++ {
+					copy(qa[i*hd:(i+1)*hd], q.f32(rows[b0+i], tq)[h*hd:(h+1)*hd])
+				}
+				for p := 0; p < farPad/nr; p++ {
+					kern.run(hd, qa, hd, kp[p*hd*nr:(p+1)*hd*nr], sc[p*nr:], nkPad)
+				}
+				for i := 0; i < n; i++ {
+					r := rows[b0+i]
+					keys := int(poss[r]) + 1
+					sr := sc[i*nkPad : i*nkPad+keys]
+					mx := float32(math.Inf(-1))
+					for j := range sr {
+						sr[j] *= o.Scale
+						if sr[j] > mx || sr[j] != sr[j] {
+							mx = sr[j]
+						}
+					}
+					var sum float32
+					for j := range sr {
+						sr[j] = float32(math.Exp(float64(sr[j] - mx)))
+						sum += sr[j]
+					}
+					clear(out)
+					for c := 0; c < hdPad/wide; c++ {
+						kern.row(keys, sr, vp[c*4*nk*nr:], nk*nr, out[c*wide:])
+					}
+					oh := out[:hd]
+					for t := range oh {
+						oh[t] /= sum
+					}
+					y.storeSeg(r, h*hd, oh)
+				}
+			})
+		}
+	}
+}

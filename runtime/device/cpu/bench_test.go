@@ -80,7 +80,7 @@ func BenchmarkAttentionSpans(b *testing.B) {
 				q := benchTensor(b, be, device.F32, n, heads*hd, r)
 				kv := benchTensor(b, be, device.F32, n, heads*hd, r)
 				y := benchTensor(b, be, device.F32, n, heads*hd, nil)
-				spans := benchSpans(b, be, 0, int32(n))
+				spans := benchInts(b, be, 1, 2, []int32{0, int32(n)})
 				op := device.Attention{Q: q, K: kv, V: kv, Y: y, Heads: heads, KVHeads: heads, HeadDim: hd, Scale: 0.088, Spans: spans}
 				for b.Loop() {
 					if err := be.Launch(nil, op); err != nil {
@@ -93,14 +93,51 @@ func BenchmarkAttentionSpans(b *testing.B) {
 	}
 }
 
-func benchSpans(b *testing.B, be device.Backend, offsets ...int32) device.Tensor {
+// BenchmarkAttentionCache runs decoder attention over the KV cache at dots.ocr's decoder heads (12
+// query heads, 2 KV heads of 128): one decode row after 1,024 cached keys, and a 256-row prompt
+// chunk at positions 768-1,023, on the Go loops and on the FMA kernel. GFLOP/s counts
+// 4·heads·head_dim per (row, key) pair attended.
+func BenchmarkAttentionCache(b *testing.B) {
+	const heads, kvHeads, hd, ps, ctx = 12, 2, 128, 16, 1024
+	for _, k := range cpu.Kernels() {
+		for _, rows := range []int{1, 256} {
+			b.Run(fmt.Sprintf("%s/R%d", k, rows), func(b *testing.B) {
+				be := cpu.New(cpu.Kernel(k))
+				r := rand.New(rand.NewSource(1))
+				q := benchTensor(b, be, device.F32, rows, heads*hd, r)
+				kv := benchTensor(b, be, device.F32, rows, kvHeads*hd, r)
+				y := benchTensor(b, be, device.F32, rows, heads*hd, nil)
+				cache := &device.KVCache{K: benchTensor(b, be, device.F32, ctx, kvHeads*hd, r), V: benchTensor(b, be, device.F32, ctx, kvHeads*hd, r)}
+				seq, pos, table := make([]int32, rows), make([]int32, rows), make([]int32, ctx/ps)
+				pairs := 0
+				for i := range pos {
+					pos[i] = int32(ctx - rows + i)
+					pairs += int(pos[i]) + 1
+				}
+				for i := range table {
+					table[i] = int32(i)
+				}
+				op := device.Attention{Q: q, K: kv, V: kv, Y: y, Heads: heads, KVHeads: kvHeads, HeadDim: hd, Scale: 0.088, Cache: cache,
+					Rows: &device.Rows{RowSeq: benchInts(b, be, 1, rows, seq), RowPos: benchInts(b, be, 1, rows, pos), PageTable: benchInts(b, be, 1, ctx/ps, table), PageSize: ps}}
+				for b.Loop() {
+					if err := be.Launch(nil, op); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(4*float64(pairs*heads*hd)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+func benchInts(b *testing.B, be device.Backend, rows, cols int, v []int32) device.Tensor {
 	b.Helper()
-	buf, err := be.Alloc(device.I32, len(offsets))
+	buf, err := be.Alloc(device.I32, rows*cols)
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := device.Tensor{Buf: buf, Rows: 1, Cols: len(offsets)}
-	if err := be.Write(t, offsets, device.I32); err != nil {
+	t := device.Tensor{Buf: buf, Rows: rows, Cols: cols}
+	if err := be.Write(t, v, device.I32); err != nil {
 		b.Fatal(err)
 	}
 	return t
