@@ -7,8 +7,10 @@ import (
 	"tfc/runtime/device"
 )
 
-// attention computes, per row and head, two-pass softmax attention in float32: scores
-// q·k·Scale accumulated in key order, exp(s − max) rounded from float64, then Σ e·v / Σ e.
+// attention computes, per row and head, two-pass softmax attention in float32: scores q·k·Scale,
+// exp(s − max) rounded from float64, then Σ e·v / Σ e in key order. With an FMA kernel each dot
+// product is one fused chain (attendSpansKernel, attendCacheKernel); the Go loops round each
+// product before adding.
 func (be *Backend) attention(o device.Attention) error {
 	const op = "attention"
 	if o.KVHeads <= 0 || o.Heads <= 0 || o.Heads%o.KVHeads != 0 || o.HeadDim <= 0 {
