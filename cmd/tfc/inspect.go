@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,7 @@ func init() {
 			}
 			fmt.Fprintln(w, "\nconfig\tvalue\tfrom")
 			for _, v := range bound.Values() {
-				fmt.Fprintf(w, "%s\t%v\t%s\n", v.Name, v.Value, v.Path)
+				fmt.Fprintf(w, "%s\t%v\t%s\n", v.Name, v.Value, readFrom(ck.Config, v.Path))
 			}
 			fmt.Fprintln(w, "\ntensor\tshape\tdtype\tfile\tcheck")
 			for _, s := range bound.Manifest() {
@@ -58,6 +59,20 @@ func init() {
 	c.Flags().IntVar(&parallel, "parallel", 1, "sequences served at once")
 	c.Flags().IntVar(&rows, "rows", 512, "rows per forward round")
 	addCommand(c)
+}
+
+// readFrom names where a bound value came from: the first of its config.json paths the checkpoint
+// has, "default" when it has none of them, or the formula of a derived value.
+func readFrom(cfg interface{ Has(path string) bool }, paths string) string {
+	if strings.HasPrefix(paths, "=") {
+		return paths
+	}
+	for _, p := range strings.Split(paths, "|") {
+		if cfg.Has(p) {
+			return p
+		}
+	}
+	return "default (none of " + paths + ")"
 }
 
 func human(n int64) string {

@@ -40,6 +40,27 @@ func TestInspectTinyQwen2VL(t *testing.T) {
 	}
 }
 
+// TestInspectFrom checks that the "from" column names the one path a value was read from.
+func TestInspectFrom(t *testing.T) {
+	out, err := runTFC(t, "inspect", tinyQwen2VL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"KV": "text_config.num_key_value_heads", "theta": "text_config.rope_parameters.rope_theta", "HD": "="}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && want[f[0]] != "" {
+			if f[2] != want[f[0]] {
+				t.Errorf("%s read from %q, want %q", f[0], f[2], want[f[0]])
+			}
+			delete(want, f[0])
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no config lines for %v:\n%s", want, out)
+	}
+}
+
 func TestInspectRefusesTruncatedShard(t *testing.T) {
 	dir := t.TempDir()
 	checkpointtest.CopyDir(t, dir, tinyQwen2VL)
@@ -93,5 +114,25 @@ func TestInspectRefusesUnsupportedActivation(t *testing.T) {
 	_, err = runTFC(t, "inspect", dir)
 	if err == nil || !strings.Contains(err.Error(), `act == "silu"`) || !strings.Contains(err.Error(), "act = gelu") {
 		t.Fatalf("want a refusal naming hidden_act, got %v", err)
+	}
+}
+
+type hasPaths map[string]bool
+
+func (h hasPaths) Has(p string) bool { return h[p] }
+
+func TestReadFrom(t *testing.T) {
+	for _, c := range []struct {
+		has         hasPaths
+		paths, want string
+	}{
+		{hasPaths{"b": true}, "a|b", "b"},
+		{hasPaths{"a": true, "b": true}, "a|b", "a"},
+		{hasPaths{}, "a|b", "default (none of a|b)"},
+		{hasPaths{}, "= D / H", "= D / H"},
+	} {
+		if got := readFrom(c.has, c.paths); got != c.want {
+			t.Errorf("readFrom(%v, %q) = %q, want %q", c.has, c.paths, got, c.want)
+		}
 	}
 }
