@@ -268,3 +268,66 @@ func TestPackedWeightsFollowWrites(t *testing.T) {
 		check("after a Copy into W")
 	}
 }
+
+// TestAttentionKernelsAgree: span and cached attention give the same bits on every FMA kernel
+// (one chain per element, in the same order) and agree with the Go loops within rounding.
+func TestAttentionKernelsAgree(t *testing.T) {
+	r := rng(t)
+	const m, heads, kvh, hd, ps = 41, 6, 2, 40, 8
+	qs, ks, vs := hostNormal(r, m*heads*hd, 1), hostNormal(r, m*kvh*hd, 1), hostNormal(r, m*kvh*hd, 1)
+	cks, cvs := hostNormal(r, 16*ps*kvh*hd, 1), hostNormal(r, 16*ps*kvh*hd, 1)
+	seq, pos := make([]int32, m), make([]int32, m)
+	for i := range seq {
+		seq[i], pos[i] = int32(i%3), int32(20+i/3) // three sequences, rows interleaved
+	}
+	table := make([]int32, 3*5)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	run := func(kernel string) [2][]float32 {
+		be := cpu.New(cpu.Kernel(kernel), cpu.Workers(3))
+		ints := func(rows, cols int, v []int32) device.Tensor {
+			x := device.Tensor{Buf: alloc(t, be, device.I32, rows*cols), Rows: rows, Cols: cols}
+			if err := be.Write(x, v, device.I32); err != nil {
+				t.Fatal(err)
+			}
+			return x
+		}
+		q, k, v := put(t, be, device.F32, m, heads*hd, qs), put(t, be, device.F32, m, kvh*hd, ks), put(t, be, device.F32, m, kvh*hd, vs)
+		var out [2][]float32
+		ys := put(t, be, device.F32, m, heads*hd, nil)
+		spans := ints(1, 4, []int32{0, 7, 7, m}) // an empty span too
+		if err := launch(be, device.Attention{Q: q, K: k, V: v, Y: ys, Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.15, Spans: spans}); err != nil {
+			t.Fatal(err)
+		}
+		out[0] = readF32(t, be, ys)
+		cache := &device.KVCache{K: put(t, be, device.BF16, 16*ps, kvh*hd, cks), V: put(t, be, device.BF16, 16*ps, kvh*hd, cvs)}
+		yc := put(t, be, device.F32, m, heads*hd, nil)
+		rows := &device.Rows{RowSeq: ints(1, m, seq), RowPos: ints(1, m, pos), PageTable: ints(3, 5, table), PageSize: ps}
+		if err := launch(be, device.Attention{Q: q, K: k, V: v, Y: yc, Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.15, Cache: cache, Rows: rows}); err != nil {
+			t.Fatal(err)
+		}
+		out[1] = readF32(t, be, yc)
+		return out
+	}
+	goOut := run("go")
+	var first [2][]float32
+	for i, k := range cpu.Kernels() {
+		if k == "go" {
+			continue
+		}
+		got := run(k)
+		for p, name := range []string{"spans", "cache"} {
+			if i == 0 {
+				first[p] = got[p]
+			} else if j := sameBits(got[p], first[p]); j >= 0 {
+				t.Errorf("%s attention: %s and %s differ at %d", name, k, cpu.Kernels()[0], j)
+			}
+			for j := range got[p] {
+				if d := math.Abs(float64(got[p][j] - goOut[p][j])); d > 1e-5 {
+					t.Fatalf("%s attention: %s gives %g at %d, the Go loops %g", name, k, got[p][j], j, goOut[p][j])
+				}
+			}
+		}
+	}
+}
