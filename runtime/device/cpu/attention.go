@@ -182,6 +182,24 @@ func (be *Backend) attendCache(o device.Attention, q, k, v, y view) error {
 	return nil
 }
 
+// softmaxInPlace turns the dot products s into exp(s·scale − max), rounded from float64, and
+// returns their sum in key order; a NaN anywhere makes the max, and so every weight, NaN.
+func softmaxInPlace(s []float32, scale float32) float32 {
+	mx := float32(math.Inf(-1))
+	for j := range s {
+		s[j] *= scale
+		if s[j] > mx || s[j] != s[j] {
+			mx = s[j]
+		}
+	}
+	var sum float32
+	for j := range s {
+		s[j] = float32(math.Exp(float64(s[j] - mx)))
+		sum += s[j]
+	}
+	return sum
+}
+
 // attendRows runs attention for every row in parallel; keys(r) gives a row's key count and
 // where each key lives in k and v.
 func (be *Backend) attendRows(o device.Attention, q, k, v, y view, keys func(r int) (int, keyRows)) {
@@ -200,23 +218,15 @@ func (be *Backend) attendRows(o device.Attention, q, k, v, y view, keys func(r i
 			for h := 0; h < o.Heads; h++ {
 				g := h / group
 				qh := qr[h*hd : (h+1)*hd]
-				mx := float32(math.Inf(-1))
 				for j := range s {
 					kh := k.f32(at(j), tk)[g*hd : (g+1)*hd]
 					var d float32
 					for t, x := range qh {
 						d += x * kh[t]
 					}
-					s[j] = d * o.Scale
-					if s[j] > mx || s[j] != s[j] {
-						mx = s[j]
-					}
+					s[j] = d
 				}
-				var sum float32
-				for j := range s {
-					s[j] = float32(math.Exp(float64(s[j] - mx)))
-					sum += s[j]
-				}
+				sum := softmaxInPlace(s, o.Scale)
 				oh := out[h*hd : (h+1)*hd]
 				clear(oh)
 				for j, e := range s {

@@ -1,10 +1,6 @@
 package cpu
 
-import (
-	"math"
-
-	"tfc/runtime/device"
-)
+import "tfc/runtime/device"
 
 // attendSpansKernel is span attention (the vision tower's) through the FMA micro-kernel: per span
 // and KV head, K is packed into panels of nr keys and V into panels of nr columns once; each block
@@ -28,20 +24,7 @@ func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans 
 			// kp: panel p holds keys p*nr.. as [hd][nr]; vp: panel c holds columns c*nr.. as [nk][nr]
 			kp := make([]float32, nkPad*hd)
 			vp := make([]float32, hdPad*nk)
-			be.chunks(nk, 64, func(j0, j1 int) {
-				tk, tv := make([]float32, k.cols), make([]float32, v.cols)
-				for j := j0; j < j1; j++ {
-					kr := k.f32(lo+j, tk)[g*hd : (g+1)*hd]
-					vr := v.f32(lo+j, tv)[g*hd : (g+1)*hd]
-					p, c := j/nr, j%nr
-					for t, x := range kr {
-						kp[(p*hd+t)*nr+c] = x
-					}
-					for t, x := range vr {
-						vp[((t/nr)*nk+j)*nr+t%nr] = x
-					}
-				}
-			})
+			be.packKV(kp, vp, nk, hd, nr, k, v, g, func(j int) int { return lo + j })
 			be.parallel(group*blocks, func(task int) {
 				h, r0 := g*group+task/blocks, lo+(task%blocks)*mr
 				rows := min(mr, hi-r0)
@@ -57,20 +40,7 @@ func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans 
 				}
 				sums := make([]float32, rows)
 				for r := 0; r < rows; r++ {
-					s := sc[r*nkPad : r*nkPad+nk]
-					mx := float32(math.Inf(-1))
-					for j := range s {
-						s[j] *= o.Scale
-						if s[j] > mx || s[j] != s[j] {
-							mx = s[j]
-						}
-					}
-					var sum float32
-					for j := range s {
-						s[j] = float32(math.Exp(float64(s[j] - mx)))
-						sum += s[j]
-					}
-					sums[r] = sum
+					sums[r] = softmaxInPlace(sc[r*nkPad:r*nkPad+nk], o.Scale)
 				}
 				for c := 0; c < hdPad/nr; c++ {
 					kern.run(nk, sc, nkPad, vp[c*nk*nr:(c+1)*nk*nr], out[c*nr:], hdPad)
@@ -118,21 +88,7 @@ func (be *Backend) attendCacheKernel(o device.Attention, q, ck, cv, y view, seqs
 		for g := 0; g < o.KVHeads; g++ {
 			kp := make([]float32, nkPad*hd)
 			vp := make([]float32, hdPad*nk)
-			be.chunks(nk, 64, func(j0, j1 int) {
-				tk, tv := make([]float32, ck.cols), make([]float32, cv.cols)
-				for j := j0; j < j1; j++ {
-					c := cacheRow(int(s), j)
-					kr := ck.f32(c, tk)[g*hd : (g+1)*hd]
-					vr := cv.f32(c, tv)[g*hd : (g+1)*hd]
-					p, col := j/nr, j%nr
-					for t, x := range kr {
-						kp[(p*hd+t)*nr+col] = x
-					}
-					for t, x := range vr {
-						vp[((t/nr)*nk+j)*nr+t%nr] = x
-					}
-				}
-			})
+			be.packKV(kp, vp, nk, hd, nr, ck, cv, g, func(j int) int { return cacheRow(int(s), j) })
 			be.parallel(group*blocks, func(task int) {
 				h, b0 := g*group+task/blocks, (task%blocks)*mr
 				n := min(mr, len(rows)-b0)
@@ -155,18 +111,7 @@ func (be *Backend) attendCacheKernel(o device.Attention, q, ck, cv, y view, seqs
 					r := rows[b0+i]
 					keys := int(poss[r]) + 1
 					sr := sc[i*nkPad : i*nkPad+keys]
-					mx := float32(math.Inf(-1))
-					for j := range sr {
-						sr[j] *= o.Scale
-						if sr[j] > mx || sr[j] != sr[j] {
-							mx = sr[j]
-						}
-					}
-					var sum float32
-					for j := range sr {
-						sr[j] = float32(math.Exp(float64(sr[j] - mx)))
-						sum += sr[j]
-					}
+					sum := softmaxInPlace(sr, o.Scale)
 					clear(out)
 					for c := 0; c < hdPad/wide; c++ {
 						kern.row(keys, sr, vp[c*4*nk*nr:], nk*nr, out[c*wide:])
@@ -180,4 +125,23 @@ func (be *Backend) attendCacheKernel(o device.Attention, q, ck, cv, y view, seqs
 			})
 		}
 	}
+}
+
+// packKV packs KV head g of keys 0..nk-1 (key j at row at(j) of k and v): kp in panels of nr keys
+// laid out [hd][nr], vp in panels of nr columns laid out [nk][nr].
+func (be *Backend) packKV(kp, vp []float32, nk, hd, nr int, k, v view, g int, at func(j int) int) {
+	be.chunks(nk, 64, func(j0, j1 int) {
+		tk, tv := make([]float32, k.cols), make([]float32, v.cols)
+		for j := j0; j < j1; j++ {
+			kr := k.f32(at(j), tk)[g*hd : (g+1)*hd]
+			vr := v.f32(at(j), tv)[g*hd : (g+1)*hd]
+			p, c := j/nr, j%nr
+			for t, x := range kr {
+				kp[(p*hd+t)*nr+c] = x
+			}
+			for t, x := range vr {
+				vp[((t/nr)*nk+j)*nr+t%nr] = x
+			}
+		}
+	})
 }
