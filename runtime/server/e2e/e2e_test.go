@@ -204,31 +204,36 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 		cache  bool
 	}{{0, false}, {4, true}} {
 		t.Run(fmt.Sprintf("drafts%d_cache%v", mode.drafts, mode.cache), func(t *testing.T) {
-			url := serve(t, mode.drafts, mode.cache)
-			cs := cases(t)
-			for _, c := range cs {
-				prompt, out, finish := chat(t, url, c.body(t))
-				if !slices.Equal(prompt, c.PromptIDs) {
-					t.Fatalf("%s: prompt ids %v, transformers' %v", c.Case, prompt, c.PromptIDs)
-				}
-				if !slices.Equal(out, c.OutputIDs) || finish != c.FinishReason {
-					t.Errorf("%s alone: %v (%s), transformers' %v (%s)", c.Case, out, finish, c.OutputIDs, c.FinishReason)
-				}
-			}
-			var wg sync.WaitGroup
-			for range 4 {
-				for _, c := range cs {
-					body := c.body(t)
-					wg.Go(func() {
-						if _, out, _ := chat(t, url, body); !slices.Equal(out, c.OutputIDs) {
-							t.Errorf("%s beside others: %v, transformers' %v", c.Case, out, c.OutputIDs)
-						}
-					})
-				}
-			}
-			wg.Wait()
+			greedyCases(t, serve(t, mode.drafts, mode.cache), cases(t), 4, "transformers'")
 		})
 	}
+}
+
+// greedyCases posts each case alone, then copies of every case at once, and checks the prompt
+// ids and greedy ids against the oracle's (whose names it in messages).
+func greedyCases(t *testing.T, url string, cs []*oracleCase, copies int, whose string) {
+	t.Helper()
+	for _, c := range cs {
+		prompt, out, finish := chat(t, url, c.body(t))
+		if !slices.Equal(prompt, c.PromptIDs) {
+			t.Fatalf("%s: prompt ids %v, %s %v", c.Case, prompt, whose, c.PromptIDs)
+		}
+		if !slices.Equal(out, c.OutputIDs) || finish != c.FinishReason {
+			t.Errorf("%s alone: %v (%s), %s %v (%s)", c.Case, out, finish, whose, c.OutputIDs, c.FinishReason)
+		}
+	}
+	var wg sync.WaitGroup
+	for range copies {
+		for _, c := range cs {
+			body := c.body(t)
+			wg.Go(func() {
+				if _, out, _ := chat(t, url, body); !slices.Equal(out, c.OutputIDs) {
+					t.Errorf("%s beside others: %v, %s %v", c.Case, out, whose, c.OutputIDs)
+				}
+			})
+		}
+	}
+	wg.Wait()
 }
 
 // TestDotsOCROverHTTP: every dots.ocr case (a string-content text prompt, pictures, the layout
@@ -237,25 +242,7 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 func TestDotsOCROverHTTP(t *testing.T) {
 	url, _ := serveDir(t, dotsDir, 4, true)
 	cs := casesIn(t, dotsDir, "text", "image1", "image2", "layout")
-	for _, c := range cs {
-		prompt, out, finish := chat(t, url, c.body(t))
-		if !slices.Equal(prompt, c.PromptIDs) {
-			t.Fatalf("%s: prompt ids %v, the publisher's %v", c.Case, prompt, c.PromptIDs)
-		}
-		if !slices.Equal(out, c.OutputIDs) || finish != c.FinishReason {
-			t.Errorf("%s: %v (%s), the publisher's %v (%s)", c.Case, out, finish, c.OutputIDs, c.FinishReason)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		body := c.body(t)
-		wg.Go(func() {
-			if _, out, _ := chat(t, url, body); !slices.Equal(out, c.OutputIDs) {
-				t.Errorf("%s beside others: %v, the publisher's %v", c.Case, out, c.OutputIDs)
-			}
-		})
-	}
-	wg.Wait()
+	greedyCases(t, url, cs, 1, "the publisher's")
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(cs[3].body(t)))
 	if err != nil {
 		t.Fatal(err)
