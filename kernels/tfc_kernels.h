@@ -27,6 +27,17 @@ template <int MUT>
 __device__ __forceinline__ void tfc_fill_barrier() {
   if (MUT != TFC_MUT_BARRIER) __syncthreads();
 }
+// tfc_fill_skew, before an LDS fill, holds back every wave but the first in the missing-barrier
+// mutant, as a busy multiprocessor may, so that the race the mutant plants shows on every launch
+// instead of by chance. Kernels that serve compile it to nothing.
+template <int MUT>
+__device__ __forceinline__ void tfc_fill_skew() {
+  if (MUT == TFC_MUT_BARRIER && (int)threadIdx.x >= TFC_WAVE) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < 20000) {
+    }
+  }
+}
 
 // Activations, as runtime/device.Act names them.
 __device__ __forceinline__ float tfc_silu(float x) { return x / (1.f + expf(-x)); }
@@ -78,6 +89,102 @@ struct tfc_gemm_smem {
 // Tiles with at most TFC_SMALL_ROWS rows (decode rounds) split k across threads instead.
 #define TFC_SMALL_ROWS 8
 
+// tfc_rows_chunk sums, for the tile's rows, the chunk of item it (column c + BN·chunk j of the
+// batch starting at chunk j0) into smem[(r*BN + c)*nb + j], walking k one element at a time. Each
+// chunk is one fmaf chain over ascending k from zero, as tfc_gemm_tile sums it.
+template <int BN, int KPAD, typename TX, typename TW>
+__device__ __forceinline__ void tfc_rows_chunk(float* smem, const TX* X, int ldx, const TW* W, int ldw, int N, int kend,
+                                               int rows, int m0, int n0, int j0, int jn, int nb, int it) {
+  if (it >= BN * jn) return;
+  const int c = it % BN, j = it / BN, n = n0 + c;
+  const int kb = (j0 + j) * TFC_KC, ke = kb + TFC_KC < KPAD ? kb + TFC_KC : KPAD;
+  float p[TFC_SMALL_ROWS];
+#pragma unroll
+  for (int r = 0; r < TFC_SMALL_ROWS; ++r) p[r] = 0.f;
+#pragma unroll 1
+  for (int k = kb; k < ke; ++k) {
+    const float b = (n < N && k < kend) ? tfc_ld(W + (size_t)n * ldw + k) : 0.f;
+#pragma unroll
+    for (int r = 0; r < TFC_SMALL_ROWS; ++r)
+      if (r < rows) p[r] = fmaf(k < kend ? tfc_ld(X + (size_t)(m0 + r) * ldx + k) : 0.f, b, p[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < TFC_SMALL_ROWS; ++r)
+    if (r < rows) smem[(r * BN + c) * nb + j] = p[r];
+}
+
+// A thread takes TFC_ROWS_ITEMS items (it0, it0 + 256, ...) at a time.
+#if TFC_CUDA
+#define TFC_ROWS_ITEMS 4
+#else  // on AMD targets the register-blocked path below needs more SGPRs than a wave has (tfc audit)
+#define TFC_ROWS_ITEMS 1
+#endif
+
+template <int BN, int KPAD, typename TX, typename TW>
+__device__ __forceinline__ void tfc_rows_items(float* smem, const TX* X, int ldx, const TW* W, int ldw, int N, int kend,
+                                               int rows, int m0, int n0, int j0, int jn, int nb, int it0) {
+#pragma unroll
+  for (int u = 0; u < TFC_ROWS_ITEMS; ++u)
+    tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it0 + 256 * u);
+}
+
+#if TFC_CUDA
+// tfc_w8_at is weight i of eight BF16 weights loaded as 16 bytes.
+__device__ __forceinline__ float tfc_w8_at(const uint4& u, int i) {
+  const unsigned w = i < 2 ? u.x : i < 4 ? u.y : i < 6 ? u.z : u.w;
+  return __uint_as_float(i & 1 ? w & 0xffff0000u : w << 16);
+}
+__device__ __forceinline__ bool tfc_aligned16(const void* p, int ld, int size) {
+  return ((size_t)p % 16 == 0) && ((size_t)ld * size % 16 == 0);
+}
+// With F32 activations and BF16 weights, an item whose chunk lies whole inside K, with 16-byte
+// aligned rows, has its 64 weights loaded (eight 16-byte loads) before the first FMA, those of
+// all the thread's items in flight together, and reused for every row; the same chains as
+// tfc_rows_chunk. Other items take tfc_rows_chunk.
+template <int BN, int KPAD>
+__device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int N, int kend,
+                                               int rows, int m0, int n0, int j0, int jn, int nb, int it0) {
+  constexpr int U = TFC_ROWS_ITEMS, G = TFC_KC / 8;
+  const bool vec = tfc_aligned16(X + (size_t)m0 * ldx, ldx, 4) && tfc_aligned16(W, ldw, 2);
+  uint4 w[U][G];
+  bool fast[U];
+  int kb[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int it = it0 + 256 * u, n = n0 + it % BN;
+    kb[u] = (j0 + it / BN) * TFC_KC;
+    fast[u] = vec && it < BN * jn && n < N && kb[u] + TFC_KC <= kend;
+    if (fast[u]) {
+      const uint4* wr = reinterpret_cast<const uint4*>(W + (size_t)n * ldw + kb[u]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) w[u][g] = wr[g];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (!fast[u]) tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it0 + 256 * u);
+#pragma unroll 1
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = X + (size_t)(m0 + r) * ldx;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (!fast[u]) continue;
+      const float4* x4 = reinterpret_cast<const float4*>(xr + kb[u]);
+      float p = 0.f;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float4 a = x4[2 * g], b = x4[2 * g + 1];
+        const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) p = fmaf(x[i], tfc_w8_at(w[u][g], i), p);
+      }
+      const int it = it0 + 256 * u;
+      smem[(r * BN + it % BN) * nb + it / BN] = p;
+    }
+  }
+}
+#endif
+
 // tfc_gemm_rows is tfc_gemm_tile for a tile of rows ≤ TFC_SMALL_ROWS: threads sum (column, chunk)
 // pairs for every row at once, in batches whose chunk sums fit in smem, and each thread then adds
 // the chunk sums of the (row, column) outputs it owns in ascending order.
@@ -95,23 +202,8 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
   for (int o = 0; o < OWN; ++o) total[o] = 0.f;
   for (int j0 = 0; j0 < NC; j0 += nb) {
     const int jn = NC - j0 < nb ? NC - j0 : nb;
-    for (int it = threadIdx.x; it < BN * jn; it += 256) {
-      const int c = it % BN, j = it / BN, n = n0 + c;
-      const int kb = (j0 + j) * TFC_KC, ke = kb + TFC_KC < KPAD ? kb + TFC_KC : KPAD;
-      float p[TFC_SMALL_ROWS];
-#pragma unroll
-      for (int r = 0; r < TFC_SMALL_ROWS; ++r) p[r] = 0.f;
-#pragma unroll 1
-      for (int k = kb; k < ke; ++k) {
-        const float b = (n < N && k < kend) ? tfc_ld(W + (size_t)n * ldw + k) : 0.f;
-#pragma unroll
-        for (int r = 0; r < TFC_SMALL_ROWS; ++r)
-          if (r < rows) p[r] = fmaf(k < kend ? tfc_ld(X + (size_t)(m0 + r) * ldxm + k) : 0.f, b, p[r]);
-      }
-#pragma unroll
-      for (int r = 0; r < TFC_SMALL_ROWS; ++r)
-        if (r < rows) smem[(r * BN + c) * nb + j] = p[r];
-    }
+    for (int it = threadIdx.x; it < BN * jn; it += 256 * TFC_ROWS_ITEMS)
+      tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it);
     tfc_fill_barrier<MUT>();
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
@@ -224,6 +316,7 @@ __device__ __forceinline__ void tfc_attend(const float* qs, int nq, const TK* K,
   const int kend = tfc_bound<MUT>(nkeys);
   for (int t0 = 0; t0 < kend; t0 += BKV) {
     const int nt = min(BKV, kend - t0);
+    tfc_fill_skew<MUT>();
     for (int e = tid; e < BKV * HD; e += THREADS) {
       const int j = e / HD, d = e % HD;
       float kv = 0.f, vv = 0.f;

@@ -601,6 +601,12 @@ def reference(args):
     model32 = build_model(config, "cuda")
     log("built", sum(p.numel() for p in model32.parameters()), "parameters;",
         "attn", getattr(model32.config, "_attn_implementation", None))
+    if args.checkpoint_only:
+        c = CANDIDATES[args.candidate]
+        draw_weights(model32, args.seed + c["seed_offset"], c)
+        saved = save_checkpoint(model32.to(torch.bfloat16), ckpt)
+        log("saved", saved["shards"], "sha256 of the shard list", saved["sha256_of_shard_list"])
+        return
     order = [args.candidate] if args.candidate >= 0 else list(range(len(CANDIDATES)))
     tried, chosen, model16, runs16 = [], None, None, None
     for i in order:
@@ -915,6 +921,8 @@ def main():
     r.add_argument("--candidate", type=int, default=CHOSEN, help="weight draw to use; -1 tries them in order")
     r.add_argument("--no-gpu", action="store_true", help="write the images, config and side files only")
     r.add_argument("--force", action="store_true", help="run on torch/transformers versions other than the pinned ones")
+    r.add_argument("--checkpoint-only", action="store_true",
+                   help="draw the chosen weights and write the checkpoint, with no references or timings (for profiling)")
     p = sub.add_parser("report", help="compare tfc's outputs with the references; write receipt.md")
     p.add_argument("--work", required=True)
     p.add_argument("--out", required=True)
