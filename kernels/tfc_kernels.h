@@ -137,14 +137,32 @@ __device__ __forceinline__ float tfc_w8_at(const uint4& u, int i) {
 __device__ __forceinline__ bool tfc_aligned16(const void* p, int ld, int size) {
   return ((size_t)p % 16 == 0) && ((size_t)ld * size % 16 == 0);
 }
-// With F32 activations and BF16 weights, an item whose chunk lies whole inside K, with 16-byte
-// aligned rows, has its 64 weights loaded (eight 16-byte loads) before the first FMA, those of
-// all the thread's items in flight together, and reused for every row; the same chains as
-// tfc_rows_chunk. Other items take tfc_rows_chunk.
+__device__ __forceinline__ uint4 tfc_shfl_xor(const uint4& v, int d) {
+  return make_uint4(__shfl_xor_sync(0xffffffffu, v.x, d), __shfl_xor_sync(0xffffffffu, v.y, d),
+                    __shfl_xor_sync(0xffffffffu, v.z, d), __shfl_xor_sync(0xffffffffu, v.w, d));
+}
+// tfc_swap_bit exchanges with lane ^ d: the lane with bit d set gives lo and takes the partner's
+// hi into lo; the other gives hi and takes the partner's lo into hi.
+__device__ __forceinline__ uint4 tfc_pick(bool c, uint4 a, uint4 b) {
+  return make_uint4(c ? a.x : b.x, c ? a.y : b.y, c ? a.z : b.z, c ? a.w : b.w);
+}
+__device__ __forceinline__ void tfc_swap_bit(uint4& lo, uint4& hi, bool up, int d) {
+  const uint4 got = tfc_shfl_xor(tfc_pick(up, lo, hi), d);
+  lo = tfc_pick(up, got, lo);
+  hi = tfc_pick(up, hi, got);
+}
+// With F32 activations and BF16 weights, when every item of a warp has its chunk whole inside K
+// and 16-byte aligned rows, the warp loads its 32 chunks together: at load g, lane 8q + i reads
+// the i-th 16 bytes of chunk 8q + g, so each load covers four whole 128-byte lines; three
+// butterfly exchanges (lane bit against load bit) then leave each lane holding its own chunk's
+// 64 weights. All of a thread's items are in flight before the first FMA, and each chunk's
+// weights serve every row, in the chains tfc_rows_chunk computes. Other warps take
+// tfc_rows_chunk. it0 is the item of this lane for u = 0; a warp's lanes hold consecutive items.
 template <int BN, int KPAD>
 __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int N, int kend,
                                                int rows, int m0, int n0, int j0, int jn, int nb, int it0) {
   constexpr int U = TFC_ROWS_ITEMS, G = TFC_KC / 8;
+  const int lane = threadIdx.x % 32, q = lane / 8, i8 = lane % 8;
   const bool vec = tfc_aligned16(X + (size_t)m0 * ldx, ldx, 4) && tfc_aligned16(W, ldw, 2);
   uint4 w[U][G];
   bool fast[U];
@@ -153,11 +171,21 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int 
   for (int u = 0; u < U; ++u) {
     const int it = it0 + 256 * u, n = n0 + it % BN;
     kb[u] = (j0 + it / BN) * TFC_KC;
-    fast[u] = vec && it < BN * jn && n < N && kb[u] + TFC_KC <= kend;
+    fast[u] = __all_sync(0xffffffffu, vec && it < BN * jn && n < N && kb[u] + TFC_KC <= kend);
     if (fast[u]) {
-      const uint4* wr = reinterpret_cast<const uint4*>(W + (size_t)n * ldw + kb[u]);
 #pragma unroll
-      for (int g = 0; g < G; ++g) w[u][g] = wr[g];
+      for (int g = 0; g < G; ++g) {  // chunk 8q + g of the warp, its i8-th 16 bytes
+        const int src = it - lane + 8 * q + g;
+        const tfc_bf16* row = W + (size_t)(n0 + src % BN) * ldw + (j0 + src / BN) * TFC_KC;
+        w[u][g] = reinterpret_cast<const uint4*>(row)[i8];
+      }
+      uint4* v = w[u];  // (lane i8, load g) -> (lane g, load i8), one bit at a time
+      tfc_swap_bit(v[0], v[4], i8 & 4, 4), tfc_swap_bit(v[1], v[5], i8 & 4, 4);
+      tfc_swap_bit(v[2], v[6], i8 & 4, 4), tfc_swap_bit(v[3], v[7], i8 & 4, 4);
+      tfc_swap_bit(v[0], v[2], i8 & 2, 2), tfc_swap_bit(v[1], v[3], i8 & 2, 2);
+      tfc_swap_bit(v[4], v[6], i8 & 2, 2), tfc_swap_bit(v[5], v[7], i8 & 2, 2);
+      tfc_swap_bit(v[0], v[1], i8 & 1, 1), tfc_swap_bit(v[2], v[3], i8 & 1, 1);
+      tfc_swap_bit(v[4], v[5], i8 & 1, 1), tfc_swap_bit(v[6], v[7], i8 & 1, 1);
     }
   }
 #pragma unroll
@@ -202,8 +230,9 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
   for (int o = 0; o < OWN; ++o) total[o] = 0.f;
   for (int j0 = 0; j0 < NC; j0 += nb) {
     const int jn = NC - j0 < nb ? NC - j0 : nb;
-    for (int it = threadIdx.x; it < BN * jn; it += 256 * TFC_ROWS_ITEMS)
-      tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it);
+    // whole warps of 32 consecutive items go round together (the CUDA path loads by warp)
+    for (int base = threadIdx.x / 32 * 32; base < BN * jn; base += 256 * TFC_ROWS_ITEMS)
+      tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, base + threadIdx.x % 32);
     tfc_fill_barrier<MUT>();
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
@@ -227,7 +256,7 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
 template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW>
 __device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx, const TW* W, int ldw, int M, int m0, int n0) {
   static_assert(BM % 16 == 0 && BN % 16 == 0, "tile sides must be multiples of 16");
-  static_assert(TFC_KC % BK == 0 && BM >= TFC_SMALL_ROWS, "chunks hold whole BK steps");
+  static_assert(TFC_KC == 64 && TFC_KC % BK == 0 && BM >= TFC_SMALL_ROWS, "chunks hold whole BK steps");
   const int rows = M - m0 < BM ? M - m0 : BM;
   if (rows <= TFC_SMALL_ROWS) {
     tfc_gemm_rows<BM, BN, BK, N, K, MUT>(smem, X, ldx, W, ldw, rows, m0, n0);
