@@ -6,7 +6,7 @@
 
 // dotsocr_vision_linear_bias: linear(bias)
 // from graphs/dots_ocr.graph:102
-// launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -16,12 +16,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 588;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -69,14 +73,15 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 96, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     if (!((n >= 0 && n < 32) || (n >= 32 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
@@ -126,7 +131,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_attention(
 
 // dotsocr_vision_linear_res: linear(res)
 // from graphs/dots_ocr.graph:112
-// launch dotsocr_vision_linear_res: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -136,12 +141,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -149,7 +158,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
 
 // dotsocr_vision_linear: linear
 // from graphs/dots_ocr.graph:114
-// launch dotsocr_vision_linear: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_vision_linear: grid (ceil(M/64), 1), or (1, 4) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -158,19 +167,23 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
 
 // dotsocr_vision_linear_silu_mul: linear(internal, silu) → mul
 // from graphs/dots_ocr.graph:114
-// launch dotsocr_vision_linear_silu_mul: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_vision_linear_silu_mul: grid (ceil(M/64), 1), or (1, 4) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -182,12 +195,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v = tfc_silu(v);
     v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
@@ -196,7 +213,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
 
 // dotsocr_vision_linear_res_fc2: linear(res)
 // from graphs/dots_ocr.graph:114
-// launch dotsocr_vision_linear_res_fc2: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_vision_linear_res_fc2: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -206,12 +223,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -254,7 +275,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
 
 // dotsocr_vision_linear_bias_gelu: linear(bias, gelu)
 // from graphs/dots_ocr.graph:119
-// launch dotsocr_vision_linear_bias_gelu: grid (ceil(M/64), 2), 256 threads
+// launch dotsocr_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -264,12 +285,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v = tfc_gelu(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -278,7 +303,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
 
 // dotsocr_vision_linear_bias_out: linear(bias)
 // from graphs/dots_ocr.graph:119
-// launch dotsocr_vision_linear_bias_out: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_vision_linear_bias_out: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -288,12 +313,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -374,15 +403,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 32, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
@@ -413,15 +443,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 16, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 16))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 16) {
@@ -440,7 +471,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 
 // dotsocr_decode_linear_bias: linear(bias)
 // from graphs/dots_ocr.graph:131
-// launch dotsocr_decode_linear_bias: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_decode_linear_bias: grid (ceil(M/64), 1), or (1, 1) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -450,12 +481,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 16, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -498,7 +533,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention(
 
 // dotsocr_decode_linear_res: linear(res)
 // from graphs/dots_ocr.graph:133
-// launch dotsocr_decode_linear_res: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_decode_linear_res: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -508,12 +543,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -521,7 +560,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
 
 // dotsocr_decode_linear: linear
 // from graphs/dots_ocr.graph:135
-// launch dotsocr_decode_linear: grid (ceil(M/64), 2), 256 threads
+// launch dotsocr_decode_linear: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -530,19 +569,23 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
 
 // dotsocr_decode_linear_silu_mul: linear(internal, silu) → mul
 // from graphs/dots_ocr.graph:135
-// launch dotsocr_decode_linear_silu_mul: grid (ceil(M/64), 2), 256 threads
+// launch dotsocr_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -554,12 +597,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v = tfc_silu(v);
     v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
@@ -568,7 +615,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
 // from graphs/dots_ocr.graph:135
-// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), 256 threads
+// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -578,12 +625,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -608,7 +659,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
 
 // dotsocr_decode_linear_logits: linear
 // from graphs/dots_ocr.graph:138
-// launch dotsocr_decode_linear_logits: grid (ceil(M/64), 2374), 256 threads
+// launch dotsocr_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -617,12 +668,16 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 151936, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

@@ -6,7 +6,7 @@
 
 // qwen2vl_vision_linear: linear
 // from graphs/qwen2_vl.graph:107
-// launch qwen2vl_vision_linear: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -15,12 +15,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 1176;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -76,15 +80,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 96, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 32) || (n >= 32 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
@@ -134,7 +139,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
 
 // qwen2vl_vision_linear_bias_res: linear(bias, res)
 // from graphs/qwen2_vl.graph:116
-// launch qwen2vl_vision_linear_bias_res: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -145,12 +150,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -159,7 +168,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 
 // qwen2vl_vision_linear_bias_quick_gelu: linear(bias, quick_gelu)
 // from graphs/qwen2_vl.graph:118
-// launch qwen2vl_vision_linear_bias_quick_gelu: grid (ceil(M/64), 2), 256 threads
+// launch qwen2vl_vision_linear_bias_quick_gelu: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_quick_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -169,12 +178,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v = tfc_quick_gelu(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -183,7 +196,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
 
 // qwen2vl_vision_linear_bias_res_fc2: linear(bias, res)
 // from graphs/qwen2_vl.graph:118
-// launch qwen2vl_vision_linear_bias_res_fc2: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_vision_linear_bias_res_fc2: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_fc2(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -194,12 +207,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -208,7 +225,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 
 // qwen2vl_vision_linear_bias_gelu: linear(bias, gelu)
 // from graphs/qwen2_vl.graph:122
-// launch qwen2vl_vision_linear_bias_gelu: grid (ceil(M/64), 2), 256 threads
+// launch qwen2vl_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -218,12 +235,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v = tfc_gelu(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -232,7 +253,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
 
 // qwen2vl_vision_linear_bias: linear(bias)
 // from graphs/qwen2_vl.graph:122
-// launch qwen2vl_vision_linear_bias: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 4) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -242,12 +263,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -328,15 +353,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 64, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 64) {
@@ -367,15 +393,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 32, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
@@ -394,7 +421,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
 
 // qwen2vl_decode_linear_bias: linear(bias)
 // from graphs/qwen2_vl.graph:136
-// launch qwen2vl_decode_linear_bias: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_decode_linear_bias: grid (ceil(M/64), 1), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -404,12 +431,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -452,7 +483,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_attention(
 
 // qwen2vl_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:138
-// launch qwen2vl_decode_linear_res: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_decode_linear_res: grid (ceil(M/64), 1), or (1, 4) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -462,12 +493,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -475,7 +510,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
 
 // qwen2vl_decode_linear: linear
 // from graphs/qwen2_vl.graph:140
-// launch qwen2vl_decode_linear: grid (ceil(M/64), 2), 256 threads
+// launch qwen2vl_decode_linear: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -484,19 +519,23 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
 
 // qwen2vl_decode_linear_silu_mul: linear(internal, silu) → mul
 // from graphs/qwen2_vl.graph:140
-// launch qwen2vl_decode_linear_silu_mul: grid (ceil(M/64), 2), 256 threads
+// launch qwen2vl_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -508,12 +547,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v = tfc_silu(v);
     v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
@@ -522,7 +565,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul
 
 // qwen2vl_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:140
-// launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/64), 1), 256 threads
+// launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 4) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -532,12 +575,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 128;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -562,7 +609,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
 
 // qwen2vl_decode_linear_logits: linear
 // from graphs/qwen2_vl.graph:143
-// launch qwen2vl_decode_linear_logits: grid (ceil(M/64), 2374), 256 threads
+// launch qwen2vl_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_logits(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -571,12 +618,16 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_logits(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 151936, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

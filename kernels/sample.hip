@@ -6,7 +6,7 @@
 
 // vision_patch_embed: linear
 // from sample:vision.patch_embed
-// launch vision_patch_embed: grid (ceil(M/64), 20), 256 threads
+// launch vision_patch_embed: grid (ceil(M/64), 20), or (1, 80) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -15,12 +15,16 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 1280, K = 1176;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -76,15 +80,16 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 80, BK = 16, N = 3840, K = 1280;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 1280) || (n >= 1280 && n < 2560))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 1280) {
@@ -134,7 +139,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
 
 // vision_proj_residual: linear(bias, res)
 // from sample:vision.proj
-// launch vision_proj_residual: grid (ceil(M/64), 20), 256 threads
+// launch vision_proj_residual: grid (ceil(M/64), 20), or (1, 80) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -145,12 +150,16 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 1280, K = 1280;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -159,7 +168,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
 
 // vision_fc1_quick_gelu: linear(bias, quick_gelu)
 // from sample:vision.fc1
-// launch vision_fc1_quick_gelu: grid (ceil(M/64), 80), 256 threads
+// launch vision_fc1_quick_gelu: grid (ceil(M/64), 80), or (1, 320) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -169,12 +178,16 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 5120, K = 1280;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v = tfc_quick_gelu(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
@@ -183,7 +196,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
 
 // merger_fc1_gelu: linear(bias, internal) → activate(gelu)
 // from sample:merger.fc1, sample:merger.gelu
-// launch merger_fc1_gelu: grid (ceil(M/64), 80), 256 threads
+// launch merger_fc1_gelu: grid (ceil(M/64), 80), or (1, 320) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -195,12 +208,16 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 5120, K = 5120;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     v = tfc_gelu(v);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
@@ -374,15 +391,16 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 32, BN = 128, BK = 16, N = 1536, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 1536))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 1536) {
@@ -413,15 +431,16 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 32, BN = 128, BK = 16, N = 256, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+  constexpr int bn = BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     if (!((n >= 0 && n < 256))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (BN + 1) + c] = v;
+    smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 256) {
@@ -440,7 +459,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
 
 // v_proj: linear(bias)
 // from sample:layer.v_proj
-// launch v_proj: grid (ceil(M/64), 4), 256 threads
+// launch v_proj: grid (ceil(M/64), 4), or (1, 16) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void v_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -450,12 +469,16 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 256, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -521,7 +544,7 @@ extern "C" __global__ __launch_bounds__(256) void decode_attention(
 
 // o_proj_residual: linear(res)
 // from sample:layer.o_proj
-// launch o_proj_residual: grid (ceil(M/64), 24), 256 threads
+// launch o_proj_residual: grid (ceil(M/64), 24), or (1, 96) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -531,12 +554,16 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 1536, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -544,7 +571,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
 
 // mlp_gate_silu: linear(silu)
 // from sample:layer.gate_proj
-// launch mlp_gate_silu: grid (ceil(M/64), 140), 256 threads
+// launch mlp_gate_silu: grid (ceil(M/64), 140), or (1, 560) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -553,12 +580,16 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 8960, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v = tfc_silu(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -566,7 +597,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
 
 // mlp_up_mul: linear(internal) → mul
 // from sample:layer.up_proj, sample:layer.swiglu
-// launch mlp_up_mul: grid (ceil(M/64), 140), 256 threads
+// launch mlp_up_mul: grid (ceil(M/64), 140), or (1, 560) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -578,12 +609,16 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 8960, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
@@ -608,7 +643,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
 
 // mlp_down_residual: linear(res)
 // from sample:layer.down_proj
-// launch mlp_down_residual: grid (ceil(M/64), 24), 256 threads
+// launch mlp_down_residual: grid (ceil(M/64), 24), or (1, 96) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -618,12 +653,16 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 1536, K = 8960;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
@@ -684,7 +723,7 @@ extern "C" __global__ __launch_bounds__(256) void final_norm(
 
 // lm_head: linear
 // from sample:lm_head
-// launch lm_head: grid (ceil(M/64), 2374), 256 threads
+// launch lm_head: grid (ceil(M/64), 2374), or (1, 9496) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lm_head(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -693,12 +732,16 @@ extern "C" __global__ __launch_bounds__(256) void lm_head(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 64, BK = 16, N = 151936, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  for (int e = threadIdx.x; e < BM * BN; e += 256) {
-    const int r = e / BN, c = e % BN, m = m0 + r, n = n0 + c;
+  const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
-    float v = smem[r * (BN + 1) + c];
+    float v = smem[r * (bn + 1) + c];
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

@@ -86,8 +86,10 @@ struct tfc_gemm_smem {
 // ascending k, the chunk sums added in ascending order. Both paths below follow it, so a row's
 // result does not depend on how many rows share its tile.
 #define TFC_KC 64
-// Tiles with at most TFC_SMALL_ROWS rows (decode rounds) split k across threads instead.
+// Tiles with at most TFC_SMALL_ROWS rows (decode rounds) split k across threads instead; a
+// rope-free GEMM launched on that few rows takes tiles TFC_SMALL_BN columns wide.
 #define TFC_SMALL_ROWS 8
+#define TFC_SMALL_BN 16
 
 // tfc_rows_chunk sums, for the tile's rows, the chunk of item it (column c + BN·chunk j of the
 // batch starting at chunk j0) into smem[(r*BN + c)*nb + j], walking k one element at a time. Each
@@ -215,8 +217,8 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int 
 
 // tfc_gemm_rows is tfc_gemm_tile for a tile of rows ≤ TFC_SMALL_ROWS: threads sum (column, chunk)
 // pairs for every row at once, in batches whose chunk sums fit in smem, and each thread then adds
-// the chunk sums of the (row, column) outputs it owns in ascending order.
-template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW>
+// the chunk sums of the (row, column) outputs it owns in ascending order. smem holds FLOATS.
+template <int BM, int BN, int BK, int N, int K, int MUT, int FLOATS = tfc_gemm_smem<BM, BN, BK>::floats, typename TX, typename TW>
 __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx, const TW* W, int ldw, int rows, int m0, int n0) {
   constexpr int KPAD = (K + BK - 1) / BK * BK;
   constexpr int NC = (KPAD + TFC_KC - 1) / TFC_KC;
@@ -224,7 +226,7 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
   const int owners = BN * rows;
-  const int nb = tfc_gemm_smem<BM, BN, BK>::floats / owners;  // chunk sums a batch keeps
+  const int nb = FLOATS / owners;  // chunk sums a batch keeps
   float total[OWN];
 #pragma unroll
   for (int o = 0; o < OWN; ++o) total[o] = 0.f;

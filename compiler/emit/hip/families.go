@@ -79,8 +79,18 @@ func newGEMM(k Kernel) (family, error) {
 	return f, nil
 }
 
+// smallBN is the column tile of a rope-free GEMM launched on at most smallRows rows (decode
+// rounds): four times the blocks of the BN tile, since such a launch is bound by how many
+// multiprocessors stream its weights. kernels/tfc_kernels.h names them TFC_SMALL_BN and
+// TFC_SMALL_ROWS.
+const smallBN, smallRows = 16, 8
+
 func (f *gemm) launches() []Launch {
-	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}}
+	l := Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
+	if len(f.ropeOf) == 0 {
+		l.SmallRowsGridY = ceilDiv(f.n, smallBN)
+	}
+	return []Launch{l}
 }
 
 func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride, MissingBarrier} }
@@ -89,8 +99,19 @@ func (f *gemm) body(g *gen) error {
 	lin := g.k.Ops[0]
 	g.line("constexpr int BM = %d, BN = %d, BK = %d, N = %d, K = %d;", f.bm, f.bn, f.bk, f.n, lin.int("K"))
 	g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
-	g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;")
-	g.line("tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+	if len(f.ropeOf) == 0 {
+		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
+		g.line("const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;")
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
+		g.line("if (M <= TFC_SMALL_ROWS)")
+		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+		g.line("else")
+		g.line("  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+	} else {
+		g.line("constexpr int bn = BN;")
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;")
+		g.line("tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+	}
 	// Split the epilogue into passes: runs of pointwise ops, and single ropes.
 	var passes [][]int
 	for i := 0; i < len(g.k.Ops); i++ {
@@ -117,10 +138,10 @@ func (f *gemm) body(g *gen) error {
 }
 
 func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
-	g.open("for (int e = threadIdx.x; e < BM * BN; e += %d)", threads)
-	g.line("const int r = e / BN, c = e %% BN, m = m0 + r, n = n0 + c;")
+	g.open("for (int e = threadIdx.x; e < BM * bn; e += %d)", threads)
+	g.line("const int r = e / bn, c = e %% bn, m = m0 + r, n = n0 + c;")
 	g.line("if (m >= M || n >= N) continue;")
-	g.line("float v = smem[r * (BN + 1) + c];")
+	g.line("float v = smem[r * (bn + 1) + c];")
 	for _, i := range ops {
 		o := g.k.Ops[i]
 		if i == 0 {
@@ -152,7 +173,7 @@ func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
 		g.pointwiseStep(i, "m", "n")
 	}
 	if !last {
-		g.line("smem[r * (BN + 1) + c] = v;")
+		g.line("smem[r * (bn + 1) + c] = v;")
 	}
 	g.close()
 }

@@ -42,13 +42,15 @@ type Param struct {
 	CType string    // C type
 }
 
-// Launch is one kernel launch: grid.x = ceil(M/RowsPerBlock), plus S when PlusSpans; grid.y = GridY.
+// Launch is one kernel launch: grid.x = ceil(M/RowsPerBlock), plus S when PlusSpans; grid.y =
+// GridY, or SmallRowsGridY when that is set and M is at most 8.
 type Launch struct {
-	Symbol       string
-	Threads      int
-	RowsPerBlock int
-	PlusSpans    bool
-	GridY        int
+	Symbol         string
+	Threads        int
+	RowsPerBlock   int
+	PlusSpans      bool
+	GridY          int
+	SmallRowsGridY int
 }
 
 // operand is a Tensor field of a catalog op.

@@ -181,6 +181,9 @@ func (l Launch) describe() string {
 	if l.PlusSpans {
 		x += " + S"
 	}
+	if l.SmallRowsGridY > 0 {
+		return fmt.Sprintf("grid (%s, %d), or (1, %d) when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, smallRows, l.Threads)
+	}
 	return fmt.Sprintf("grid (%s, %d), %d threads", x, l.GridY, l.Threads)
 }
 

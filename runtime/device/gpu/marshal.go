@@ -262,6 +262,11 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 		if bn <= 0 {
 			return nil, fmt.Errorf("linear with a rope of head_dim %d", bn)
 		}
+		if len(ops) == 1 || !hasRope(ops[1:]) {
+			if m <= smallRows {
+				bn = smallBN
+			}
+		}
 		return []Launch{{GridX: ceilDiv(m, bm), GridY: ceilDiv(o.Y.Cols, bn)}}, nil
 	case device.Attention:
 		if o.Cache == nil {
@@ -286,3 +291,16 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// smallRows and smallBN: a rope-free linear launched on at most smallRows rows takes column
+// tiles smallBN wide (TFC_SMALL_ROWS and TFC_SMALL_BN in kernels/tfc_kernels.h).
+const smallRows, smallBN = 8, 16
+
+func hasRope(ops []device.Op) bool {
+	for _, op := range ops {
+		if _, ok := Deref(op).(device.Rope); ok {
+			return true
+		}
+	}
+	return false
+}

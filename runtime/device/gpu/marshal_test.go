@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -26,91 +27,96 @@ func TestMarshalMatchesEmitter(t *testing.T) {
 		t.Fatal("no kernels")
 	}
 	for i, k := range ks {
-		t.Run(k.Name, func(t *testing.T) {
-			b := &contracts.Builder{Backend: cpu.New(), Rng: rand.New(rand.NewSource(int64(i + 1))), Strided: i%2 == 1}
-			defer b.Free()
-			m := rowsFor(k)
-			ops, err := chain(b, k, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// each buffer gets a distinct fake device address
-			bases := map[device.Buffer]uint64{}
-			addr := func(buf device.Buffer) (uint64, error) {
-				if a, ok := bases[buf]; ok {
+		for _, m := range []int{rowsFor(k), 5} { // a contract's rows, and a decode round's
+			t.Run(fmt.Sprintf("%s/M=%d", k.Name, m), func(t *testing.T) {
+				b := &contracts.Builder{Backend: cpu.New(), Rng: rand.New(rand.NewSource(int64(i + 1))), Strided: i%2 == 1}
+				defer b.Free()
+				ops, err := chain(b, k, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// each buffer gets a distinct fake device address
+				bases := map[device.Buffer]uint64{}
+				addr := func(buf device.Buffer) (uint64, error) {
+					if a, ok := bases[buf]; ok {
+						return a, nil
+					}
+					a := uint64(1+len(bases)) << 32
+					bases[buf] = a
 					return a, nil
 				}
-				a := uint64(1+len(bases)) << 32
-				bases[buf] = a
-				return a, nil
-			}
-			args, err := Marshal(ops, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			params, err := hip.Params(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(args) != len(params) {
-				t.Fatalf("%d arguments marshalled, Params lists %d", len(args), len(params))
-			}
-			for j, p := range params {
-				a := args[j]
-				if a.Name != p.Name {
-					t.Fatalf("argument %d is %s, Params says %s", j, a.Name, p.Name)
+				args, err := Marshal(ops, addr)
+				if err != nil {
+					t.Fatal(err)
 				}
-				var want uint64
-				switch p.Kind {
-				case hip.Pointer, hip.Stride:
-					tt := operand(t, ops[p.Op], p.Field)
-					if p.Kind == hip.Pointer {
-						base, _ := addr(tt.Buf)
-						want = base + uint64(tt.Off*tt.Buf.DType().Size())
-					} else {
-						want = uint64(tt.RowStride())
+				params, err := hip.Params(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(args) != len(params) {
+					t.Fatalf("%d arguments marshalled, Params lists %d", len(args), len(params))
+				}
+				for j, p := range params {
+					a := args[j]
+					if a.Name != p.Name {
+						t.Fatalf("argument %d is %s, Params says %s", j, a.Name, p.Name)
 					}
-				case hip.Rows:
-					want = uint64(operand(t, ops[0], p.Field).Rows)
-				case hip.SpanCount:
-					want = uint64(operand(t, ops[0], p.Field).Cols - 1)
+					var want uint64
+					switch p.Kind {
+					case hip.Pointer, hip.Stride:
+						tt := operand(t, ops[p.Op], p.Field)
+						if p.Kind == hip.Pointer {
+							base, _ := addr(tt.Buf)
+							want = base + uint64(tt.Off*tt.Buf.DType().Size())
+						} else {
+							want = uint64(tt.RowStride())
+						}
+					case hip.Rows:
+						want = uint64(operand(t, ops[0], p.Field).Rows)
+					case hip.SpanCount:
+						want = uint64(operand(t, ops[0], p.Field).Cols - 1)
+					}
+					if a.Value != want {
+						t.Errorf("%s = %#x, want %#x", p.Name, a.Value, want)
+					}
 				}
-				if a.Value != want {
-					t.Errorf("%s = %#x, want %#x", p.Name, a.Value, want)
+				launches, err := hip.Launches(k)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			launches, err := hip.Launches(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ls, err := Geometry(ops)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ls) != len(launches) {
-				t.Fatalf("%d launches, Launches gives %d", len(ls), len(launches))
-			}
-			s, _ := Spans(ops[0])
-			for j, l := range launches {
-				gx := (m + l.RowsPerBlock - 1) / l.RowsPerBlock
-				if l.PlusSpans {
-					gx += s
+				ls, err := Geometry(ops)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if got := k.Name + ls[j].Suffix; got != l.Symbol {
-					t.Errorf("launch %d is %s, Launches says %s", j, got, l.Symbol)
+				if len(ls) != len(launches) {
+					t.Fatalf("%d launches, Launches gives %d", len(ls), len(launches))
 				}
-				if ls[j].GridX != gx || ls[j].GridY != l.GridY || l.Threads != Threads {
-					t.Errorf("launch %s: grid (%d,%d)×%d, Launches gives (%d,%d)×%d", l.Symbol, ls[j].GridX, ls[j].GridY, Threads, gx, l.GridY, l.Threads)
+				s, _ := Spans(ops[0])
+				for j, l := range launches {
+					gx := (m + l.RowsPerBlock - 1) / l.RowsPerBlock
+					if l.PlusSpans {
+						gx += s
+					}
+					if got := k.Name + ls[j].Suffix; got != l.Symbol {
+						t.Errorf("launch %d is %s, Launches says %s", j, got, l.Symbol)
+					}
+					gy := l.GridY
+					if l.SmallRowsGridY > 0 && m <= smallRows {
+						gy = l.SmallRowsGridY
+					}
+					if ls[j].GridX != gx || ls[j].GridY != gy || l.Threads != Threads {
+						t.Errorf("launch %s: grid (%d,%d)×%d, Launches gives (%d,%d)×%d", l.Symbol, ls[j].GridX, ls[j].GridY, Threads, gx, gy, l.Threads)
+					}
+					e, ok := table[l.Symbol]
+					if !ok {
+						t.Fatalf("%s is not declared in kernels/", l.Symbol)
+					}
+					if err := SameParams(l.Symbol, e.Params, args); err != nil {
+						t.Error(err)
+					}
 				}
-				e, ok := table[l.Symbol]
-				if !ok {
-					t.Fatalf("%s is not declared in kernels/", l.Symbol)
-				}
-				if err := SameParams(l.Symbol, e.Params, args); err != nil {
-					t.Error(err)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
