@@ -232,9 +232,13 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
   for (int o = 0; o < OWN; ++o) total[o] = 0.f;
   for (int j0 = 0; j0 < NC; j0 += nb) {
     const int jn = NC - j0 < nb ? NC - j0 : nb;
-    // whole warps of 32 consecutive items go round together (the CUDA path loads by warp)
+#if TFC_CUDA  // whole warps of 32 consecutive items go round together: the CUDA path loads by warp
     for (int base = threadIdx.x / 32 * 32; base < BN * jn; base += 256 * TFC_ROWS_ITEMS)
       tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, base + threadIdx.x % 32);
+#else
+    for (int it = threadIdx.x; it < BN * jn; it += 256)
+      tfc_rows_chunk<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it);
+#endif
     tfc_fill_barrier<MUT>();
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
