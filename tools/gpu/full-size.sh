@@ -7,7 +7,8 @@
 # usage, from the repository root with bin/tfc built (CGO_ENABLED=0) and `make testdata` done:
 #   tools/gpu/full-size.sh [OUTDIR]          (OUTDIR defaults to $OUT, else out/full-size)
 # environment: BACKEND (cuda), FULL_SIZE_WORK (scratch for the 4.5 GB checkpoint, /tmp/tfc-full-size),
-#   FULL_SIZE_BUDGET (seconds for the whole run, 530), FULL_SIZE_CANDIDATE (weight draw; full_size.py's default is the recorded one).
+#   FULL_SIZE_BUDGET (seconds for the whole run, 530), FULL_SIZE_CANDIDATE (weight draw; full_size.py's default is the recorded one),
+#   FULL_SIZE_RECORDED (set: build the checkpoint only and compare with the references and transformers' timings recorded in docs/receipts).
 # Writes under OUTDIR: hf-reference.json, hf-timings.json, tfc-generate.json, tfc-bench.json,
 # summary.json, receipt.md and run.log. A tfc step that fails or runs out of time is recorded and
 # the run goes on.
@@ -35,9 +36,17 @@ allow() {
 log "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
 log "tfc: $(sha256sum bin/tfc | cut -c1-64); work $work; out $out; budget ${budget}s"
 
-log "transformers: checkpoint, references, speeds"
 args=(reference --work "$work" --out "$out")
 [ -n "$candidate" ] && args+=(--candidate "$candidate")
+if [ -n "${FULL_SIZE_RECORDED:-}" ]; then
+	# tfc's side only: the same checkpoint, against the recorded references and transformers' timings
+	log "checkpoint only; transformers' references and timings from docs/receipts (recorded)"
+	args+=(--checkpoint-only)
+	cp docs/receipts/2026-12-02-h200-full-size-hf-reference.json "$out/hf-reference.json"
+	cp docs/receipts/2026-12-02-h200-full-size-hf-timings.json "$out/hf-timings.json"
+else
+	log "transformers: checkpoint, references, speeds"
+fi
 PYTHONUNBUFFERED=1 timeout "$(allow 360 120)" python3 tools/oracle/full_size.py "${args[@]}" 2>&1 | tee -a "$out/run.log"
 rc=${PIPESTATUS[0]}
 log "full_size.py reference: exit $rc"
