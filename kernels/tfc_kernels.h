@@ -115,12 +115,9 @@ __device__ __forceinline__ void tfc_rows_chunk(float* smem, const TX* X, int ldx
     if (r < rows) smem[(r * BN + c) * nb + j] = p[r];
 }
 
-// A thread takes TFC_ROWS_ITEMS items (it0, it0 + 256, ...) at a time.
 #if TFC_CUDA
+// On CUDA a thread takes TFC_ROWS_ITEMS items (it0, it0 + 256, ...) at a time.
 #define TFC_ROWS_ITEMS 4
-#else  // on AMD targets the register-blocked path below needs more SGPRs than a wave has (tfc audit)
-#define TFC_ROWS_ITEMS 1
-#endif
 
 template <int BN, int KPAD, typename TX, typename TW>
 __device__ __forceinline__ void tfc_rows_items(float* smem, const TX* X, int ldx, const TW* W, int ldw, int N, int kend,
@@ -130,7 +127,6 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const TX* X, int ldx
     tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it0 + 256 * u);
 }
 
-#if TFC_CUDA
 // tfc_w8_at is weight i of eight BF16 weights loaded as 16 bytes.
 __device__ __forceinline__ float tfc_w8_at(const uint4& u, int i) {
   const unsigned w = i < 2 ? u.x : i < 4 ? u.y : i < 6 ? u.z : u.w;
@@ -235,7 +231,7 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
 #if TFC_CUDA  // whole warps of 32 consecutive items go round together: the CUDA path loads by warp
     for (int base = threadIdx.x / 32 * 32; base < BN * jn; base += 256 * TFC_ROWS_ITEMS)
       tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, base + threadIdx.x % 32);
-#else
+#else  // one item a thread: on gfx9 the register-blocked path needs more SGPRs than a wave has (tfc audit)
     for (int it = threadIdx.x; it < BN * jn; it += 256)
       tfc_rows_chunk<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it);
 #endif
