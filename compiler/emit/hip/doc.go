@@ -10,7 +10,9 @@
 //
 // Kernels supported, by the op they are built around:
 //
-//	linear                 tiled GEMM (LDS tiles, F32 accumulation over K in order), then its own
+//	linear                 tiled GEMM (LDS tiles, F32 accumulation over K in order; tiles of at
+//	                       most 8 rows split K across threads in the same order, and a rope-free
+//	                       linear launched on at most 8 rows takes 16-column tiles), then its own
 //	                       bias, activation and residual epilogue, then rope, add, mul, activate,
 //	                       glu, copy
 //	rmsnorm, layernorm     one block a row; add, mul, activate, glu, copy before it (forming the
@@ -49,6 +51,9 @@
 // Src for scatter, Y otherwise), and for attention over spans int S, the number of spans
 // (Spans.Cols - 1). Params returns this list; Launches gives the grid of each launch.
 //
+// A kernel's grid is (ceil(M/RowsPerBlock), GridY) blocks of 256 threads, with S more in x for
+// attention over spans, and (1, SmallRowsGridY) instead when that is set and M is at most 8.
+//
 // A cached attention kernel is two launches with the same arguments: <name>_kvstore, which stores
 // the launch's K and V rows into the cache, then <name>.
 //
@@ -56,5 +61,6 @@
 //
 // Render can plant one mutation in one named kernel (Mutate): every kernel declares
 // `constexpr int MUT`, and the templates in kernels/tfc_kernels.h read it. A mutant differs from
-// the real kernel in that one line.
+// the real kernel in that one line; the missing-barrier mutant of an attention also holds back
+// every wave but the first before its LDS fill, so that the race it plants shows on every launch.
 package hip
