@@ -8,8 +8,11 @@
 #   tools/gpu/receipts.sh qwen OUT   Qwen2-VL-2B-shaped gate and speeds (tools/gpu/full-size.sh)
 #   tools/gpu/receipts.sh dots OUT   dots.ocr at full size against the publisher's code
 #                                    (tools/oracle/dots_full_size.py; needs tools/oracle/publisher)
+#   tools/gpu/receipts.sh decode OUT decode speed on the Qwen2-VL-2B-shaped checkpoint alone (no
+#                                    transformers run), and each kernel's device time in a decode
+#                                    round (Nsight Compute, tools/gpu/kernel_times.py)
 set -uo pipefail
-part=${1:?tiny, qwen or dots}
+part=${1:?tiny, qwen, dots or decode}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -68,6 +71,16 @@ dots)
 		prompt=${prompt%.}
 		step 150 dots-tfc bash -c 'bin/tfc generate --model "$0/checkpoint" --image "$0/page.png" --prompt "$1" --max-tokens 64 --ignore-eos --json --backend "$2" >"$0/tfc.json"' "$dw" "$prompt" "$backend"
 		step 20 dots-report python3 tools/oracle/dots_full_size.py report --work "$dw" --out "$out"
+	fi
+	;;
+decode)
+	dw=/tmp/tfc-full-qwen
+	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
+	step 150 bench bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1,8 --prompt-tokens 128 --new-tokens 32 --out "$out/bench.json"
+	if command -v ncu >/dev/null; then
+		step 200 ncu ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+			bin/tfc generate --model "$dw/checkpoint" --backend "$backend" --prompt "Describe a page." --max-tokens 8 --ignore-eos
+		python3 tools/gpu/kernel_times.py "$out/ncu.log" | tee "$out/kernel-times.md"
 	fi
 	;;
 esac
