@@ -250,22 +250,24 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 	}
 	switch o := Deref(ops[0]).(type) {
 	case device.Linear:
-		bm, bn := 64, 64
+		bm, bn, roped := 64, 64, false
 		for _, op := range ops[1:] {
 			if r, ok := Deref(op).(device.Rope); ok {
-				bn = r.HeadDim
+				if r.HeadDim <= 0 {
+					return nil, fmt.Errorf("linear with a rope of head_dim %d", r.HeadDim)
+				}
+				// a tile holds whole heads: one, or as many as make its width a multiple of 16
+				bn, roped = r.HeadDim, true
+				for bn%16 != 0 {
+					bn += r.HeadDim
+				}
 				if r.HeadDim > 80 {
 					bm = 32
 				}
 			}
 		}
-		if bn <= 0 {
-			return nil, fmt.Errorf("linear with a rope of head_dim %d", bn)
-		}
-		if len(ops) == 1 || !hasRope(ops[1:]) {
-			if m <= smallRows {
-				bn = smallBN
-			}
+		if !roped && m <= smallRows {
+			bn = smallBN
 		}
 		return []Launch{{GridX: ceilDiv(m, bm), GridY: ceilDiv(o.Y.Cols, bn)}}, nil
 	case device.Attention:
@@ -295,12 +297,3 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // smallRows and smallBN: a rope-free linear launched on at most smallRows rows takes column
 // tiles smallBN wide (TFC_SMALL_ROWS and TFC_SMALL_BN in kernels/tfc_kernels.h).
 const smallRows, smallBN = 8, 16
-
-func hasRope(ops []device.Op) bool {
-	for _, op := range ops {
-		if _, ok := Deref(op).(device.Rope); ok {
-			return true
-		}
-	}
-	return false
-}

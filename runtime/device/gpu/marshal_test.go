@@ -13,7 +13,7 @@ import (
 	"tfc/runtime/device/cpu"
 )
 
-// TestMarshalMatchesEmitter checks, for every kernel of kernels/qwen2vl.hip, that the
+// TestMarshalMatchesEmitter checks, for every kernel of both families' kernels, that the
 // parameters marshalled from device ops are the ones compiler/emit/hip's Params lists (names,
 // addresses, strides, M and S), that they name the parameters the source declares, and that
 // the grid equals its Launches.
@@ -23,6 +23,11 @@ func TestMarshalMatchesEmitter(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks := familyKernels(t)
+	dots, err := contracts.LoadFamily("dots_ocr", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks = append(ks, dots.Kernels...) // head_dim 8: a rope tile holds two heads
 	if len(ks) == 0 {
 		t.Fatal("no kernels")
 	}
