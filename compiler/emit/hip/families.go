@@ -99,6 +99,7 @@ func (f *gemm) body(g *gen) error {
 	lin := g.k.Ops[0]
 	g.line("constexpr int BM = %d, BN = %d, BK = %d, N = %d, K = %d;", f.bm, f.bn, f.bk, f.n, lin.int("K"))
 	g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
+	tile := "tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);"
 	if len(f.ropeOf) == 0 {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
 		g.line("const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;")
@@ -106,11 +107,11 @@ func (f *gemm) body(g *gen) error {
 		g.line("if (M <= TFC_SMALL_ROWS)")
 		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
 		g.line("else")
-		g.line("  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+		g.line("  %s", tile)
 	} else {
 		g.line("constexpr int bn = BN;")
-		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;")
-		g.line("tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
+		g.line("%s", tile)
 	}
 	// Split the epilogue into passes: runs of pointwise ops, and single ropes.
 	var passes [][]int

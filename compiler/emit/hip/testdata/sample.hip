@@ -81,7 +81,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   constexpr int BM = 64, BN = 80, BK = 16, N = 3840, K = 1280;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -392,7 +392,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   constexpr int BM = 32, BN = 128, BK = 16, N = 1536, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -432,7 +432,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   constexpr int BM = 32, BN = 128, BK = 16, N = 256, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
   constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
