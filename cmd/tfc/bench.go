@@ -24,7 +24,12 @@ Decode: --batch sequences of --prompt-tokens random ids (seeded) run together th
 server's lanes scheduler, greedy, --new-tokens each, EOS ignored; the rate is taken over the rounds
 in which every sequence decodes (the report's decode_method says exactly how).
 Vision: --image FILE runs the vision tower on that image, once to warm up and then --repeat
-times (median); decoding and preprocessing the image are timed apart.`,
+times (median); decoding and preprocessing the image are timed apart.
+Profile: --profile (cuda, hip) runs each batch's decode again with every kernel launch timed on
+the device and prints, after the batch's measure, a table of the decode rounds' kernels
+(launches a round, µs a launch, share of the kernel time); the JSON report carries it too.
+On GPU backends the report counts the launches graphs replayed; TFC_GPU_GRAPHS=0 turns graph
+replay off.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Dir = args[0]
@@ -63,6 +68,7 @@ times (median); decoding and preprocessing the image are timed apart.`,
 	fl.StringVar(&o.Image, "image", "", "an image file (PNG, JPEG or WebP) for the vision tower measure")
 	fl.IntVar(&o.Repeat, "repeat", 5, "timed vision runs after one warm-up")
 	fl.StringVar(&out, "out", "", "also write the JSON report to this file")
+	fl.BoolVar(&o.Profile, "profile", false, "time every kernel of the decode rounds on the device (cuda, hip) and print a table")
 	addCommand(c)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -84,5 +85,29 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if rep.Vision["patches"] != 32.0 || rep.Vision["rows"] != 8.0 {
 		t.Errorf("vision on b.png: %v patches, %v rows; want 32 and 8 (grid 1x4x8, merge 2)", rep.Vision["patches"], rep.Vision["rows"])
+	}
+}
+
+// TestBenchProfileNeedsAGPU: --profile on a backend that cannot time kernels says so and names
+// the backends that can, before loading anything.
+func TestBenchProfileNeedsAGPU(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"bench", tinyQwen2VL, "--backend", "cpu", "--profile"})
+	t.Cleanup(func() {
+		root.SetOut(nil)
+		root.SetErr(nil)
+		root.SetArgs(nil)
+		if c, _, err := root.Find([]string{"bench"}); err == nil {
+			c.Flags().Set("profile", "false")
+		}
+	})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--profile") || !strings.Contains(err.Error(), "--backend cuda or hip") {
+		t.Fatalf("tfc bench --profile on the CPU: %v", err)
+	}
+	if strings.Contains(stderr.String(), "loading") {
+		t.Errorf("the checkpoint was loaded before --profile was refused:\n%s", stderr.String())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tfc/runtime/device"
+	"tfc/runtime/device/gpu"
 	"tfc/runtime/engine"
 	"tfc/runtime/image"
 	"tfc/runtime/lanes"
@@ -47,7 +48,10 @@ type Options struct {
 	Seed         uint64
 	Image        string // image file for the vision measure; empty skips it
 	Repeat       int    // timed vision runs after one warm-up
-	Log          io.Writer
+	// Profile runs each batch's decode a second time with every kernel launch timed on the
+	// device, and reports the decode rounds' kernels (the backend must be a device.Profiler).
+	Profile bool
+	Log     io.Writer
 }
 
 // Report is what tfc bench prints.
@@ -92,6 +96,11 @@ type Decode struct {
 	EndToEndTokS   float64 `json:"end_to_end_tok_s"`
 	TotalRounds    int     `json:"total_rounds"`
 	DistinctOutput int     `json:"distinct_outputs"` // how many of the B outputs differ from each other
+	// ReplayedLaunches and PlainLaunches count the measured run's kernel launches that graphs
+	// replayed and that were made one by one, on backends that replay graphs.
+	ReplayedLaunches int64          `json:"replayed_launches,omitempty"`
+	PlainLaunches    int64          `json:"plain_launches,omitempty"`
+	Profile          *KernelProfile `json:"profile,omitempty"`
 }
 
 // Vision is the vision tower measure on one image.
@@ -132,6 +141,15 @@ func Run(o Options) (*Report, error) {
 			fmt.Fprintf(o.Log, "bench: "+format+"\n", a...)
 		}
 	}
+	var prof device.Profiler
+	if o.Profile {
+		p, ok := o.Backend.(device.Profiler)
+		if !ok {
+			return nil, fmt.Errorf("--profile times kernels on a GPU; the %s backend cannot, use --backend cuda or hip", o.Backend.Name())
+		}
+		prof = p
+	}
+	counter, _ := o.Backend.(launchCounter)
 	rep := &Report{Backend: o.Backend.Name(), Checkpoint: filepath.Clean(o.Dir)}
 	if d, ok := o.Backend.(interface{ Describe() string }); ok {
 		rep.Device = d.Describe()
@@ -198,6 +216,10 @@ func Run(o Options) (*Report, error) {
 				return nil, fmt.Errorf("decode warm-up at batch %d: %w", b, err)
 			}
 			logf("decode: batch %d, %d prompt tokens, %d new tokens", b, o.PromptTokens, o.NewTokens)
+			var before gpu.LaunchCounts
+			if counter != nil {
+				before = counter.Launches()
+			}
 			run, err := runBatch(sched, tm, vocab, b, o.PromptTokens, o.NewTokens, o.Seed)
 			if err != nil {
 				return nil, fmt.Errorf("decode at batch %d: %w", b, err)
@@ -207,6 +229,19 @@ func Run(o Options) (*Report, error) {
 				return nil, fmt.Errorf("decode at batch %d: %w", b, err)
 			}
 			logf("decode: batch %d: %.1f tok/s (%.1f a stream), %.2f ms a round over %d rounds", b, d.TokS, d.TokSPerStream, d.MsPerRound, d.Rounds)
+			if counter != nil {
+				after := counter.Launches()
+				d.ReplayedLaunches, d.PlainLaunches = after.Replayed-before.Replayed, after.Plain-before.Plain
+				logf("decode: batch %d: %d launches replayed by graphs, %d launched one by one", b, d.ReplayedLaunches, d.PlainLaunches)
+			}
+			if prof != nil {
+				if d.Profile, err = profileDecode(sched, tm, prof, vocab, b, o); err != nil {
+					return nil, fmt.Errorf("decode profile at batch %d: %w", b, err)
+				}
+				if o.Log != nil {
+					d.Profile.WriteTable(o.Log, b)
+				}
+			}
 			rep.Decode = append(rep.Decode, d)
 		}
 		rep.DecodeMethod = DecodeMethod
@@ -240,12 +275,14 @@ func promptIDs(info model.Info) int32 {
 type round struct {
 	start, end time.Time
 	rows       int
-	decodeRows int // rows at positions past the prompt
+	decodeRows int                 // rows at positions past the prompt
+	profile    []device.KernelTime // the backend's profile after the round, when profiling
 }
 
 // timedModel records every forward the scheduler makes while recording is on.
 type timedModel struct {
 	model.Model
+	prof      device.Profiler // when set, each round ends with the profile so far
 	mu        sync.Mutex
 	recording bool
 	prompt    int // rows at positions below this fill a prompt
@@ -260,6 +297,9 @@ func (m *timedModel) Forward(r *model.Round) ([]float32, error) {
 	defer m.mu.Unlock()
 	if m.recording {
 		rd := round{start: start, end: end, rows: len(r.Tokens)}
+		if m.prof != nil {
+			rd.profile = m.prof.Profiled()
+		}
 		for _, p := range r.Pos {
 			if int(p) >= m.prompt {
 				rd.decodeRows++
@@ -268,6 +308,13 @@ func (m *timedModel) Forward(r *model.Round) ([]float32, error) {
 		m.rounds = append(m.rounds, rd)
 	}
 	return logits, err
+}
+
+// profileWith makes each recorded round end with p's profile; nil stops it.
+func (m *timedModel) profileWith(p device.Profiler) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.prof = p
 }
 
 func (m *timedModel) record(prompt int) {
@@ -340,14 +387,9 @@ func runBatch(s *lanes.Scheduler, tm *timedModel, vocab int32, b, prompt, newTok
 // prompt is filled.
 func (run *batchRun) measure() (Decode, error) {
 	b, rounds := run.batch, run.rounds
-	full := func(r round) bool { return r.rows == b && r.decodeRows == b }
-	lo := slices.IndexFunc(rounds, full)
-	if lo < 1 {
-		return Decode{}, fmt.Errorf("no round decoded all %d sequences after their prompts (%d rounds); raise --new-tokens", b, len(rounds))
-	}
-	hi := lo
-	for hi+1 < len(rounds) && full(rounds[hi+1]) {
-		hi++
+	lo, hi, err := decodeWindow(rounds, b)
+	if err != nil {
+		return Decode{}, err
 	}
 	n := hi - lo + 1
 	wall := rounds[hi].end.Sub(rounds[lo-1].end)
@@ -377,6 +419,21 @@ func (run *batchRun) measure() (Decode, error) {
 		TotalRounds:    len(rounds),
 		DistinctOutput: distinct(run.outs),
 	}, nil
+}
+
+// decodeWindow finds the rounds [lo, hi] in which all b sequences decode and no prompt is
+// filled; lo is at least 1, so round lo-1 ends where the window starts.
+func decodeWindow(rounds []round, b int) (lo, hi int, err error) {
+	full := func(r round) bool { return r.rows == b && r.decodeRows == b }
+	lo = slices.IndexFunc(rounds, full)
+	if lo < 1 {
+		return 0, 0, fmt.Errorf("no round decoded all %d sequences after their prompts (%d rounds); raise --new-tokens", b, len(rounds))
+	}
+	hi = lo
+	for hi+1 < len(rounds) && full(rounds[hi+1]) {
+		hi++
+	}
+	return lo, hi, nil
 }
 
 // measureVision times preprocessing and the vision tower on one image.

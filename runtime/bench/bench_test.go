@@ -2,9 +2,11 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
 
@@ -69,4 +71,37 @@ func TestMedian(t *testing.T) {
 
 func infoOf(vocab, image, start int) model.Info {
 	return model.Info{Vocab: vocab, ImageToken: image, VisionStart: start}
+}
+
+// TestKernelProfile: the profile of a window is what the backend's profile gained over it, per
+// round, largest device time first, with shares that sum to one.
+func TestKernelProfile(t *testing.T) {
+	us := func(n float64) time.Duration { return time.Duration(n * 1e3) }
+	before := []device.KernelTime{{Name: "prefill_only", Launches: 3, Total: us(30)}, {Name: "linear", Launches: 10, Total: us(50)}}
+	after := []device.KernelTime{{Name: "prefill_only", Launches: 3, Total: us(30)}, {Name: "linear", Launches: 30, Total: us(170)},
+		{Name: "attention_kvstore", Launches: 4, Total: us(8)}, {Name: "attention", Launches: 4, Total: us(32)}}
+	p := kernelProfile(before, after, 4)
+	want := []KernelShare{
+		{Name: "linear", LaunchesPerRound: 5, UsPerLaunch: 6, Share: 0.75},
+		{Name: "attention", LaunchesPerRound: 1, UsPerLaunch: 8, Share: 0.2},
+		{Name: "attention_kvstore", LaunchesPerRound: 1, UsPerLaunch: 2, Share: 0.05},
+	}
+	if len(p.Kernels) != len(want) {
+		t.Fatalf("kernels %+v, want %+v", p.Kernels, want)
+	}
+	for i, w := range want {
+		g := p.Kernels[i]
+		if g.Name != w.Name || math.Abs(g.LaunchesPerRound-w.LaunchesPerRound) > 1e-9 || math.Abs(g.UsPerLaunch-w.UsPerLaunch) > 1e-9 || math.Abs(g.Share-w.Share) > 1e-9 {
+			t.Errorf("kernel %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if math.Abs(p.KernelMsPerRound-0.04) > 1e-9 || p.Rounds != 4 {
+		t.Errorf("%v ms of kernels a round over %d rounds, want 0.04 over 4", p.KernelMsPerRound, p.Rounds)
+	}
+	var out strings.Builder
+	p.WriteTable(&out, 2)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], "decode batch 2") || !strings.Contains(lines[2], "linear") || !strings.HasSuffix(lines[2], "75.0%") {
+		t.Errorf("table:\n%s", out.String())
+	}
 }

@@ -6,7 +6,10 @@
 // kernel with the ops' operands. The float64 meaning of every op lives in package contracts.
 package device
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // DType is an element type of a buffer.
 type DType uint8
@@ -125,4 +128,20 @@ type Specializer interface {
 	// SpecializeFamily makes hip the source of family (kernels/<family>.hip, e.g. "qwen2vl") for
 	// every later launch of its kernels. Giving the source it already has again is a no-op.
 	SpecializeFamily(family string, hip []byte) error
+}
+
+// Profiler is a backend that can time every kernel launch on the device.
+type Profiler interface {
+	// Profile turns per-launch timing on, starting a fresh profile, or off, keeping it.
+	Profile(on bool)
+	// Profiled waits for the launches before it and returns the profile, by kernel in the
+	// order of their first launch.
+	Profiled() []KernelTime
+}
+
+// KernelTime is the device time of one kernel's launches.
+type KernelTime struct {
+	Name     string // kernel symbol with the launch's suffix, e.g. k_attention_kvstore
+	Launches int
+	Total    time.Duration
 }

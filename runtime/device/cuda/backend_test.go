@@ -2,21 +2,39 @@ package cuda
 
 import (
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"tfc/runtime/device"
 	"tfc/runtime/device/gpu"
+	"tfc/runtime/device/gpu/gputest"
 )
+
+// fakeBackend is a cuda Backend over the fake driver, with the kernel sources srcs.
+func fakeBackend(t *testing.T, srcs fs.FS) *Backend {
+	t.Helper()
+	lib, err := gpu.NewLibrary("cuda", srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &Backend{}
+	be.Backend, err = gpu.NewBackend(gpu.Config{Name: "cuda", Driver: gputest.New(), Thread: gpu.NewThread(), Library: lib, Build: be.comp.build, Image: "cubin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
 
 // TestRefusalsNameCUDA: refusals made on the host, before any driver call, say "cuda: " and
 // what was wrong; a closed backend says it is closed.
 func TestRefusalsNameCUDA(t *testing.T) {
-	be := &Backend{th: gpu.NewThread()}
-	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be}
-	other := &gpu.Buffer{DT: device.F32, N: 8, Owner: &Backend{}}
-	freed := &gpu.Buffer{DT: device.F32, N: 8, Owner: be, Freed: true}
+	be := fakeBackend(t, fstest.MapFS{})
+	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be.Backend}
+	other := &gpu.Buffer{DT: device.F32, N: 8, Owner: fakeBackend(t, fstest.MapFS{}).Backend}
+	freed := &gpu.Buffer{DT: device.F32, N: 8, Owner: be.Backend, Freed: true}
 	tt := device.Tensor{Buf: buf, Rows: 2, Cols: 4}
 	for _, c := range []struct {
 		err  error
@@ -35,7 +53,7 @@ func TestRefusalsNameCUDA(t *testing.T) {
 			t.Errorf("got %v, want cuda: ... %q", c.err, c.want)
 		}
 	}
-	be.th.Stop()
+	be.Close()
 	if err := be.Sync(); !errors.Is(err, gpu.ErrStopped) || err.Error() != "cuda: the backend is closed" {
 		t.Fatalf("after close: %v", err)
 	}
@@ -47,13 +65,8 @@ const kernelK = "extern \"C\" __global__ __launch_bounds__(256) void k(\n    con
 // TestLaunchRefusalsNameCUDA: a launch the kernel sources do not declare, or whose operands do
 // not match the declaration, is refused with "cuda: " before anything is built.
 func TestLaunchRefusalsNameCUDA(t *testing.T) {
-	lib, err := gpu.NewLibrary("cuda", fstest.MapFS{"a.hip": {Data: []byte(kernelK)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be := &Backend{th: gpu.NewThread(), lib: lib}
-	defer be.th.Stop()
-	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be}
+	be := fakeBackend(t, fstest.MapFS{"a.hip": {Data: []byte(kernelK)}})
+	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be.Backend}
 	x := device.Tensor{Buf: buf, Rows: 2, Cols: 4}
 	for _, c := range []struct {
 		name string

@@ -22,18 +22,37 @@ type driver struct {
 	primaryCtxRetain   func(ctx *uintptr, dev int32) int32
 	primaryCtxRelease  func(dev int32) int32
 	ctxSetCurrent      func(ctx uintptr) int32
-	ctxSynchronize     func() int32
 	memAlloc           func(ptr *uint64, bytes uint64) int32
 	memFree            func(ptr uint64) int32
-	memsetD8           func(ptr uint64, v uint8, n uint64) int32
-	memcpyHtoD         func(dst uint64, src unsafe.Pointer, n uint64) int32
-	memcpyDtoH         func(dst unsafe.Pointer, src uint64, n uint64) int32
+	memsetD8Async      func(ptr uint64, v uint8, n uint64, stream uintptr) int32
+	memcpyHtoDAsync    func(dst uint64, src unsafe.Pointer, n uint64, stream uintptr) int32
+	memcpyDtoHAsync    func(dst unsafe.Pointer, src uint64, n uint64, stream uintptr) int32
+	streamCreate       func(stream *uintptr, flags uint32) int32
+	streamSynchronize  func(stream uintptr) int32
+	streamDestroy      func(stream uintptr) int32
 	moduleLoadData     func(mod *uintptr, image unsafe.Pointer) int32
 	moduleUnload       func(mod uintptr) int32
 	moduleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
 	launchKernel       func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra uintptr) int32
+	eventCreate        func(ev *uintptr, flags uint32) int32
+	eventRecord        func(ev, stream uintptr) int32
+	eventElapsedTime   func(ms *float32, start, stop uintptr) int32
+	eventDestroy       func(ev uintptr) int32
+	streamBeginCapture func(stream uintptr, mode int32) int32
+	streamEndCapture   func(stream uintptr, graph *uintptr) int32
+	graphInstantiate   func(exec *uintptr, graph uintptr, flags uint64) int32
+	graphLaunch        func(exec, stream uintptr) int32
+	graphExecDestroy   func(exec uintptr) int32
+	graphDestroy       func(graph uintptr) int32
 	getErrorName       func(code int32, name **byte) int32
 }
+
+// Flags and modes of cuda.h.
+const (
+	streamNonBlocking      = 0x1 // CU_STREAM_NON_BLOCKING
+	captureModeThreadLocal = 1   // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+	eventDefault           = 0x0 // CU_EVENT_DEFAULT: with timing
+)
 
 // Device attributes (CUdevice_attribute).
 const (
@@ -80,7 +99,10 @@ type symbol struct {
 	fn   any
 }
 
-// symbols lists the exports the backend binds, by the versioned names cuda.h maps to.
+// symbols lists the exports the backend binds, by the versioned names cuda.h maps to without
+// per-thread default streams (cuMemcpyHtoDAsync is cuMemcpyHtoDAsync_v2, cuStreamBeginCapture is
+// cuStreamBeginCapture_v2). cuEventElapsedTime is the first version, which every driver exports
+// (CUDA 12.8 added a _v2 with the same signature).
 func (d *driver) symbols() []symbol {
 	return []symbol{
 		{"cuInit", &d.init},
@@ -93,16 +115,124 @@ func (d *driver) symbols() []symbol {
 		{"cuDevicePrimaryCtxRetain", &d.primaryCtxRetain},
 		{"cuDevicePrimaryCtxRelease_v2", &d.primaryCtxRelease},
 		{"cuCtxSetCurrent", &d.ctxSetCurrent},
-		{"cuCtxSynchronize", &d.ctxSynchronize},
 		{"cuMemAlloc_v2", &d.memAlloc},
 		{"cuMemFree_v2", &d.memFree},
-		{"cuMemsetD8_v2", &d.memsetD8},
-		{"cuMemcpyHtoD_v2", &d.memcpyHtoD},
-		{"cuMemcpyDtoH_v2", &d.memcpyDtoH},
+		{"cuMemsetD8Async", &d.memsetD8Async},
+		{"cuMemcpyHtoDAsync_v2", &d.memcpyHtoDAsync},
+		{"cuMemcpyDtoHAsync_v2", &d.memcpyDtoHAsync},
+		{"cuStreamCreate", &d.streamCreate},
+		{"cuStreamSynchronize", &d.streamSynchronize},
+		{"cuStreamDestroy_v2", &d.streamDestroy},
 		{"cuModuleLoadData", &d.moduleLoadData},
 		{"cuModuleUnload", &d.moduleUnload},
 		{"cuModuleGetFunction", &d.moduleGetFunction},
 		{"cuLaunchKernel", &d.launchKernel},
+		{"cuEventCreate", &d.eventCreate},
+		{"cuEventRecord", &d.eventRecord},
+		{"cuEventElapsedTime", &d.eventElapsedTime},
+		{"cuEventDestroy_v2", &d.eventDestroy},
+		{"cuStreamBeginCapture_v2", &d.streamBeginCapture},
+		{"cuStreamEndCapture", &d.streamEndCapture},
+		{"cuGraphInstantiateWithFlags", &d.graphInstantiate},
+		{"cuGraphLaunch", &d.graphLaunch},
+		{"cuGraphExecDestroy", &d.graphExecDestroy},
+		{"cuGraphDestroy", &d.graphDestroy},
 		{"cuGetErrorName", &d.getErrorName},
 	}
+}
+
+// The gpu.Driver methods: each calls one driver entry point and names it in its error.
+
+func (d *driver) Alloc(bytes uint64) (uint64, error) {
+	var p uint64
+	return p, check("cuMemAlloc_v2", d.memAlloc(&p, bytes))
+}
+
+func (d *driver) Free(ptr uint64) error { return check("cuMemFree_v2", d.memFree(ptr)) }
+
+func (d *driver) MemsetAsync(ptr, bytes uint64, stream uintptr) error {
+	return check("cuMemsetD8Async", d.memsetD8Async(ptr, 0, bytes, stream))
+}
+
+func (d *driver) CopyToDevice(dst uint64, host []byte, stream uintptr) error {
+	return check("cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync(dst, unsafe.Pointer(&host[0]), uint64(len(host)), stream))
+}
+
+func (d *driver) CopyToHost(host []byte, src uint64, stream uintptr) error {
+	return check("cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync(unsafe.Pointer(&host[0]), src, uint64(len(host)), stream))
+}
+
+func (d *driver) NewStream() (uintptr, error) {
+	var s uintptr
+	return s, check("cuStreamCreate", d.streamCreate(&s, streamNonBlocking))
+}
+
+func (d *driver) SyncStream(stream uintptr) error {
+	return check("cuStreamSynchronize", d.streamSynchronize(stream))
+}
+
+func (d *driver) DestroyStream(stream uintptr) error {
+	return check("cuStreamDestroy_v2", d.streamDestroy(stream))
+}
+
+func (d *driver) LoadModule(image []byte) (uintptr, error) {
+	var m uintptr
+	return m, check("cuModuleLoadData", d.moduleLoadData(&m, unsafe.Pointer(&image[0])))
+}
+
+func (d *driver) UnloadModule(module uintptr) error {
+	return check("cuModuleUnload", d.moduleUnload(module))
+}
+
+func (d *driver) Function(module uintptr, symbol string) (uintptr, error) {
+	var f uintptr
+	return f, check("cuModuleGetFunction", d.moduleGetFunction(&f, module, symbol))
+}
+
+func (d *driver) Launch(fn uintptr, gridX, gridY, block uint32, params unsafe.Pointer, stream uintptr) error {
+	return check("cuLaunchKernel", d.launchKernel(fn, gridX, gridY, 1, block, 1, 1, 0, stream, params, 0))
+}
+
+func (d *driver) NewEvent() (uintptr, error) {
+	var e uintptr
+	return e, check("cuEventCreate", d.eventCreate(&e, eventDefault))
+}
+
+func (d *driver) RecordEvent(event, stream uintptr) error {
+	return check("cuEventRecord", d.eventRecord(event, stream))
+}
+
+func (d *driver) ElapsedMs(start, stop uintptr) (float32, error) {
+	var ms float32
+	return ms, check("cuEventElapsedTime", d.eventElapsedTime(&ms, start, stop))
+}
+
+func (d *driver) DestroyEvent(event uintptr) error {
+	return check("cuEventDestroy_v2", d.eventDestroy(event))
+}
+
+func (d *driver) BeginCapture(stream uintptr) error {
+	return check("cuStreamBeginCapture_v2", d.streamBeginCapture(stream, captureModeThreadLocal))
+}
+
+func (d *driver) EndCapture(stream uintptr) (uintptr, error) {
+	var g uintptr
+	return g, check("cuStreamEndCapture", d.streamEndCapture(stream, &g))
+}
+
+func (d *driver) Instantiate(graph uintptr) (uintptr, error) {
+	var e uintptr
+	return e, check("cuGraphInstantiateWithFlags", d.graphInstantiate(&e, graph, 0))
+}
+
+func (d *driver) LaunchGraph(exec, stream uintptr) error {
+	return check("cuGraphLaunch", d.graphLaunch(exec, stream))
+}
+
+func (d *driver) DestroyGraphExec(exec uintptr) error {
+	return check("cuGraphExecDestroy", d.graphExecDestroy(exec))
+}
+
+func (d *driver) DestroyGraph(graph uintptr) error {
+	return check("cuGraphDestroy", d.graphDestroy(graph))
 }

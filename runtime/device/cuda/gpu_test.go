@@ -13,6 +13,7 @@ import (
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
 	"tfc/runtime/device"
+	"tfc/runtime/device/gpu/gputest"
 )
 
 var (
@@ -121,5 +122,32 @@ func TestGPUKernelContracts(t *testing.T) {
 		t.Error(r.Summary())
 	} else {
 		t.Log(r.Summary())
+	}
+}
+
+// TestGPUGraphReplayIsExact runs every kernel of kernels/qwen2vl.hip as one run of launches,
+// three times, with CUDA graphs and without: the same bits (gputest.CheckReplay), one graph
+// captured on the second run and replayed on the second and third, and a profile naming each
+// launch.
+func TestGPUGraphReplayIsExact(t *testing.T) {
+	t.Setenv("TFC_GPU_GRAPHS", "")
+	plain, err := New(Graphs(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	graphs, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer graphs.Close()
+	gputest.CheckReplay(t, plain, graphs, family(t))
+	c := graphs.Launches()
+	t.Logf("launches with graphs: %+v", c)
+	if c.Graphs != 1 || c.Failed != 0 || c.Replayed <= c.Plain {
+		t.Errorf("launch counts %+v: want the run captured once and replayed from its second time on (the profiled run is plain)", c)
+	}
+	if pc := plain.Launches(); pc.Replayed != 0 || pc.Graphs != 0 {
+		t.Errorf("Graphs(false) replayed: %+v", pc)
 	}
 }

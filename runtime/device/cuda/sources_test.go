@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -39,19 +41,77 @@ func TestErrorNames(t *testing.T) {
 	}
 }
 
-// TestDriverSymbols: every bound export has a function variable of its own.
+// TestDriverSymbols: every bound export has a function variable of its own, every function
+// variable is bound, and the stream, event and graph entry points are among them.
 func TestDriverSymbols(t *testing.T) {
 	d := &driver{}
 	seen := map[string]bool{}
+	vars := map[uintptr]bool{}
 	for _, s := range d.symbols() {
 		if seen[s.name] || !strings.HasPrefix(s.name, "cu") {
 			t.Errorf("symbol %q repeated or not a driver export", s.name)
 		}
 		seen[s.name] = true
+		vars[reflect.ValueOf(s.fn).Pointer()] = true
 	}
-	for _, want := range []string{"cuLaunchKernel", "cuModuleLoadData", "cuMemAlloc_v2", "cuCtxSynchronize", "cuDevicePrimaryCtxRetain"} {
+	if len(vars) != len(seen) {
+		t.Errorf("%d symbols bind %d function variables", len(seen), len(vars))
+	}
+	v := reflect.ValueOf(d).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.Func && !vars[f.UnsafeAddr()] {
+			t.Errorf("driver.%s is bound to no symbol", v.Type().Field(i).Name)
+		}
+	}
+	for _, want := range []string{"cuLaunchKernel", "cuModuleLoadData", "cuMemAlloc_v2", "cuDevicePrimaryCtxRetain",
+		"cuStreamCreate", "cuStreamSynchronize", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemsetD8Async",
+		"cuEventCreate", "cuEventRecord", "cuEventElapsedTime", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
+		"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy"} {
 		if !seen[want] {
 			t.Errorf("%s is not bound", want)
+		}
+	}
+}
+
+// cudaHeader returns the text of cuda.h, or skips saying where it was looked for.
+func cudaHeader(t *testing.T) string {
+	t.Helper()
+	var tried []string
+	for _, dir := range []string{os.Getenv("CUDA_HOME"), os.Getenv("CUDA_PATH"), "/usr/local/cuda", "/usr"} {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, "include", "cuda.h")
+		if data, err := os.ReadFile(p); err == nil {
+			return string(data)
+		}
+		tried = append(tried, p)
+	}
+	t.Skipf("no cuda.h (%s); install the CUDA toolkit or set CUDA_HOME to check the bindings against it", strings.Join(tried, ", "))
+	return ""
+}
+
+// TestSymbolsAreTheHeadersAPI: every bound export is declared in cuda.h, under its own name or
+// the unversioned name cuda.h maps to it, with as many parameters as the Go function takes.
+func TestSymbolsAreTheHeadersAPI(t *testing.T) {
+	header := cudaHeader(t)
+	d := &driver{}
+	for _, s := range d.symbols() {
+		base := regexp.MustCompile(`_v[0-9]+$`).ReplaceAllString(s.name, "")
+		if base != s.name && !regexp.MustCompile(`#define\s+`+base+`\s+(__CUDA_API_PT[SD][ZS]\()?`+s.name+`\b`).MatchString(header) {
+			t.Errorf("cuda.h does not map %s to %s", base, s.name)
+		}
+		loc := regexp.MustCompile(`CUresult\s+CUDAAPI\s+(` + s.name + `|` + base + `)\s*\(([^)]*)\)`).FindStringSubmatch(header)
+		if loc == nil {
+			t.Errorf("%s is not declared in cuda.h", s.name)
+			continue
+		}
+		params := 0
+		if list := strings.TrimSpace(loc[2]); list != "" && list != "void" {
+			params = len(strings.Split(list, ","))
+		}
+		if n := reflect.TypeOf(s.fn).Elem().NumIn(); n != params {
+			t.Errorf("%s: cuda.h declares %d parameters (%s), the binding takes %d", s.name, params, loc[2], n)
 		}
 	}
 }
@@ -99,19 +159,16 @@ func TestSpecializeFamilyBuildsTheGivenSource(t *testing.T) {
 	if err := os.WriteFile(nvcc, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lib, err := gpu.NewLibrary("cuda", fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte(kernelK)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be := &Backend{lib: lib, comp: nvccBuild{nvcc: nvcc, arch: "sm_90", cache: gpu.Cache{Dir: filepath.Join(dir, "cubin"), Ext: ".cubin"}}}
-	if data, err := be.comp.build(be.lib.Sources(), "a.hip"); err != nil || string(data) != kernelK {
+	be := fakeBackend(t, fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte(kernelK)}})
+	be.comp = nvccBuild{nvcc: nvcc, arch: "sm_90", cache: gpu.Cache{Dir: filepath.Join(dir, "cubin"), Ext: ".cubin"}}
+	if data, err := be.comp.build(be.Library().Sources(), "a.hip"); err != nil || string(data) != kernelK {
 		t.Fatalf("embedded build: %q %v", data, err)
 	}
 	big := kernelK + "// specialised\n"
 	if err := be.SpecializeFamily("a", []byte(big)); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := be.comp.build(be.lib.Sources(), "a.hip"); err != nil || string(data) != big {
+	if data, err := be.comp.build(be.Library().Sources(), "a.hip"); err != nil || string(data) != big {
 		t.Fatalf("specialised build: %q %v", data, err)
 	}
 	if files, _ := filepath.Glob(filepath.Join(dir, "cubin", "*.cubin")); len(files) != 2 {

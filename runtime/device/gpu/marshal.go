@@ -1,7 +1,11 @@
-// Package gpu holds what the GPU backends share: the launch rule of the generated kernels
-// (parameters and grids, as compiler/emit/hip documents them), the kernel sources with their
-// symbol table, specialisation, build cache and loaded modules (Library), device buffers and row
-// copies, host-side element conversion, and the locked OS thread a driver context needs.
+// Package gpu holds what the GPU backends share: the Backend itself, over a vendor Driver (one
+// stream for every launch and copy, launch runs held until a Write, Read or Sync and replayed as
+// graphs when they repeat byte for byte, per-kernel profiles from events); the launch rule of the
+// generated kernels (parameters and grids, as compiler/emit/hip documents them); the kernel
+// sources with their symbol table, specialisation, build cache and loaded modules (Library);
+// device buffers and row copies; host-side element conversion; and the locked OS thread a driver
+// context needs. Packages cuda and hip bind their runtime to Driver, build modules and find the
+// device.
 package gpu
 
 import (

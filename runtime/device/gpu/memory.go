@@ -2,8 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"runtime"
-	"unsafe"
 
 	"tfc/runtime/device"
 )
@@ -65,18 +63,12 @@ func CopyRows(t device.Tensor, b *Buffer, host []byte, copyRange func(dev uint64
 }
 
 // Call is one kernel ready to launch: a function and a grid for each of its launches, and the
-// parameter block they share (an array of pointers to the argument values), pinned until Close.
+// parameter values they share, in the order of the launch rule (each passed in an 8-byte slot).
 type Call struct {
 	Funcs  []uintptr
 	Grids  []Launch
-	Params unsafe.Pointer
-	vals   []uint64
-	ptrs   []uintptr
-	pin    runtime.Pinner
+	Values []uint64
 }
-
-// Close unpins the parameter block.
-func (c *Call) Close() { c.pin.Unpin() }
 
 // Prepare marshals the ops of k by the launch rule and finds the function of each of its launches,
 // loading the kernel's family through ld on first use.
@@ -89,19 +81,14 @@ func (l *Library) Prepare(k *device.Kernel, ops []device.Op, address func(device
 	if err != nil {
 		return nil, fmt.Errorf("%s: kernel %s: %w", l.name, k.Name, err)
 	}
-	c := &Call{Funcs: make([]uintptr, len(grids)), Grids: grids, vals: make([]uint64, len(args)), ptrs: make([]uintptr, len(args))}
+	c := &Call{Funcs: make([]uintptr, len(grids)), Grids: grids, Values: make([]uint64, len(args))}
 	for i, g := range grids {
 		if c.Funcs[i], err = l.Function(k.Name+g.Suffix, args, ld); err != nil {
 			return nil, err
 		}
 	}
 	for i, a := range args {
-		c.vals[i] = a.Value
-		c.pin.Pin(&c.vals[i])
-		c.ptrs[i] = uintptr(unsafe.Pointer(&c.vals[i]))
-	}
-	if len(c.ptrs) > 0 {
-		c.Params = unsafe.Pointer(&c.ptrs[0])
+		c.Values[i] = a.Value
 	}
 	return c, nil
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"unsafe"
 
 	"tfc/runtime/device"
 )
@@ -87,7 +86,6 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	args, err := Marshal([]device.Op{op}, address)
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +97,12 @@ func TestPrepare(t *testing.T) {
 	if len(c.Funcs) != 1 || c.Funcs[0] == 0 || !slices.Equal(c.Grids, grids) || len(ld.loaded) != 1 {
 		t.Fatalf("call %+v, %d loads", c, len(ld.loaded))
 	}
-	ptrs := unsafe.Slice((*uintptr)(c.Params), len(args))
+	if len(c.Values) != len(args) {
+		t.Fatalf("%d parameter values, want %d", len(c.Values), len(args))
+	}
 	for i, a := range args {
-		if ptrs[i] != uintptr(unsafe.Pointer(&c.vals[i])) || c.vals[i] != a.Value {
-			t.Errorf("parameter %d (%s) = %d, want %d", i, a.Name, c.vals[i], a.Value)
+		if c.Values[i] != a.Value {
+			t.Errorf("parameter %d (%s) = %d, want %d", i, a.Name, c.Values[i], a.Value)
 		}
 	}
 	if _, err := lib.Prepare(&device.Kernel{Name: "a_copy"}, nil, address, &ld); err == nil || !strings.HasPrefix(err.Error(), "cuda: kernel a_copy: ") {

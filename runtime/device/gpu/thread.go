@@ -74,14 +74,34 @@ func (t *Thread) Go(f func() error) error {
 	}
 	t.calls <- func() {
 		if err := f(); err != nil {
-			t.failedMu.Lock()
-			if t.failed == nil {
-				t.failed = err
-			}
-			t.failedMu.Unlock()
+			t.keep(err)
 		}
 	}
 	return nil
+}
+
+// queue queues f like Go but leaves an earlier call's error for the next Do or Go to report.
+func (t *Thread) queue(f func() error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return ErrStopped
+	}
+	t.calls <- func() {
+		if err := f(); err != nil {
+			t.keep(err)
+		}
+	}
+	return nil
+}
+
+// keep holds err for the next Do or Go to report, unless an earlier error is held.
+func (t *Thread) keep(err error) {
+	t.failedMu.Lock()
+	defer t.failedMu.Unlock()
+	if t.failed == nil {
+		t.failed = err
+	}
 }
 
 // Stop ends the thread after the calls already queued; later calls return ErrStopped.

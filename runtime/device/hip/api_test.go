@@ -120,10 +120,11 @@ func TestSymbolTableIsComplete(t *testing.T) {
 			t.Errorf("api.%s is bound to no symbol", v.Type().Field(i).Name)
 		}
 	}
-	for _, want := range []string{"hipInit", "hipGetDeviceCount", "hipSetDevice", "hipMalloc", "hipFree", "hipMemcpyHtoD", "hipMemcpyDtoH",
-		"hipModuleLoadData", "hipModuleGetFunction", "hipModuleLaunchKernel", "hipStreamCreate", "hipStreamSynchronize",
-		"hipEventCreate", "hipEventRecord", "hipEventElapsedTime", "hipStreamBeginCapture", "hipStreamEndCapture",
-		"hipGraphInstantiate", "hipGraphLaunch", "hipGetErrorName", "hipGetErrorString"} {
+	for _, want := range []string{"hipInit", "hipGetDeviceCount", "hipSetDevice", "hipMalloc", "hipFree", "hipMemsetAsync",
+		"hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipModuleLoadData", "hipModuleGetFunction", "hipModuleLaunchKernel",
+		"hipStreamCreateWithFlags", "hipStreamSynchronize", "hipEventCreate", "hipEventRecord", "hipEventElapsedTime",
+		"hipStreamBeginCapture", "hipStreamEndCapture", "hipGraphInstantiate", "hipGraphLaunch", "hipGraphExecDestroy",
+		"hipGraphDestroy", "hipGetErrorName", "hipGetErrorString"} {
 		if !seen[want] {
 			t.Errorf("%s is not bound", want)
 		}

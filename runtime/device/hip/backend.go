@@ -7,10 +7,16 @@
 // one specialised for the checkpoint it loads (SpecializeFamily), built and cached under its own
 // hash.
 //
-// HIP's current device is per OS thread, so a Backend owns one goroutine locked to its thread and
-// runs every HIP call there. Launches are asynchronous on the backend's stream; Read, Write and
-// Sync wait for the work before them. Parameters and grids follow the rule of compiler/emit/hip
-// (package gpu), checked against each kernel's declaration before its first launch.
+// The package holds the runtime bindings, the hipError_t names, the code object build and device
+// discovery; the backend itself is package gpu's, over this package's gpu.Driver. HIP's current
+// device is per OS thread, so a Backend owns one goroutine locked to its thread and runs every HIP
+// call there. Every launch and copy goes to one stream the backend creates (hipStreamNonBlocking):
+// Read waits for the stream after its copy, Sync waits for it, and a Write returns once its copy
+// is queued. Launches are held until a Write, Read or Sync needs them; a run of launches identical
+// to one seen before is captured once as a HIP graph and replayed (Graphs(false) or
+// TFC_GPU_GRAPHS=0 turns this off), and Profile times every launch with events. Parameters and
+// grids follow the rule of compiler/emit/hip (package gpu), checked against each kernel's
+// declaration before its first launch.
 package hip
 
 import (
@@ -18,7 +24,6 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
-	"sync"
 	"unsafe"
 
 	"tfc/kernels"
@@ -26,20 +31,16 @@ import (
 	"tfc/runtime/device/gpu"
 )
 
-// Backend runs kernels on one AMD GPU.
+// Backend runs kernels on one AMD GPU: the shared GPU backend over the HIP runtime.
 type Backend struct {
-	api    *api
-	th     *gpu.Thread
-	dev    int32
-	stream uintptr
-	arch   string // gcnArchName, e.g. gfx90a:sramecc+:xnack-
-	name   string
-	srcs   fs.FS // the sources New reads; lib holds them, specialised, afterwards
-	lib    *gpu.Library
-	build  builder
-
-	mu     sync.Mutex
-	closed bool
+	*gpu.Backend
+	api      *api
+	dev      int32
+	arch     string // gcnArchName, e.g. gfx90a:sramecc+:xnack-
+	name     string
+	srcs     fs.FS // the sources New reads; the library holds them, specialised, afterwards
+	build    builder
+	noGraphs bool
 }
 
 // Option configures a Backend.
@@ -59,9 +60,14 @@ func CacheDir(dir string) Option {
 // Target builds for the given gfx target instead of the one the card reports.
 func Target(gfx string) Option { return func(b *Backend) { b.build.target = gfx } }
 
+// Graphs turns the replay of repeated launch runs as HIP graphs on (the default) or off;
+// TFC_GPU_GRAPHS=0 in the environment turns it off too.
+func Graphs(on bool) Option { return func(b *Backend) { b.noGraphs = !on } }
+
 var (
 	_ device.Backend     = (*Backend)(nil)
 	_ device.Specializer = (*Backend)(nil)
+	_ device.Profiler    = (*Backend)(nil)
 )
 
 // New opens the HIP runtime and the device, creates the backend's stream and reads the symbol
@@ -77,47 +83,70 @@ func New(opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.api = a
-	if b.lib, err = gpu.NewLibrary("hip", b.srcs); err != nil {
+	lib, err := gpu.NewLibrary("hip", b.srcs)
+	if err != nil {
 		return nil, err
 	}
-	b.th = gpu.NewThread()
-	err = b.do(func() error {
-		if err := check("hipInit", a.init(0)); err != nil {
-			return noDevice(err)
-		}
-		var n int32
-		if err := check("hipGetDeviceCount", a.getDeviceCount(&n)); err != nil {
-			return noDevice(err)
-		}
-		if n == 0 {
-			return fmt.Errorf("hip: no AMD GPU found: hipGetDeviceCount gives 0; use --backend cpu")
-		}
-		if b.dev < 0 || b.dev >= n {
-			return fmt.Errorf("hip: device %d asked for, %d present", b.dev, n)
-		}
-		if err := check("hipSetDevice", a.setDevice(b.dev)); err != nil {
-			return err
-		}
-		props := make([]byte, propsSize)
-		if err := check("hipGetDeviceProperties", a.getDeviceProperties(unsafe.Pointer(&props[0]), b.dev)); err != nil {
-			return err
-		}
-		arch, err := archFromProps(props, a.propsR0600)
-		if err != nil {
-			return err
-		}
-		b.arch = arch
-		b.name = cString(props[:256])
-		return check("hipStreamCreate", a.streamCreate(&b.stream))
-	})
-	if err != nil {
-		b.th.Stop()
+	th := gpu.NewThread()
+	if err := th.Do(b.open); err != nil {
+		th.Stop()
 		return nil, err
 	}
 	if b.build.target == "" {
 		b.build.target = baseTarget(b.arch)
 	}
+	b.Backend, err = gpu.NewBackend(gpu.Config{Name: "hip", Driver: a, Thread: th, Library: lib,
+		Build: b.buildModule, Image: b.build.target + " code object", NoGraphs: b.noGraphs})
+	if err != nil {
+		th.Stop()
+		return nil, err
+	}
 	return b, nil
+}
+
+// open finds the device, makes it current and reads its name and gfx target.
+func (be *Backend) open() error {
+	a := be.api
+	if err := check("hipInit", a.init(0)); err != nil {
+		return noDevice(err)
+	}
+	var n int32
+	if err := check("hipGetDeviceCount", a.getDeviceCount(&n)); err != nil {
+		return noDevice(err)
+	}
+	if n == 0 {
+		return fmt.Errorf("hip: no AMD GPU found: hipGetDeviceCount gives 0; use --backend cpu")
+	}
+	if be.dev < 0 || be.dev >= n {
+		return fmt.Errorf("hip: device %d asked for, %d present", be.dev, n)
+	}
+	if err := check("hipSetDevice", a.setDevice(be.dev)); err != nil {
+		return err
+	}
+	props := make([]byte, propsSize)
+	if err := check("hipGetDeviceProperties", a.getDeviceProperties(unsafe.Pointer(&props[0]), be.dev)); err != nil {
+		return err
+	}
+	arch, err := archFromProps(props, a.propsR0600)
+	if err != nil {
+		return err
+	}
+	be.arch = arch
+	be.name = cString(props[:256])
+	return nil
+}
+
+// buildModule builds (or finds in the cache) the code object of a family, finding the compiler
+// on first use.
+func (be *Backend) buildModule(srcs fs.FS, family string) ([]byte, error) {
+	if be.build.comp.path == "" {
+		c, err := findCompiler()
+		if err != nil {
+			return nil, err
+		}
+		be.build.comp = c
+	}
+	return be.build.build(srcs, family)
 }
 
 // noDevice explains the codes HIP gives on a machine without an AMD GPU.
@@ -161,45 +190,6 @@ func archFromProps(props []byte, r0600 bool) (string, error) {
 	return "", fmt.Errorf("hip: the device properties carry no gcnArchName (gfx...); pass the target with hip.Target")
 }
 
-// Close unloads the modules, destroys the stream and ends the backend's thread. Buffers must not
-// be used afterwards.
-func (be *Backend) Close() error {
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	if be.closed {
-		return nil
-	}
-	be.closed = true
-	err := be.do(func() error {
-		for _, m := range be.lib.Unload() {
-			be.api.moduleUnload(m)
-		}
-		return check("hipStreamDestroy", be.api.streamDestroy(be.stream))
-	})
-	be.th.Stop()
-	return err
-}
-
-// goAsync queues f on the backend's thread (gpu.Thread.Go).
-func (be *Backend) goAsync(f func() error) error {
-	err := be.th.Go(f)
-	if errors.Is(err, gpu.ErrStopped) {
-		return fmt.Errorf("hip: %w", err)
-	}
-	return err
-}
-
-// do runs f on the thread that owns the HIP context.
-func (be *Backend) do(f func() error) error {
-	err := be.th.Do(f)
-	if errors.Is(err, gpu.ErrStopped) {
-		return fmt.Errorf("hip: %w", err)
-	}
-	return err
-}
-
-func (be *Backend) Name() string { return "hip" }
-
 // Describe names the device and the gfx target its kernels are built for.
 func (be *Backend) Describe() string { return fmt.Sprintf("hip/%s/%s", be.name, be.arch) }
 
@@ -209,7 +199,7 @@ func (be *Backend) Target() string { return be.build.target }
 // Versions are the HIP driver and runtime versions (hipDriverGetVersion, hipRuntimeGetVersion).
 func (be *Backend) Versions() (driver, rt int, err error) {
 	var d, r int32
-	err = be.do(func() error {
+	err = be.Do(func() error {
 		if err := check("hipDriverGetVersion", be.api.driverGetVersion(&d)); err != nil {
 			return err
 		}
@@ -220,7 +210,7 @@ func (be *Backend) Versions() (driver, rt int, err error) {
 
 // RuntimeErrorName asks the runtime for a hipError_t's name and description.
 func (be *Backend) RuntimeErrorName(code int32) (name, text string, err error) {
-	err = be.do(func() error {
+	err = be.Do(func() error {
 		name = goString(be.api.getErrorName(code))
 		text = goString(be.api.getErrorString(code))
 		return nil
@@ -235,229 +225,4 @@ func cString(b []byte) string {
 		}
 	}
 	return string(b)
-}
-
-// Alloc returns a zeroed device buffer.
-func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
-	switch dt {
-	case device.F32, device.BF16, device.F16, device.I32:
-	default:
-		return nil, fmt.Errorf("hip: alloc of unknown dtype %v", dt)
-	}
-	if n < 0 {
-		return nil, fmt.Errorf("hip: alloc of %d elements", n)
-	}
-	b := &gpu.Buffer{DT: dt, N: n, Owner: be}
-	if n == 0 {
-		return b, nil
-	}
-	bytes := uint64(n) * uint64(dt.Size())
-	err := be.do(func() error {
-		if err := check("hipMalloc", be.api.malloc(&b.Ptr, bytes)); err != nil {
-			return fmt.Errorf("%w: allocating %d %v elements (%d bytes)", err, n, dt, bytes)
-		}
-		return check("hipMemset", be.api.memset(b.Ptr, 0, bytes))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// Free releases b.
-func (be *Backend) Free(buf device.Buffer) {
-	b, err := gpu.Owned(buf, be)
-	if err != nil {
-		return
-	}
-	b.Freed = true
-	if b.Ptr != 0 {
-		ptr := b.Ptr
-		be.do(func() error { return check("hipFree", be.api.free(ptr)) })
-	}
-}
-
-// view checks that t lies inside a live buffer of this backend.
-func (be *Backend) view(what string, t device.Tensor) (*gpu.Buffer, error) {
-	b, err := gpu.ViewOf(what, t, be)
-	if err != nil {
-		return nil, fmt.Errorf("hip: %w", err)
-	}
-	return b, nil
-}
-
-// Write converts src to t's dtype on the host and copies it to the device row by row, or in one
-// copy when t is contiguous. The copy waits for the stream's work before it.
-func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
-	b, err := be.view("write", t)
-	if err != nil {
-		return err
-	}
-	n := t.Rows * t.Cols
-	host, err := gpu.Encode(b.DT, n, src, srcType)
-	if err != nil {
-		return fmt.Errorf("hip: %w", err)
-	}
-	if n == 0 {
-		return nil
-	}
-	return be.do(func() error {
-		if err := check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)); err != nil {
-			return err
-		}
-		return gpu.CopyRows(t, b, host, func(dev uint64, h []byte) error {
-			return check("hipMemcpyHtoD", be.api.memcpyHtoD(dev, unsafe.Pointer(&h[0]), uint64(len(h))))
-		})
-	})
-}
-
-// Read copies t to dst: []float32 for float tensors (BF16 and F16 widened exactly), []int32 for
-// I32 ones. It waits for the launches before it.
-func (be *Backend) Read(t device.Tensor, dst any) error {
-	b, err := be.view("read", t)
-	if err != nil {
-		return err
-	}
-	if err := gpu.CheckRead(b.DT, t.Rows, t.Cols, dst); err != nil {
-		return fmt.Errorf("hip: %w", err)
-	}
-	n := t.Rows * t.Cols
-	if n == 0 {
-		return nil
-	}
-	host := make([]byte, n*b.DT.Size())
-	err = be.do(func() error {
-		if err := check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)); err != nil {
-			return err
-		}
-		return gpu.CopyRows(t, b, host, func(dev uint64, h []byte) error {
-			return check("hipMemcpyDtoH", be.api.memcpyDtoH(unsafe.Pointer(&h[0]), dev, uint64(len(h))))
-		})
-	})
-	if err != nil {
-		return err
-	}
-	gpu.Decode(b.DT, host, dst)
-	return nil
-}
-
-// Launch runs the ops of one generated kernel on the backend's stream: its parameters and grid
-// by the rule of compiler/emit/hip.
-func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
-	c, err := be.lib.Prepare(k, ops, be.address, (*loader)(be))
-	if err != nil {
-		return err
-	}
-	// Launches are queued: an error surfaces at the next Launch, Read, Write or Sync.
-	return be.goAsync(func() error {
-		defer c.Close()
-		for i, g := range c.Grids {
-			if g.GridX <= 0 || g.GridY <= 0 {
-				continue
-			}
-			code := be.api.moduleLaunchKernel(c.Funcs[i], uint32(g.GridX), uint32(g.GridY), 1, gpu.Threads, 1, 1, 0, be.stream, c.Params, 0)
-			if err := check("hipModuleLaunchKernel", code); err != nil {
-				return fmt.Errorf("%w: kernel %s%s grid (%d,%d)", err, k.Name, g.Suffix, g.GridX, g.GridY)
-			}
-		}
-		return nil
-	})
-}
-
-// address is a buffer's device base address, for gpu.Marshal.
-func (be *Backend) address(buf device.Buffer) (uint64, error) {
-	b, err := gpu.Owned(buf, be)
-	if err != nil {
-		return 0, err
-	}
-	return b.Ptr, nil
-}
-
-// SpecializeFamily makes hip the source of kernels/<family>.hip on this backend, built for its
-// target (cached by its hash) on the family's next first launch. Once the family's code object is
-// loaded, other source is refused.
-func (be *Backend) SpecializeFamily(family string, hip []byte) error {
-	return be.lib.Specialize(family, hip)
-}
-
-// loader builds and loads code objects for the backend's library.
-type loader Backend
-
-func (l *loader) LoadModule(srcs fs.FS, family string) (uintptr, error) {
-	be := (*Backend)(l)
-	if be.build.comp.path == "" {
-		c, err := findCompiler()
-		if err != nil {
-			return 0, err
-		}
-		be.build.comp = c
-	}
-	image, err := be.build.build(srcs, family)
-	if err != nil {
-		return 0, err
-	}
-	var mod uintptr
-	err = be.do(func() error {
-		return check("hipModuleLoadData", be.api.moduleLoadData(&mod, unsafe.Pointer(&image[0])))
-	})
-	if err != nil {
-		return 0, fmt.Errorf("%w: loading the %s code object of %s", err, be.build.target, family)
-	}
-	return mod, nil
-}
-
-func (l *loader) Function(mod uintptr, family, symbol string) (uintptr, error) {
-	be := (*Backend)(l)
-	var f uintptr
-	err := be.do(func() error { return check("hipModuleGetFunction", be.api.moduleGetFunction(&f, mod, symbol)) })
-	if err != nil {
-		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, family)
-	}
-	return f, nil
-}
-
-// Sync waits for every launch and reports the first error the device raised.
-func (be *Backend) Sync() error {
-	return be.do(func() error { return check("hipStreamSynchronize", be.api.streamSynchronize(be.stream)) })
-}
-
-// Time runs f, which launches work, between two events on the backend's stream and returns the
-// device time between them in milliseconds.
-func (be *Backend) Time(f func() error) (float32, error) {
-	var start, stop uintptr
-	err := be.do(func() error {
-		if err := check("hipEventCreate", be.api.eventCreate(&start)); err != nil {
-			return err
-		}
-		if err := check("hipEventCreate", be.api.eventCreate(&stop)); err != nil {
-			return err
-		}
-		return check("hipEventRecord", be.api.eventRecord(start, be.stream))
-	})
-	defer be.do(func() error {
-		if start != 0 {
-			be.api.eventDestroy(start)
-		}
-		if stop != 0 {
-			be.api.eventDestroy(stop)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	if err := f(); err != nil {
-		return 0, err
-	}
-	var ms float32
-	err = be.do(func() error {
-		if err := check("hipEventRecord", be.api.eventRecord(stop, be.stream)); err != nil {
-			return err
-		}
-		if err := check("hipEventSynchronize", be.api.eventSynchronize(stop)); err != nil {
-			return err
-		}
-		return check("hipEventElapsedTime", be.api.eventElapsedTime(&ms, start, stop))
-	})
-	return ms, err
 }

@@ -24,20 +24,19 @@ type api struct {
 	deviceSynchronize   func() int32
 	malloc              func(ptr *uint64, bytes uint64) int32
 	free                func(ptr uint64) int32
-	memset              func(ptr uint64, v int32, bytes uint64) int32
-	memcpyHtoD          func(dst uint64, src unsafe.Pointer, bytes uint64) int32
-	memcpyDtoH          func(dst unsafe.Pointer, src uint64, bytes uint64) int32
+	memsetAsync         func(ptr uint64, v int32, bytes uint64, stream uintptr) int32
+	memcpyHtoDAsync     func(dst uint64, src unsafe.Pointer, bytes uint64, stream uintptr) int32
+	memcpyDtoHAsync     func(dst unsafe.Pointer, src uint64, bytes uint64, stream uintptr) int32
 	moduleLoadData      func(mod *uintptr, image unsafe.Pointer) int32
 	moduleUnload        func(mod uintptr) int32
 	moduleGetFunction   func(fn *uintptr, mod uintptr, name string) int32
 	moduleLaunchKernel  func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra uintptr) int32
-	streamCreate        func(stream *uintptr) int32
+	streamCreate        func(stream *uintptr, flags uint32) int32
 	streamDestroy       func(stream uintptr) int32
 	streamSynchronize   func(stream uintptr) int32
 	eventCreate         func(ev *uintptr) int32
 	eventDestroy        func(ev uintptr) int32
 	eventRecord         func(ev, stream uintptr) int32
-	eventSynchronize    func(ev uintptr) int32
 	eventElapsedTime    func(ms *float32, start, stop uintptr) int32
 	streamBeginCapture  func(stream uintptr, mode int32) int32
 	streamEndCapture    func(stream uintptr, graph *uintptr) int32
@@ -70,20 +69,19 @@ func (a *api) symbols() []symbol {
 		{"hipDeviceSynchronize", &a.deviceSynchronize},
 		{"hipMalloc", &a.malloc},
 		{"hipFree", &a.free},
-		{"hipMemset", &a.memset},
-		{"hipMemcpyHtoD", &a.memcpyHtoD},
-		{"hipMemcpyDtoH", &a.memcpyDtoH},
+		{"hipMemsetAsync", &a.memsetAsync},
+		{"hipMemcpyHtoDAsync", &a.memcpyHtoDAsync},
+		{"hipMemcpyDtoHAsync", &a.memcpyDtoHAsync},
 		{"hipModuleLoadData", &a.moduleLoadData},
 		{"hipModuleUnload", &a.moduleUnload},
 		{"hipModuleGetFunction", &a.moduleGetFunction},
 		{"hipModuleLaunchKernel", &a.moduleLaunchKernel},
-		{"hipStreamCreate", &a.streamCreate},
+		{"hipStreamCreateWithFlags", &a.streamCreate},
 		{"hipStreamDestroy", &a.streamDestroy},
 		{"hipStreamSynchronize", &a.streamSynchronize},
 		{"hipEventCreate", &a.eventCreate},
 		{"hipEventDestroy", &a.eventDestroy},
 		{"hipEventRecord", &a.eventRecord},
-		{"hipEventSynchronize", &a.eventSynchronize},
 		{"hipEventElapsedTime", &a.eventElapsedTime},
 		{"hipStreamBeginCapture", &a.streamBeginCapture},
 		{"hipStreamEndCapture", &a.streamEndCapture},
@@ -168,4 +166,106 @@ func goString(p *byte) string {
 		b = append(b, *q)
 	}
 	return string(b)
+}
+
+// Flags and modes of hip_runtime_api.h.
+const (
+	streamNonBlocking      = 0x1 // hipStreamNonBlocking
+	captureModeThreadLocal = 1   // hipStreamCaptureModeThreadLocal
+)
+
+// The gpu.Driver methods: each calls one HIP entry point and names it in its error.
+
+func (a *api) Alloc(bytes uint64) (uint64, error) {
+	var p uint64
+	return p, check("hipMalloc", a.malloc(&p, bytes))
+}
+
+func (a *api) Free(ptr uint64) error { return check("hipFree", a.free(ptr)) }
+
+func (a *api) MemsetAsync(ptr, bytes uint64, stream uintptr) error {
+	return check("hipMemsetAsync", a.memsetAsync(ptr, 0, bytes, stream))
+}
+
+func (a *api) CopyToDevice(dst uint64, host []byte, stream uintptr) error {
+	return check("hipMemcpyHtoDAsync", a.memcpyHtoDAsync(dst, unsafe.Pointer(&host[0]), uint64(len(host)), stream))
+}
+
+func (a *api) CopyToHost(host []byte, src uint64, stream uintptr) error {
+	return check("hipMemcpyDtoHAsync", a.memcpyDtoHAsync(unsafe.Pointer(&host[0]), src, uint64(len(host)), stream))
+}
+
+func (a *api) NewStream() (uintptr, error) {
+	var s uintptr
+	return s, check("hipStreamCreateWithFlags", a.streamCreate(&s, streamNonBlocking))
+}
+
+func (a *api) SyncStream(stream uintptr) error {
+	return check("hipStreamSynchronize", a.streamSynchronize(stream))
+}
+
+func (a *api) DestroyStream(stream uintptr) error {
+	return check("hipStreamDestroy", a.streamDestroy(stream))
+}
+
+func (a *api) LoadModule(image []byte) (uintptr, error) {
+	var m uintptr
+	return m, check("hipModuleLoadData", a.moduleLoadData(&m, unsafe.Pointer(&image[0])))
+}
+
+func (a *api) UnloadModule(module uintptr) error {
+	return check("hipModuleUnload", a.moduleUnload(module))
+}
+
+func (a *api) Function(module uintptr, symbol string) (uintptr, error) {
+	var f uintptr
+	return f, check("hipModuleGetFunction", a.moduleGetFunction(&f, module, symbol))
+}
+
+func (a *api) Launch(fn uintptr, gridX, gridY, block uint32, params unsafe.Pointer, stream uintptr) error {
+	return check("hipModuleLaunchKernel", a.moduleLaunchKernel(fn, gridX, gridY, 1, block, 1, 1, 0, stream, params, 0))
+}
+
+func (a *api) NewEvent() (uintptr, error) {
+	var e uintptr
+	return e, check("hipEventCreate", a.eventCreate(&e))
+}
+
+func (a *api) RecordEvent(event, stream uintptr) error {
+	return check("hipEventRecord", a.eventRecord(event, stream))
+}
+
+func (a *api) ElapsedMs(start, stop uintptr) (float32, error) {
+	var ms float32
+	return ms, check("hipEventElapsedTime", a.eventElapsedTime(&ms, start, stop))
+}
+
+func (a *api) DestroyEvent(event uintptr) error {
+	return check("hipEventDestroy", a.eventDestroy(event))
+}
+
+func (a *api) BeginCapture(stream uintptr) error {
+	return check("hipStreamBeginCapture", a.streamBeginCapture(stream, captureModeThreadLocal))
+}
+
+func (a *api) EndCapture(stream uintptr) (uintptr, error) {
+	var g uintptr
+	return g, check("hipStreamEndCapture", a.streamEndCapture(stream, &g))
+}
+
+func (a *api) Instantiate(graph uintptr) (uintptr, error) {
+	var e uintptr
+	return e, check("hipGraphInstantiate", a.graphInstantiate(&e, graph, nil, nil, 0))
+}
+
+func (a *api) LaunchGraph(exec, stream uintptr) error {
+	return check("hipGraphLaunch", a.graphLaunch(exec, stream))
+}
+
+func (a *api) DestroyGraphExec(exec uintptr) error {
+	return check("hipGraphExecDestroy", a.graphExecDestroy(exec))
+}
+
+func (a *api) DestroyGraph(graph uintptr) error {
+	return check("hipGraphDestroy", a.graphDestroy(graph))
 }

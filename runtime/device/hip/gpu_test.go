@@ -11,6 +11,7 @@ import (
 	emit "tfc/compiler/emit/hip"
 	"tfc/contracts"
 	"tfc/runtime/device"
+	"tfc/runtime/device/gpu/gputest"
 )
 
 var (
@@ -91,5 +92,32 @@ func TestGPUTime(t *testing.T) {
 	ms, err := be.Time(be.Sync)
 	if err != nil || ms < 0 {
 		t.Fatalf("%g ms, %v", ms, err)
+	}
+}
+
+// TestGPUGraphReplayIsExact runs every kernel of kernels/qwen2vl.hip as one run of launches,
+// three times, with HIP graphs and without: the same bits (gputest.CheckReplay), one graph
+// captured, and a profile naming each launch.
+func TestGPUGraphReplayIsExact(t *testing.T) {
+	t.Setenv("TFC_GPU_GRAPHS", "")
+	plain, err := New(Graphs(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	graphs, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer graphs.Close()
+	f, err := contracts.LoadFamily("qwen2_vl", "../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gputest.CheckReplay(t, plain, graphs, f)
+	c := graphs.Launches()
+	t.Logf("launches with graphs: %+v", c)
+	if c.Graphs != 1 || c.Failed != 0 || c.Replayed <= c.Plain {
+		t.Errorf("launch counts %+v: want the run captured once and replayed from its second time on (the profiled run is plain)", c)
 	}
 }

@@ -40,19 +40,16 @@ func TestSpecializeFamilyBuilds2B(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib, err := gpu.NewLibrary("hip", kernels.Sources)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cache := t.TempDir()
-	be := &Backend{lib: lib, build: builder{comp: comp, target: target, cache: gpu.Cache{Dir: cache, Ext: ".hsaco"}}}
-	if _, err := be.build.build(be.lib.Sources(), "qwen2vl.hip"); err != nil {
+	be := fakeBackend(t, kernels.Sources)
+	be.build = builder{comp: comp, target: target, cache: gpu.Cache{Dir: cache, Ext: ".hsaco"}}
+	if _, err := be.build.build(be.Library().Sources(), "qwen2vl.hip"); err != nil {
 		t.Fatal(err)
 	}
 	if err := be.SpecializeFamily("qwen2vl", big); err != nil {
 		t.Fatal(err)
 	}
-	obj, err := be.build.build(be.lib.Sources(), "qwen2vl.hip")
+	obj, err := be.build.build(be.Library().Sources(), "qwen2vl.hip")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +68,7 @@ func TestSpecializeFamilyBuilds2B(t *testing.T) {
 		}
 	}
 	n := 0
-	for sym, e := range be.lib.Symbols() {
+	for sym, e := range be.Library().Symbols() {
 		if e.Family == "qwen2vl.hip" {
 			n++
 			if !defined[sym] {

@@ -1,0 +1,406 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	"tfc/runtime/device"
+)
+
+// Config is what a vendor package gives NewBackend.
+type Config struct {
+	Name    string   // "cuda" or "hip": the backend's name and the prefix of its errors
+	Driver  Driver   // the vendor runtime's calls
+	Thread  *Thread  // the locked thread where the driver's context is current
+	Library *Library // the kernel sources and what is loaded from them
+	// Build turns a family's source into the image LoadModule takes (nvcc's cubin, a code
+	// object); Image names that image in errors, e.g. "cubin".
+	Build func(srcs fs.FS, family string) ([]byte, error)
+	Image string
+	// Release, when given, runs on the thread last at Close (e.g. to release the context).
+	Release func() error
+	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
+	NoGraphs bool
+}
+
+// Backend runs the generated kernels on one GPU through a Driver. Launches are held in a
+// pending run, which a Write, Read, Sync, Close, a profile switch or a long run hands to the
+// driver on the backend's stream: a run whose bytes (functions, grids, every parameter byte)
+// match a run seen before is replayed as a graph, other runs are launched kernel by kernel.
+// With graphs off, or while profiling, each launch goes to the driver at once.
+type Backend struct {
+	cfg    Config
+	drv    Driver
+	th     *Thread
+	lib    *Library
+	stream uintptr
+
+	mu      sync.Mutex // guards pending and closed, and orders what is queued on th
+	pending run
+	closed  bool
+	timing  bool // profiling is on: launches go to the thread at once
+
+	// Owned by the thread: only closures running on th touch these.
+	graphs    graphCache
+	profiling bool
+	timed     []timedLaunch
+	events    []uintptr // event pool
+	profile   map[string]*device.KernelTime
+	order     []string // profile names in first-launch order
+	inflight  hostCopies
+	counts    LaunchCounts
+}
+
+// NewBackend creates the backend's stream on c.Thread.
+func NewBackend(c Config) (*Backend, error) {
+	if os.Getenv("TFC_GPU_GRAPHS") == "0" {
+		c.NoGraphs = true
+	}
+	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
+	err := be.wrap(be.th.Do(func() error {
+		s, err := be.drv.NewStream()
+		be.stream = s
+		return err
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
+var (
+	_ device.Backend     = (*Backend)(nil)
+	_ device.Specializer = (*Backend)(nil)
+	_ device.Profiler    = (*Backend)(nil)
+)
+
+func (be *Backend) Name() string { return be.cfg.Name }
+
+// Library is the backend's kernel sources and loaded modules.
+func (be *Backend) Library() *Library { return be.lib }
+
+// wrap prefixes ErrStopped with the backend's name.
+func (be *Backend) wrap(err error) error {
+	if errors.Is(err, ErrStopped) {
+		return fmt.Errorf("%s: %w", be.cfg.Name, err)
+	}
+	return err
+}
+
+// flushLocked hands the pending run to the thread; be.mu is held.
+func (be *Backend) flushLocked() error {
+	r := be.pending
+	be.pending = run{}
+	if len(r.launches) == 0 {
+		return nil
+	}
+	return be.th.queue(func() error { return be.submit(&r) })
+}
+
+// Do runs f on the backend's thread after the launches before it, and returns f's error or
+// first an earlier launch's.
+func (be *Backend) Do(f func() error) error {
+	be.mu.Lock()
+	err := be.flushLocked()
+	be.mu.Unlock()
+	if err != nil {
+		return be.wrap(err)
+	}
+	return be.wrap(be.th.Do(f))
+}
+
+// Close waits for the device, destroys the graphs, events and stream, unloads the modules, runs
+// Config.Release and ends the thread. Buffers must not be used afterwards.
+func (be *Backend) Close() error {
+	be.mu.Lock()
+	if be.closed {
+		be.mu.Unlock()
+		return nil
+	}
+	be.closed = true
+	flushErr := be.flushLocked()
+	be.mu.Unlock()
+	err := be.wrap(be.th.Do(func() error {
+		errs := []error{be.drv.SyncStream(be.stream)}
+		be.graphs.clear(be.drv)
+		for _, t := range be.timed {
+			be.events = append(be.events, t.start, t.stop)
+		}
+		be.timed = nil
+		for _, e := range be.events {
+			be.drv.DestroyEvent(e)
+		}
+		be.events = nil
+		be.inflight.release()
+		for _, m := range be.lib.Unload() {
+			be.drv.UnloadModule(m)
+		}
+		errs = append(errs, be.drv.DestroyStream(be.stream))
+		if be.cfg.Release != nil {
+			errs = append(errs, be.cfg.Release())
+		}
+		return errors.Join(errs...)
+	}))
+	be.th.Stop()
+	return errors.Join(flushErr, err)
+}
+
+// syncStream waits for the stream, then lets go of the host copies and gathers the profile.
+// It runs on the thread.
+func (be *Backend) syncStream() error {
+	if err := be.drv.SyncStream(be.stream); err != nil {
+		return err
+	}
+	be.inflight.release()
+	return be.collect()
+}
+
+// Alloc returns a zeroed device buffer.
+func (be *Backend) Alloc(dt device.DType, n int) (device.Buffer, error) {
+	switch dt {
+	case device.F32, device.BF16, device.F16, device.I32:
+	default:
+		return nil, fmt.Errorf("%s: alloc of unknown dtype %v", be.cfg.Name, dt)
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("%s: alloc of %d elements", be.cfg.Name, n)
+	}
+	b := &Buffer{DT: dt, N: n, Owner: be}
+	if n == 0 {
+		return b, nil
+	}
+	bytes := uint64(n) * uint64(dt.Size())
+	err := be.Do(func() error {
+		p, err := be.drv.Alloc(bytes)
+		if err != nil {
+			return fmt.Errorf("%w: allocating %d %v elements (%d bytes)", err, n, dt, bytes)
+		}
+		b.Ptr = p
+		return be.drv.MemsetAsync(p, bytes, be.stream)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Free releases b once the work queued before it is done. An error is reported by the next call.
+func (be *Backend) Free(buf device.Buffer) {
+	b, err := Owned(buf, be)
+	if err != nil {
+		return
+	}
+	b.Freed = true
+	if b.Ptr == 0 {
+		return
+	}
+	ptr := b.Ptr
+	err = be.Do(func() error {
+		if err := be.syncStream(); err != nil {
+			return err
+		}
+		return be.drv.Free(ptr)
+	})
+	if err != nil && !errors.Is(err, ErrStopped) {
+		be.th.keep(err)
+	}
+}
+
+// view checks that t lies inside a live buffer of this backend.
+func (be *Backend) view(what string, t device.Tensor) (*Buffer, error) {
+	b, err := ViewOf(what, t, be)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", be.cfg.Name, err)
+	}
+	return b, nil
+}
+
+// Write converts src to t's dtype on the host (BF16 and F16 bits of the same format are copied
+// as stored) and queues its copy to the device on the stream, row by row or in one copy when t
+// is contiguous. The converted bytes are a fresh host slice that the backend holds, unchanged,
+// until the stream is next synchronised, so returning before the copy is done is safe
+// whether or not the driver stages pageable memory first.
+func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
+	b, err := be.view("write", t)
+	if err != nil {
+		return err
+	}
+	n := t.Rows * t.Cols
+	host, err := Encode(b.DT, n, src, srcType)
+	if err != nil {
+		return fmt.Errorf("%s: %w", be.cfg.Name, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return be.Do(func() error {
+		be.inflight.keep(host)
+		err := CopyRows(t, b, host, func(dev uint64, h []byte) error {
+			return be.drv.CopyToDevice(dev, h, be.stream)
+		})
+		if err != nil {
+			return err
+		}
+		if be.inflight.bytes > maxInflight {
+			return be.syncStream()
+		}
+		return nil
+	})
+}
+
+// maxInflight bounds the host bytes of writes held for copies not yet waited for.
+const maxInflight = 64 << 20
+
+// hostCopies are the host slices of queued copies, held until the stream is synchronised (Go's
+// heap does not move objects, so a held slice stays where the driver was told it is).
+type hostCopies struct {
+	held  [][]byte
+	bytes int
+}
+
+func (h *hostCopies) keep(b []byte) {
+	h.held = append(h.held, b)
+	h.bytes += len(b)
+}
+
+func (h *hostCopies) release() { h.held, h.bytes = nil, 0 }
+
+// Read copies t to dst: []float32 for float tensors (BF16 and F16 widened exactly), []int32 for
+// I32 ones. It queues the copy after the launches before it and waits for the stream.
+func (be *Backend) Read(t device.Tensor, dst any) error {
+	b, err := be.view("read", t)
+	if err != nil {
+		return err
+	}
+	if err := CheckRead(b.DT, t.Rows, t.Cols, dst); err != nil {
+		return fmt.Errorf("%s: %w", be.cfg.Name, err)
+	}
+	n := t.Rows * t.Cols
+	if n == 0 {
+		return nil
+	}
+	host := make([]byte, n*b.DT.Size())
+	err = be.Do(func() error {
+		be.inflight.keep(host)
+		err := CopyRows(t, b, host, func(dev uint64, h []byte) error {
+			return be.drv.CopyToHost(h, dev, be.stream)
+		})
+		if err != nil {
+			return err
+		}
+		return be.syncStream()
+	})
+	if err != nil {
+		return err
+	}
+	Decode(b.DT, host, dst)
+	return nil
+}
+
+// Sync waits for every launch and reports the first error the device raised.
+func (be *Backend) Sync() error {
+	return be.Do(be.syncStream)
+}
+
+// address is a buffer's device base address, for Marshal.
+func (be *Backend) address(buf device.Buffer) (uint64, error) {
+	b, err := Owned(buf, be)
+	if err != nil {
+		return 0, err
+	}
+	return b.Ptr, nil
+}
+
+// SpecializeFamily makes hip the source of kernels/<family>.hip on this backend, built (and
+// cached by its hash) on the family's next first launch. Once the family's module is loaded,
+// other source is refused.
+func (be *Backend) SpecializeFamily(family string, hip []byte) error {
+	return be.lib.Specialize(family, hip)
+}
+
+// loader builds and loads modules for the backend's library.
+type loader Backend
+
+func (l *loader) LoadModule(srcs fs.FS, family string) (uintptr, error) {
+	be := (*Backend)(l)
+	if be.cfg.Build == nil {
+		return 0, fmt.Errorf("%s: this backend cannot build %s", be.cfg.Name, family)
+	}
+	image, err := be.cfg.Build(srcs, family)
+	if err != nil {
+		return 0, err
+	}
+	if len(image) == 0 {
+		return 0, fmt.Errorf("%s: the build of %s gave an empty %s", be.cfg.Name, family, be.cfg.Image)
+	}
+	var mod uintptr
+	err = be.wrap(be.th.Do(func() error { // the pending run needs no flush for this
+		var err error
+		mod, err = be.drv.LoadModule(image)
+		return err
+	}))
+	if err != nil {
+		return 0, fmt.Errorf("%w: loading the %s of %s", err, be.cfg.Image, family)
+	}
+	return mod, nil
+}
+
+func (l *loader) Function(mod uintptr, family, symbol string) (uintptr, error) {
+	be := (*Backend)(l)
+	var f uintptr
+	err := be.wrap(be.th.Do(func() error {
+		var err error
+		f, err = be.drv.Function(mod, symbol)
+		return err
+	}))
+	if err != nil {
+		return 0, fmt.Errorf("%w: kernel %s of %s", err, symbol, family)
+	}
+	return f, nil
+}
+
+// Time runs f, which launches work, between two events on the backend's stream and returns the
+// device time between them in milliseconds.
+func (be *Backend) Time(f func() error) (float32, error) {
+	var start, stop uintptr
+	defer be.Do(func() error {
+		for _, e := range []uintptr{start, stop} {
+			if e != 0 {
+				be.drv.DestroyEvent(e)
+			}
+		}
+		return nil
+	})
+	err := be.Do(func() error {
+		var err error
+		if start, err = be.drv.NewEvent(); err != nil {
+			return err
+		}
+		if stop, err = be.drv.NewEvent(); err != nil {
+			return err
+		}
+		return be.drv.RecordEvent(start, be.stream)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	var ms float32
+	err = be.Do(func() error {
+		if err := be.drv.RecordEvent(stop, be.stream); err != nil {
+			return err
+		}
+		if err := be.syncStream(); err != nil {
+			return err
+		}
+		var err error
+		ms, err = be.drv.ElapsedMs(start, stop)
+		return err
+	})
+	return ms, err
+}

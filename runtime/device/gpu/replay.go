@@ -1,0 +1,303 @@
+package gpu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"unsafe"
+
+	"tfc/runtime/device"
+)
+
+// maxRun is how many launches a pending run holds before it is handed to the driver.
+const maxRun = 4096
+
+// minGraphRun is the shortest run worth a graph.
+const minGraphRun = 2
+
+// graphCacheSize is how many graphs a backend keeps; the least recently used goes first.
+const graphCacheSize = 32
+
+// maxSeen bounds the keys remembered as flushed once.
+const maxSeen = 4096
+
+// pendingLaunch is one kernel launch of a run; its parameters are vals[off:off+n] of the run.
+type pendingLaunch struct {
+	name         string // symbol with the launch's suffix
+	fn           uintptr
+	gridX, gridY uint32
+	off, n       int
+}
+
+// run is a sequence of launches not yet handed to the driver, and its signature: the bytes of
+// every launch's function, grid and parameter values, which two runs must share to be replayed
+// by one graph.
+type run struct {
+	launches []pendingLaunch
+	vals     []uint64
+	sig      []byte
+}
+
+// add appends the launches of c, whose kernel is named name.
+func (r *run) add(name string, c *Call) {
+	off := len(r.vals)
+	r.vals = append(r.vals, c.Values...)
+	for i, g := range c.Grids {
+		if g.GridX <= 0 || g.GridY <= 0 {
+			continue
+		}
+		l := pendingLaunch{name + g.Suffix, c.Funcs[i], uint32(g.GridX), uint32(g.GridY), off, len(c.Values)}
+		r.launches = append(r.launches, l)
+		r.sig = binary.LittleEndian.AppendUint64(r.sig, uint64(l.fn))
+		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.gridX)
+		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.gridY)
+		r.sig = binary.LittleEndian.AppendUint32(r.sig, uint32(l.n))
+		for _, v := range c.Values {
+			r.sig = binary.LittleEndian.AppendUint64(r.sig, v)
+		}
+	}
+}
+
+// Launch adds the launches of one generated kernel (its parameters marshalled by the rule of
+// compiler/emit/hip, its grid by the same rule as the kernel's launches) to the pending run.
+// An error of an earlier launch is returned here or by the next call.
+func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
+	c, err := be.lib.Prepare(k, ops, be.address, (*loader)(be))
+	if err != nil {
+		return err
+	}
+	if err := be.th.takeFailed(); err != nil {
+		return err
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.closed {
+		return be.wrap(ErrStopped)
+	}
+	be.pending.add(k.Name, c)
+	if len(be.pending.launches) >= maxRun || be.cfg.NoGraphs || be.timing {
+		// without graph replay, holding launches back gains nothing: the device may start now
+		return be.wrap(be.flushLocked())
+	}
+	return nil
+}
+
+// LaunchCounts say how launches reached the device.
+type LaunchCounts struct {
+	Replayed int64 // launches run by graph replay
+	Plain    int64 // launches made one by one
+	Graphs   int   // graphs captured
+	Failed   int   // runs whose capture or instantiation failed (launched one by one instead)
+}
+
+// Launches are the backend's launch counts so far.
+func (be *Backend) Launches() LaunchCounts {
+	var c LaunchCounts
+	if err := be.Do(func() error { c = be.counts; return nil }); err != nil && !isStopped(err) {
+		be.th.keep(err)
+	}
+	return c
+}
+
+// submit hands a run to the driver on the thread: timed when profiling, else replayed by a
+// graph when an identical run has a graph, captured when an identical run was seen once before,
+// else launched one by one.
+func (be *Backend) submit(r *run) error {
+	ptrs := be.paramPointers(r)
+	var pin runtime.Pinner
+	pin.Pin(&r.vals[0])
+	defer pin.Unpin()
+	n := int64(len(r.launches))
+	if be.profiling {
+		be.counts.Plain += n
+		return be.launchTimed(r, ptrs)
+	}
+	if be.cfg.NoGraphs || len(r.launches) < minGraphRun {
+		be.counts.Plain += n
+		return be.launchPlain(r, ptrs)
+	}
+	key := maphash.Bytes(sigSeed, r.sig)
+	g := be.graphs.get(key, r.sig)
+	if g == nil && be.graphs.seen[key] == seenOnce {
+		var err error
+		if g, err = be.capture(r, ptrs); err != nil {
+			be.graphs.see(key, captureFailed)
+			be.counts.Failed++
+		} else {
+			be.counts.Graphs++
+			if err := be.graphs.add(key, g, be.evict); err != nil {
+				be.drv.DestroyGraphExec(g.exec)
+				be.drv.DestroyGraph(g.graph)
+				return err
+			}
+		}
+	}
+	if g == nil {
+		if be.graphs.seen[key] == 0 {
+			be.graphs.see(key, seenOnce)
+		}
+		be.counts.Plain += n
+		return be.launchPlain(r, ptrs)
+	}
+	be.counts.Replayed += n
+	if err := be.drv.LaunchGraph(g.exec, be.stream); err != nil {
+		return fmt.Errorf("%w: a graph of %d launches (%s first)", err, len(r.launches), r.launches[0].name)
+	}
+	return nil
+}
+
+var sigSeed = maphash.MakeSeed()
+
+// paramPointers points at each value of the run, for the launches' parameter arrays.
+func (be *Backend) paramPointers(r *run) []uintptr {
+	if len(r.vals) == 0 {
+		r.vals = append(r.vals, 0) // something to pin
+	}
+	ptrs := make([]uintptr, len(r.vals))
+	for i := range r.vals {
+		ptrs[i] = uintptr(unsafe.Pointer(&r.vals[i]))
+	}
+	return ptrs
+}
+
+func params(ptrs []uintptr, l pendingLaunch) unsafe.Pointer {
+	if l.n == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&ptrs[l.off])
+}
+
+// launchOne queues one launch on the stream.
+func (be *Backend) launchOne(l pendingLaunch, ptrs []uintptr) error {
+	if err := be.drv.Launch(l.fn, l.gridX, l.gridY, Threads, params(ptrs, l), be.stream); err != nil {
+		return fmt.Errorf("%w: kernel %s grid (%d,%d)", err, l.name, l.gridX, l.gridY)
+	}
+	return nil
+}
+
+func (be *Backend) launchPlain(r *run, ptrs []uintptr) error {
+	for _, l := range r.launches {
+		if err := be.launchOne(l, ptrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// capture records the run's launches into a graph and instantiates it; on failure nothing is
+// left captured or allocated.
+func (be *Backend) capture(r *run, ptrs []uintptr) (*graph, error) {
+	if err := be.drv.BeginCapture(be.stream); err != nil {
+		return nil, err
+	}
+	for _, l := range r.launches {
+		if err := be.launchOne(l, ptrs); err != nil {
+			if g, endErr := be.drv.EndCapture(be.stream); endErr == nil && g != 0 {
+				be.drv.DestroyGraph(g)
+			}
+			return nil, err
+		}
+	}
+	g, err := be.drv.EndCapture(be.stream)
+	if err != nil {
+		return nil, err
+	}
+	exec, err := be.drv.Instantiate(g)
+	if err != nil {
+		be.drv.DestroyGraph(g)
+		return nil, err
+	}
+	return &graph{sig: bytes.Clone(r.sig), graph: g, exec: exec}, nil
+}
+
+// evict destroys a graph the cache lets go of, once the stream is done with it.
+func (be *Backend) evict(g *graph) error {
+	if err := be.drv.SyncStream(be.stream); err != nil {
+		return err
+	}
+	be.drv.DestroyGraphExec(g.exec)
+	be.drv.DestroyGraph(g.graph)
+	return nil
+}
+
+// graph is a captured run: its signature, the graph and its executable.
+type graph struct {
+	sig         []byte
+	graph, exec uintptr
+	used        uint64
+}
+
+// What a key has been seen as.
+const (
+	seenOnce      = 1
+	captureFailed = 2
+)
+
+// graphCache holds the graphs of runs by the hash of their signature, at most size of them.
+type graphCache struct {
+	size  int
+	byKey map[uint64]*graph
+	seen  map[uint64]uint8
+	tick  uint64
+}
+
+func newGraphCache(size int) graphCache {
+	return graphCache{size: size, byKey: map[uint64]*graph{}, seen: map[uint64]uint8{}}
+}
+
+// get returns the graph of a run whose signature is sig, comparing every byte.
+func (c *graphCache) get(key uint64, sig []byte) *graph {
+	g := c.byKey[key]
+	if g == nil || !bytes.Equal(g.sig, sig) {
+		return nil
+	}
+	c.tick++
+	g.used = c.tick
+	return g
+}
+
+func (c *graphCache) see(key uint64, how uint8) {
+	if len(c.seen) >= maxSeen {
+		clear(c.seen)
+	}
+	c.seen[key] = how
+}
+
+// add keeps g under key, evicting the least recently used graph (or one of the same key) first.
+func (c *graphCache) add(key uint64, g *graph, evict func(*graph) error) error {
+	if old := c.byKey[key]; old != nil {
+		delete(c.byKey, key)
+		if err := evict(old); err != nil {
+			return err
+		}
+	}
+	if len(c.byKey) >= c.size {
+		var lk uint64
+		var lru *graph
+		for k, h := range c.byKey {
+			if lru == nil || h.used < lru.used {
+				lk, lru = k, h
+			}
+		}
+		delete(c.byKey, lk)
+		if err := evict(lru); err != nil {
+			return err
+		}
+	}
+	c.tick++
+	g.used = c.tick
+	c.byKey[key] = g
+	return nil
+}
+
+// clear destroys every graph; the stream must be idle.
+func (c *graphCache) clear(drv Driver) {
+	for k, g := range c.byKey {
+		drv.DestroyGraphExec(g.exec)
+		drv.DestroyGraph(g.graph)
+		delete(c.byKey, k)
+	}
+	clear(c.seen)
+}
