@@ -11,8 +11,12 @@
 #   tools/gpu/receipts.sh decode OUT decode speed on the Qwen2-VL-2B-shaped checkpoint alone (no
 #                                    transformers run), and each kernel's device time in a decode
 #                                    round (Nsight Compute, tools/gpu/kernel_times.py)
+#   tools/gpu/receipts.sh backend OUT the device backend's gpu-tagged tests (bin/cudatest, built
+#                                    from ./runtime/device/cuda), graph replay against plain launches
+#   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
+#                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
-part=${1:?tiny, qwen, dots or decode}
+part=${1:?tiny, qwen, dots, decode, backend or speed}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -31,7 +35,7 @@ step() { # $1 seconds, $2 name, rest: command; its output goes to OUT/<name>.log
 python3 - <<'PY'
 import json, lzma, os, sys
 sys.path.insert(0, "tools/oracle")
-for name, dst in [("tfc", "bin/tfc"), ("gatetest", "bin/gatetest"), ("compilertest", "bin/compilertest"),
+for name, dst in [("tfc", "bin/tfc"), ("gatetest", "bin/gatetest"), ("compilertest", "bin/compilertest"), ("cudatest", "bin/cudatest"),
                   ("tokenizer.json", "testdata/tokenizer/qwen/tokenizer.json")]:
     src = f"out/{name}.xz"
     if os.path.exists(src) and not os.path.exists(dst):
@@ -82,6 +86,16 @@ decode)
 			bin/tfc generate --model "$dw/checkpoint" --backend "$backend" --prompt "Describe a page." --max-tokens 8 --ignore-eos
 		python3 tools/gpu/kernel_times.py "$out/ncu.log" | tee "$out/kernel-times.md"
 	fi
+	;;
+backend)
+	step 400 backend-tests bash -c "cd runtime/device/$backend && ../../../bin/${backend}test -test.v -test.run GPU"
+	;;
+speed)
+	dw=/tmp/tfc-full-qwen
+	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
+	step 120 bench-graphs bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1,8 --prompt-tokens 128 --new-tokens 32 --out "$out/bench-graphs.json"
+	step 120 bench-plain env TFC_GPU_GRAPHS=0 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1,8 --prompt-tokens 128 --new-tokens 32 --out "$out/bench-plain.json"
+	step 120 bench-profile bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 128 --new-tokens 16 --profile --out "$out/bench-profile.json"
 	;;
 esac
 log "done"

@@ -82,6 +82,9 @@ func libcuda() (*driver, error) {
 		d := &driver{}
 		for _, s := range d.symbols() {
 			fn, err := purego.Dlsym(lib, s.name)
+			if err != nil && s.alt != "" {
+				fn, err = purego.Dlsym(lib, s.alt)
+			}
 			if err != nil {
 				loadError = fmt.Errorf("cuda: libcuda.so.1 has no %s (%v); the driver is too old", s.name, err)
 				return
@@ -97,47 +100,48 @@ func libcuda() (*driver, error) {
 type symbol struct {
 	name string
 	fn   any
+	alt  string // an export with the same signature, bound where the driver lacks name
 }
 
 // symbols lists the exports the backend binds, by the versioned names cuda.h maps to without
 // per-thread default streams (cuMemcpyHtoDAsync is cuMemcpyHtoDAsync_v2, cuStreamBeginCapture is
-// cuStreamBeginCapture_v2). cuEventElapsedTime is the first version, which every driver exports
-// (CUDA 12.8 added a _v2 with the same signature).
+// cuStreamBeginCapture_v2). cuEventElapsedTime is the first version; CUDA 12.8 added a _v2 with the
+// same signature, bound where a driver drops the first.
 func (d *driver) symbols() []symbol {
 	return []symbol{
-		{"cuInit", &d.init},
-		{"cuDriverGetVersion", &d.driverGetVersion},
-		{"cuDeviceGetCount", &d.deviceGetCount},
-		{"cuDeviceGet", &d.deviceGet},
-		{"cuDeviceGetName", &d.deviceGetName},
-		{"cuDeviceGetAttribute", &d.deviceGetAttribute},
-		{"cuDeviceTotalMem_v2", &d.deviceTotalMem},
-		{"cuDevicePrimaryCtxRetain", &d.primaryCtxRetain},
-		{"cuDevicePrimaryCtxRelease_v2", &d.primaryCtxRelease},
-		{"cuCtxSetCurrent", &d.ctxSetCurrent},
-		{"cuMemAlloc_v2", &d.memAlloc},
-		{"cuMemFree_v2", &d.memFree},
-		{"cuMemsetD8Async", &d.memsetD8Async},
-		{"cuMemcpyHtoDAsync_v2", &d.memcpyHtoDAsync},
-		{"cuMemcpyDtoHAsync_v2", &d.memcpyDtoHAsync},
-		{"cuStreamCreate", &d.streamCreate},
-		{"cuStreamSynchronize", &d.streamSynchronize},
-		{"cuStreamDestroy_v2", &d.streamDestroy},
-		{"cuModuleLoadData", &d.moduleLoadData},
-		{"cuModuleUnload", &d.moduleUnload},
-		{"cuModuleGetFunction", &d.moduleGetFunction},
-		{"cuLaunchKernel", &d.launchKernel},
-		{"cuEventCreate", &d.eventCreate},
-		{"cuEventRecord", &d.eventRecord},
-		{"cuEventElapsedTime", &d.eventElapsedTime},
-		{"cuEventDestroy_v2", &d.eventDestroy},
-		{"cuStreamBeginCapture_v2", &d.streamBeginCapture},
-		{"cuStreamEndCapture", &d.streamEndCapture},
-		{"cuGraphInstantiateWithFlags", &d.graphInstantiate},
-		{"cuGraphLaunch", &d.graphLaunch},
-		{"cuGraphExecDestroy", &d.graphExecDestroy},
-		{"cuGraphDestroy", &d.graphDestroy},
-		{"cuGetErrorName", &d.getErrorName},
+		{"cuInit", &d.init, ""},
+		{"cuDriverGetVersion", &d.driverGetVersion, ""},
+		{"cuDeviceGetCount", &d.deviceGetCount, ""},
+		{"cuDeviceGet", &d.deviceGet, ""},
+		{"cuDeviceGetName", &d.deviceGetName, ""},
+		{"cuDeviceGetAttribute", &d.deviceGetAttribute, ""},
+		{"cuDeviceTotalMem_v2", &d.deviceTotalMem, ""},
+		{"cuDevicePrimaryCtxRetain", &d.primaryCtxRetain, ""},
+		{"cuDevicePrimaryCtxRelease_v2", &d.primaryCtxRelease, ""},
+		{"cuCtxSetCurrent", &d.ctxSetCurrent, ""},
+		{"cuMemAlloc_v2", &d.memAlloc, ""},
+		{"cuMemFree_v2", &d.memFree, ""},
+		{"cuMemsetD8Async", &d.memsetD8Async, ""},
+		{"cuMemcpyHtoDAsync_v2", &d.memcpyHtoDAsync, ""},
+		{"cuMemcpyDtoHAsync_v2", &d.memcpyDtoHAsync, ""},
+		{"cuStreamCreate", &d.streamCreate, ""},
+		{"cuStreamSynchronize", &d.streamSynchronize, ""},
+		{"cuStreamDestroy_v2", &d.streamDestroy, ""},
+		{"cuModuleLoadData", &d.moduleLoadData, ""},
+		{"cuModuleUnload", &d.moduleUnload, ""},
+		{"cuModuleGetFunction", &d.moduleGetFunction, ""},
+		{"cuLaunchKernel", &d.launchKernel, ""},
+		{"cuEventCreate", &d.eventCreate, ""},
+		{"cuEventRecord", &d.eventRecord, ""},
+		{"cuEventElapsedTime", &d.eventElapsedTime, "cuEventElapsedTime_v2"},
+		{"cuEventDestroy_v2", &d.eventDestroy, ""},
+		{"cuStreamBeginCapture_v2", &d.streamBeginCapture, ""},
+		{"cuStreamEndCapture", &d.streamEndCapture, ""},
+		{"cuGraphInstantiateWithFlags", &d.graphInstantiate, ""},
+		{"cuGraphLaunch", &d.graphLaunch, ""},
+		{"cuGraphExecDestroy", &d.graphExecDestroy, ""},
+		{"cuGraphDestroy", &d.graphDestroy, ""},
+		{"cuGetErrorName", &d.getErrorName, ""},
 	}
 }
 
