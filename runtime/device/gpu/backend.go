@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 
 	"tfc/runtime/device"
@@ -24,6 +25,10 @@ type Config struct {
 	Release func() error
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
 	NoGraphs bool
+	// RunLen is how many launches a run holds before it goes to the driver (TFC_GPU_GRAPH_RUN
+	// sets it; 0 means defaultRunLen, at most maxRun): short runs let the device start a
+	// round's first kernels while the host still prepares the rest.
+	RunLen int
 }
 
 // Backend runs the generated kernels on one GPU through a Driver. Launches are held in a
@@ -42,6 +47,7 @@ type Backend struct {
 	pending run
 	closed  bool
 	timing  bool // profiling is on: launches go to the thread at once
+	runLen  int  // launches a run holds before it goes to the driver
 
 	// Owned by the thread: only closures running on th touch these.
 	graphs    graphCache
@@ -59,7 +65,14 @@ func NewBackend(c Config) (*Backend, error) {
 	if os.Getenv("TFC_GPU_GRAPHS") == "0" {
 		c.NoGraphs = true
 	}
-	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
+	if n, err := strconv.Atoi(os.Getenv("TFC_GPU_GRAPH_RUN")); err == nil && n > 0 {
+		c.RunLen = n
+	}
+	if c.RunLen <= 0 {
+		c.RunLen = defaultRunLen
+	}
+	c.RunLen = min(c.RunLen, maxRun)
+	be := &Backend{cfg: c, runLen: c.RunLen, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
 	err := be.wrap(be.th.Do(func() error {
 		s, err := be.drv.NewStream()
 		be.stream = s

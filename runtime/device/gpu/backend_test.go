@@ -394,18 +394,32 @@ func TestCloseReleasesEverything(t *testing.T) {
 	}
 }
 
-// TestLongRunIsFlushed: a run reaching maxRun launches goes to the driver without a Read.
+// TestLongRunIsFlushed: a run reaching its length (defaultRunLen, or TFC_GPU_GRAPH_RUN) goes to
+// the driver without a Read, and not a launch before.
 func TestLongRunIsFlushed(t *testing.T) {
-	be, d := fakeBackend(t)
-	x, y := alloc(t, be, device.F32, 1, 4), alloc(t, be, device.F32, 1, 4)
-	for range maxRun {
-		if err := be.Launch(&device.Kernel{Name: "c"}, device.Copy{X: x, Y: y}); err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		env    string
+		runLen int
+	}{{"", defaultRunLen}, {"5", 5}, {"100000", maxRun}} {
+		t.Setenv("TFC_GPU_GRAPH_RUN", c.env)
+		be, d := fakeBackend(t)
+		x, y := alloc(t, be, device.F32, 1, 4), alloc(t, be, device.F32, 1, 4)
+		launch := func(n int) {
+			for range n {
+				if err := be.Launch(&device.Kernel{Name: "c"}, device.Copy{X: x, Y: y}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			be.th.Do(func() error { return nil }) // wait for the thread without flushing
 		}
-	}
-	be.th.Do(func() error { return nil }) // wait for the thread without flushing
-	if n := d.Count("Launch"); n != maxRun {
-		t.Errorf("%d launches reached the driver, want %d", n, maxRun)
+		launch(c.runLen - 1)
+		if n := d.Count("Launch"); n != 0 {
+			t.Errorf("TFC_GPU_GRAPH_RUN=%q: %d launches reached the driver before the run was full", c.env, n)
+		}
+		launch(1)
+		if n := d.Count("Launch"); n != c.runLen {
+			t.Errorf("TFC_GPU_GRAPH_RUN=%q: %d launches reached the driver, want %d", c.env, n, c.runLen)
+		}
 	}
 }
 

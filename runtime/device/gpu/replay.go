@@ -11,7 +11,12 @@ import (
 	"tfc/runtime/device"
 )
 
-// maxRun is how many launches a pending run holds before it is handed to the driver.
+// defaultRunLen is how many launches a pending run holds before it is handed to the driver. Runs
+// of a whole decode round kept the device idle while the host prepared the round: on the H200 a
+// batch-1 round took 9.4 ms so, 8.3 ms without graphs, 8.0–8.4 ms in runs of 24 to 64 launches.
+const defaultRunLen = 64
+
+// maxRun bounds the run length TFC_GPU_GRAPH_RUN may set.
 const maxRun = 4096
 
 // minGraphRun is the shortest run worth a graph.
@@ -77,7 +82,7 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 		return be.wrap(ErrStopped)
 	}
 	be.pending.add(k.Name, c)
-	if len(be.pending.launches) >= maxRun || be.cfg.NoGraphs || be.timing {
+	if len(be.pending.launches) >= be.runLen || be.cfg.NoGraphs || be.timing {
 		// without graph replay, holding launches back gains nothing: the device may start now
 		return be.wrap(be.flushLocked())
 	}
