@@ -274,44 +274,21 @@ def build_model(config, device):
     return model
 
 
-def is_final_text_norm(name):
-    return name.endswith(".norm.weight") and "visual" not in name and ".layers." not in name
-
-
 def draw_weights(model, seed, c):
-    """Fills every parameter from one CPU generator, in name order, each rounded to BF16."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
+    """The tiny oracle's draw; the embedding's added and padding rows (EOS, image and template
+    tokens) stay small so greedy rarely picks them."""
     emb = model.get_input_embeddings().weight
-    finals = 0
-    with torch.no_grad():
-        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            shape = tuple(p.shape)
-            if p is emb:
-                w = torch.randn(shape, generator=g) * c["embed_std"]
-                # added and padding rows (EOS, image and template tokens) stay small so greedy rarely picks them
-                w[FIRST_ADDED_TOKEN_ID:] *= 0.1
-            elif p.dim() == 1 and name.endswith("weight"):
-                w = 1.0 + 0.1 * torch.randn(shape, generator=g)
-                if c["final_norm"] == "signed" and is_final_text_norm(name):
-                    w = torch.randn(shape, generator=g)
-                    finals += 1
-            elif p.dim() == 1 and name.endswith("bias"):
-                w = 0.2 * torch.randn(shape, generator=g)
-            else:
-                fan_in = math.prod(shape[1:])
-                gain = 1.0
-                if name.endswith("o_proj.weight"):
-                    gain = c["o_gain"]
-                elif name.endswith("down_proj.weight"):
-                    gain = c["down_gain"]
-                elif "merger.mlp.2." in name:
-                    gain = c["merger_gain"]
-                w = torch.randn(shape, generator=g) * (gain / math.sqrt(fan_in))
-            p.copy_(w.to(torch.bfloat16))
-    if c["final_norm"] == "signed" and finals != 1:
-        raise SystemExit(f"full_size: found {finals} final text norms, want 1")
+
+    def embedding_rows(name, p):
+        if p is not emb:
+            return None
+
+        def rows(w):
+            w[FIRST_ADDED_TOKEN_ID:] *= 0.1
+
+        return rows
+
+    tiny.draw_weights(model, seed, c, embedding_rows)
 
 
 def generation_config(eos):

@@ -280,26 +280,44 @@ def generation_config():
 # ---------------------------------------------------------------- weights
 
 
-def draw_weights(model, seed, c):
-    """Fills every parameter from one generator, in name order, then rounds to BF16."""
+def is_final_text_norm(name):
+    return name.endswith(".norm.weight") and "visual" not in name and ".layers." not in name
+
+
+def draw_weights(model, seed, c, embedding_rows=None, is_final_norm=is_final_text_norm):
+    """Fills every parameter from one CPU generator, in name order, each rounded to BF16: the draw
+    of every oracle checkpoint (its order fixes their sha256). embedding_rows(name, p) is None for a
+    parameter that is not an embedding table, else what shapes its drawn rows; is_final_norm(name)
+    tells the text decoder's final norm, drawn signed when c["final_norm"] says so."""
     import torch
 
+    if embedding_rows is None:
+        emb = model.get_input_embeddings().weight
+
+        def embedding_rows(name, p):
+            if p is not emb:
+                return None
+
+            def rows(w):
+                # Added and padding rows stay small so greedy rarely picks them; the first EOS is
+                # loud enough that some prompts stop before the cap.
+                w[FIRST_ADDED_TOKEN_ID:] *= 0.1
+                w[EOS_TOKEN_IDS[0]] *= c["eos_scale"] / 0.1
+
+            return rows
+
     g = torch.Generator().manual_seed(seed)
-    emb = model.get_input_embeddings().weight
     finals = 0
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             shape = tuple(p.shape)
-            if p is emb:
+            rows = embedding_rows(name, p)
+            if rows is not None:
                 w = torch.randn(shape, generator=g) * c["embed_std"]
-                # Added and padding rows stay small so greedy rarely picks them; the first EOS is loud
-                # enough that some prompts stop before the cap.
-                w[FIRST_ADDED_TOKEN_ID:] *= 0.1
-                w[EOS_TOKEN_IDS[0]] *= c["eos_scale"] / 0.1
+                rows(w)
             elif p.dim() == 1 and name.endswith("weight"):
                 w = 1.0 + 0.1 * torch.randn(shape, generator=g)
-                final = name.endswith(".norm.weight") and "visual" not in name and ".layers." not in name
-                if c["final_norm"] == "signed" and final:
+                if c["final_norm"] == "signed" and is_final_norm(name):
                     w = torch.randn(shape, generator=g)
                     finals += 1
             elif p.dim() == 1 and name.endswith("bias"):
