@@ -67,7 +67,7 @@ func newGEMM(k Kernel) (family, error) {
 		if hd > 80 {
 			f.bm = 32
 		}
-		// Half a head holds whole half-tiles of rotary pairs (then the BN tile is that one head).
+		// A half head of a multiple of smallBN/2 columns splits into small tiles of rotary pairs.
 		f.pairs = hd%smallBN == 0
 		for _, r := range f.ropeOf {
 			for _, i := range r {
@@ -115,8 +115,8 @@ func (f *gemm) body(g *gen) error {
 		g.line("else")
 		g.line("  %s", tile)
 	} else if f.pairs {
-		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs: a
-		// head's columns n0 + [0, bn / 2), then their partners BN / 2 on, tiles of them a head.
+		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
+		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
 		g.line("const bool pairs = M <= TFC_SMALL_ROWS;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
 		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
