@@ -66,7 +66,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
 
 // qwen2vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from graphs/qwen2_vl.graph:111, graphs/qwen2_vl.graph:113, graphs/qwen2_vl.graph:114
-// launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), 256 threads
+// launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), or (1, 6) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -80,11 +80,15 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 96, K = 32;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  const bool pairs = M <= TFC_SMALL_ROWS;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
@@ -93,30 +97,30 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
-      smem[r * (BN + 1) + j] = x;
-      smem[r * (BN + 1) + j + BN / 2] = y;
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + bn / 2] = y;
     }
   }
   __syncthreads();
   if (n0 >= 32 && n0 < 64) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
       tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
-      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + j, x);
-      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + j + BN / 2, y);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
     }
   }
 }
@@ -341,7 +345,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
 
 // qwen2vl_decode_linear_bias_rope: linear(bias) → rope
 // from graphs/qwen2_vl.graph:134
-// launch qwen2vl_decode_linear_bias_rope: grid (ceil(M/64), 4), 256 threads
+// launch qwen2vl_decode_linear_bias_rope: grid (ceil(M/64), 4), or (1, 4) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -353,11 +357,15 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 64, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  const bool pairs = M <= TFC_SMALL_ROWS;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
@@ -366,22 +374,22 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 64) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
   }
 }
 
 // qwen2vl_decode_linear_bias_rope_k_proj: linear(bias) → rope
 // from graphs/qwen2_vl.graph:135
-// launch qwen2vl_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 2), 256 threads
+// launch qwen2vl_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 2), or (1, 2) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_k_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -393,11 +401,15 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 16, BK = 16, N = 32, K = 64;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  const bool pairs = M <= TFC_SMALL_ROWS;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
@@ -406,15 +418,15 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 32) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
   }
 }

@@ -66,7 +66,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
 
 // vision_qkv_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from sample:vision.qkv, sample:vision.rope_q, sample:vision.rope_k
-// launch vision_qkv_rope: grid (ceil(M/64), 48), 256 threads
+// launch vision_qkv_rope: grid (ceil(M/64), 48), or (1, 240) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -80,11 +80,15 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 80, BK = 16, N = 3840, K = 1280;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  const bool pairs = M <= TFC_SMALL_ROWS;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
@@ -93,30 +97,30 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 1280) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
-      smem[r * (BN + 1) + j] = x;
-      smem[r * (BN + 1) + j + BN / 2] = y;
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + bn / 2] = y;
     }
   }
   __syncthreads();
   if (n0 >= 1280 && n0 < 2560) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
       tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
-      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + j, x);
-      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + j + BN / 2, y);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
     }
   }
 }
@@ -379,7 +383,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
-// launch q_proj_mrope: grid (ceil(M/32), 12), 256 threads
+// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -391,11 +395,15 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 32, BN = 128, BK = 16, N = 1536, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  const bool pairs = M <= TFC_SMALL_ROWS;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
@@ -404,22 +412,22 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 1536) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 128);
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
   }
 }
 
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
-// launch k_proj_mrope: grid (ceil(M/32), 2), 256 threads
+// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -431,11 +439,15 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 32, BN = 128, BK = 16, N = 256, K = 1536;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  const bool pairs = M <= TFC_SMALL_ROWS;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v += tfc_ld(op0_B + n);
@@ -444,15 +456,15 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   }
   __syncthreads();
   if (n0 >= 0 && n0 < 256) {
-    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
-      const int r = e / (BN / 2), j = e % (BN / 2), m = m0 + r;
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
       if (m >= M) continue;
-      float x = smem[r * (BN + 1) + j], y = smem[r * (BN + 1) + j + BN / 2];
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 128);
       tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + j + BN / 2, y);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
   }
 }

@@ -86,19 +86,33 @@ struct tfc_gemm_smem {
 // ascending k, the chunk sums added in ascending order. Both paths below follow it, so a row's
 // result does not depend on how many rows share its tile.
 #define TFC_KC 64
-// Tiles with at most TFC_SMALL_ROWS rows (decode rounds) split k across threads instead; a
-// rope-free GEMM launched on that few rows takes tiles TFC_SMALL_BN columns wide.
+// Tiles with at most TFC_SMALL_ROWS rows (decode rounds) split k across threads instead; a GEMM
+// launched on that few rows takes tiles TFC_SMALL_BN columns wide (a rope GEMM's hold rotary pairs).
 #define TFC_SMALL_ROWS 8
 #define TFC_SMALL_BN 16
 
+// tfc_col is the output column of column c of a tile: n0 + c for a tile of consecutive columns.
+__device__ __forceinline__ int tfc_col(int n0, int c) { return n0 + c; }
+// tfc_rope_pairs is a TFC_SMALL_BN-column tile of rotary pairs: columns n0 + [0, TFC_SMALL_BN/2)
+// of a head, then their partners HALF (head_dim/2) columns on.
+template <int HALF>
+struct tfc_rope_pairs {
+  int n0;
+};
+template <int HALF>
+__device__ __forceinline__ int tfc_col(tfc_rope_pairs<HALF> p, int c) {
+  return p.n0 + (c < TFC_SMALL_BN / 2 ? c : c - TFC_SMALL_BN / 2 + HALF);
+}
+
 // tfc_rows_chunk sums, for the tile's rows, the chunk of item it (column c + BN·chunk j of the
-// batch starting at chunk j0) into smem[(r*BN + c)*nb + j], walking k one element at a time. Each
-// chunk is one fmaf chain over ascending k from zero, as tfc_gemm_tile sums it.
-template <int BN, int KPAD, typename TX, typename TW>
+// batch starting at chunk j0; output column tfc_col(cols, c)) into smem[(r*BN + c)*nb + j], walking
+// k one element at a time. Each chunk is one fmaf chain over ascending k from zero, as
+// tfc_gemm_tile sums it.
+template <int BN, int KPAD, typename TX, typename TW, typename COLS>
 __device__ __forceinline__ void tfc_rows_chunk(float* smem, const TX* X, int ldx, const TW* W, int ldw, int N, int kend,
-                                               int rows, int m0, int n0, int j0, int jn, int nb, int it) {
+                                               int rows, int m0, COLS cols, int j0, int jn, int nb, int it) {
   if (it >= BN * jn) return;
-  const int c = it % BN, j = it / BN, n = n0 + c;
+  const int c = it % BN, j = it / BN, n = tfc_col(cols, c);
   const int kb = (j0 + j) * TFC_KC, ke = kb + TFC_KC < KPAD ? kb + TFC_KC : KPAD;
   float p[TFC_SMALL_ROWS];
 #pragma unroll
@@ -119,12 +133,12 @@ __device__ __forceinline__ void tfc_rows_chunk(float* smem, const TX* X, int ldx
 // On CUDA a thread takes TFC_ROWS_ITEMS items (it0, it0 + 256, ...) at a time.
 #define TFC_ROWS_ITEMS 4
 
-template <int BN, int KPAD, typename TX, typename TW>
+template <int BN, int KPAD, typename TX, typename TW, typename COLS>
 __device__ __forceinline__ void tfc_rows_items(float* smem, const TX* X, int ldx, const TW* W, int ldw, int N, int kend,
-                                               int rows, int m0, int n0, int j0, int jn, int nb, int it0) {
+                                               int rows, int m0, COLS cols, int j0, int jn, int nb, int it0) {
 #pragma unroll
   for (int u = 0; u < TFC_ROWS_ITEMS; ++u)
-    tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it0 + 256 * u);
+    tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, cols, j0, jn, nb, it0 + 256 * u);
 }
 
 // tfc_w8_at is weight i of eight BF16 weights loaded as 16 bytes.
@@ -156,9 +170,9 @@ __device__ __forceinline__ void tfc_swap_bit(uint4& lo, uint4& hi, bool up, int 
 // 64 weights. All of a thread's items are in flight before the first FMA, and each chunk's
 // weights serve every row, in the chains tfc_rows_chunk computes. Other warps take
 // tfc_rows_chunk. it0 is the item of this lane for u = 0; a warp's lanes hold consecutive items.
-template <int BN, int KPAD>
+template <int BN, int KPAD, typename COLS>
 __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int N, int kend,
-                                               int rows, int m0, int n0, int j0, int jn, int nb, int it0) {
+                                               int rows, int m0, COLS cols, int j0, int jn, int nb, int it0) {
   constexpr int U = TFC_ROWS_ITEMS, G = TFC_KC / 8;
   const int lane = threadIdx.x % 32, q = lane / 8, i8 = lane % 8;
   const bool vec = tfc_aligned16(X + (size_t)m0 * ldx, ldx, 4) && tfc_aligned16(W, ldw, 2);
@@ -167,14 +181,14 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int 
   int kb[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int it = it0 + 256 * u, n = n0 + it % BN;
+    const int it = it0 + 256 * u, n = tfc_col(cols, it % BN);
     kb[u] = (j0 + it / BN) * TFC_KC;
     fast[u] = __all_sync(0xffffffffu, vec && it < BN * jn && n < N && kb[u] + TFC_KC <= kend);
     if (fast[u]) {
 #pragma unroll
       for (int g = 0; g < G; ++g) {  // chunk 8q + g of the warp, its i8-th 16 bytes
         const int src = it - lane + 8 * q + g;
-        const tfc_bf16* row = W + (size_t)(n0 + src % BN) * ldw + (j0 + src / BN) * TFC_KC;
+        const tfc_bf16* row = W + (size_t)tfc_col(cols, src % BN) * ldw + (j0 + src / BN) * TFC_KC;
         w[u][g] = reinterpret_cast<const uint4*>(row)[i8];
       }
       uint4* v = w[u];  // (lane i8, load g) -> (lane g, load i8), one bit at a time
@@ -188,7 +202,7 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int 
   }
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    if (!fast[u]) tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it0 + 256 * u);
+    if (!fast[u]) tfc_rows_chunk<BN, KPAD>(smem, X, ldx, W, ldw, N, kend, rows, m0, cols, j0, jn, nb, it0 + 256 * u);
 #pragma unroll 1
   for (int r = 0; r < rows; ++r) {
     const float* xr = X + (size_t)(m0 + r) * ldx;
@@ -213,9 +227,11 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const float* X, int 
 
 // tfc_gemm_rows is tfc_gemm_tile for a tile of rows ≤ TFC_SMALL_ROWS: threads sum (column, chunk)
 // pairs for every row at once, in batches whose chunk sums fit in smem, and each thread then adds
-// the chunk sums of the (row, column) outputs it owns in ascending order. smem holds FLOATS.
-template <int BM, int BN, int BK, int N, int K, int MUT, int FLOATS = tfc_gemm_smem<BM, BN, BK>::floats, typename TX, typename TW>
-__device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx, const TW* W, int ldw, int rows, int m0, int n0) {
+// the chunk sums of the (row, column) outputs it owns in ascending order. smem holds FLOATS. Tile
+// column c is output column tfc_col(cols, c): cols is n0, or a tfc_rope_pairs.
+template <int BM, int BN, int BK, int N, int K, int MUT, int FLOATS = tfc_gemm_smem<BM, BN, BK>::floats, typename TX, typename TW,
+          typename COLS>
+__device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx, const TW* W, int ldw, int rows, int m0, COLS cols) {
   constexpr int KPAD = (K + BK - 1) / BK * BK;
   constexpr int NC = (KPAD + TFC_KC - 1) / TFC_KC;
   constexpr int OWN = (BN * TFC_SMALL_ROWS + 255) / 256;
@@ -230,10 +246,10 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
     const int jn = NC - j0 < nb ? NC - j0 : nb;
 #if TFC_CUDA  // whole warps of 32 consecutive items go round together: the CUDA path loads by warp
     for (int base = threadIdx.x / 32 * 32; base < BN * jn; base += 256 * TFC_ROWS_ITEMS)
-      tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, base + threadIdx.x % 32);
+      tfc_rows_items<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, cols, j0, jn, nb, base + threadIdx.x % 32);
 #else  // one item a thread: on gfx9 the register-blocked path needs more SGPRs than a wave has (tfc audit)
     for (int it = threadIdx.x; it < BN * jn; it += 256)
-      tfc_rows_chunk<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, n0, j0, jn, nb, it);
+      tfc_rows_chunk<BN, KPAD>(smem, X, ldxm, W, ldw, N, kend, rows, m0, cols, j0, jn, nb, it);
 #endif
     tfc_fill_barrier<MUT>();
 #pragma unroll

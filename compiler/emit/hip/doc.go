@@ -11,8 +11,10 @@
 // Kernels supported, by the op they are built around:
 //
 //	linear                 tiled GEMM (LDS tiles, F32 accumulation over K in order; tiles of at
-//	                       most 8 rows split K across threads in the same order, and a rope-free
-//	                       linear launched on at most 8 rows takes 16-column tiles), then its own
+//	                       most 8 rows split K across threads in the same order, and a linear
+//	                       launched on at most 8 rows takes 16-column tiles: a rope linear's hold
+//	                       8 rotary pairs of a head, and whole heads where head_dim is not a
+//	                       multiple of 16), then its own
 //	                       bias, activation and residual epilogue, then rope, add, mul, activate,
 //	                       glu, copy
 //	rmsnorm, layernorm     one block a row; add, mul, activate, glu, copy before it (forming the

@@ -15,6 +15,7 @@ type gemm struct {
 	n          int
 	bm, bn, bk int
 	ropeOf     map[int][]int // base op → the ropes that rotate slices of its Y
+	pairs      bool          // launches of at most smallRows rows take smallBN-column tiles of rotary pairs
 }
 
 func newGEMM(k Kernel) (family, error) {
@@ -66,6 +67,8 @@ func newGEMM(k Kernel) (family, error) {
 		if hd > 80 {
 			f.bm = 32
 		}
+		// A half head of a multiple of smallBN/2 columns splits into small tiles of rotary pairs.
+		f.pairs = hd%smallBN == 0
 		for _, r := range f.ropeOf {
 			for _, i := range r {
 				o := k.Ops[i]
@@ -79,16 +82,19 @@ func newGEMM(k Kernel) (family, error) {
 	return f, nil
 }
 
-// smallBN is the column tile of a rope-free GEMM launched on at most smallRows rows (decode
-// rounds): four times the blocks of the BN tile, since such a launch is bound by how many
-// multiprocessors stream its weights. kernels/tfc_kernels.h names them TFC_SMALL_BN and
-// TFC_SMALL_ROWS.
+// smallBN is the column tile of a GEMM launched on at most smallRows rows (decode rounds): more
+// blocks than the BN tile, since such a launch is bound by how many multiprocessors stream its
+// weights. A rope GEMM's small tile holds smallBN/2 rotary pairs of one head (f.pairs).
+// kernels/tfc_kernels.h names them TFC_SMALL_BN and TFC_SMALL_ROWS.
 const smallBN, smallRows = 16, 8
 
 func (f *gemm) launches() []Launch {
 	l := Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
-	if len(f.ropeOf) == 0 {
+	switch {
+	case len(f.ropeOf) == 0:
 		l.SmallRowsGridY = ceilDiv(f.n, smallBN)
+	case f.pairs:
+		l.SmallRowsGridY = ceilDiv(f.n, f.bn) * (f.bn / smallBN)
 	}
 	return []Launch{l}
 }
@@ -106,6 +112,16 @@ func (f *gemm) body(g *gen) error {
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
 		g.line("if (M <= TFC_SMALL_ROWS)")
 		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+		g.line("else")
+		g.line("  %s", tile)
+	} else if f.pairs {
+		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
+		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
+		g.line("const bool pairs = M <= TFC_SMALL_ROWS;")
+		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
+		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
+		g.line("if (pairs)")
+		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});")
 		g.line("else")
 		g.line("  %s", tile)
 	} else {
@@ -140,7 +156,11 @@ func (f *gemm) body(g *gen) error {
 
 func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
 	g.open("for (int e = threadIdx.x; e < BM * bn; e += %d)", threads)
-	g.line("const int r = e / bn, c = e %% bn, m = m0 + r, n = n0 + c;")
+	if f.pairs {
+		g.line("const int r = e / bn, c = e %% bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);")
+	} else {
+		g.line("const int r = e / bn, c = e %% bn, m = m0 + r, n = n0 + c;")
+	}
 	g.line("if (m >= M || n >= N) continue;")
 	g.line("float v = smem[r * (bn + 1) + c];")
 	for _, i := range ops {
@@ -197,30 +217,33 @@ func (f *gemm) ropePass(g *gen, i int, last bool) error {
 	lo := o.int("col")
 	hi := lo + o.int("heads")*o.int("head_dim")
 	g.open("if (n0 >= %d && n0 < %d)", lo, hi)
-	g.open("for (int e = threadIdx.x; e < BM * (BN / 2); e += %d)", threads)
-	// c is the tile column of the pair's first element; j its index within its head's half
-	c, half := "j", "BN / 2"
-	if hd := o.int("head_dim"); hd == f.bn {
-		g.line("const int r = e / (BN / 2), j = e %% (BN / 2), m = m0 + r;")
-	} else {
-		c, half = "c", fmt.Sprint(hd/2)
+	// c is the tile column of the pair's first element and half the tile columns to its partner,
+	// out the output columns to it; j is the pair's index within its head's half.
+	half, out := "bn / 2", "BN / 2"
+	if f.pairs {
+		g.open("for (int e = threadIdx.x; e < BM * (bn / 2); e += %d)", threads)
+		g.line("const int r = e / (bn / 2), c = e %% (bn / 2), j = j0 + c, m = m0 + r;")
+	} else { // a tile of whole heads
+		hd := o.int("head_dim")
+		half, out = fmt.Sprint(hd/2), fmt.Sprint(hd/2)
+		g.open("for (int e = threadIdx.x; e < BM * (BN / 2); e += %d)", threads)
 		g.line("const int r = e / (BN / 2), j = e %% %d, c = e %% (BN / 2) / %d * %d + j, m = m0 + r;", hd/2, hd/2, hd)
 	}
 	g.line("if (m >= M) continue;")
-	g.line("float x = smem[r * (BN + 1) + %s], y = smem[r * (BN + 1) + %s + %s];", c, c, half)
+	g.line("float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + %s];", half)
 	if err := ropeAngle(g, o); err != nil {
 		return err
 	}
 	g.line("tfc_rotate(x, y, (float)op%d_Pos[(size_t)m * op%d_Pos_ld + a], f);", i, i)
-	col := fmt.Sprintf("n0 - %d + %s", lo, c)
+	col := fmt.Sprintf("n0 - %d + c", lo)
 	if lo == 0 {
-		col = "n0 + " + c
+		col = "n0 + c"
 	}
 	g.line("%s", store(i, "X", "m", col, "x"))
-	g.line("%s", store(i, "X", "m", col+" + "+half, "y"))
+	g.line("%s", store(i, "X", "m", col+" + "+out, "y"))
 	if !last {
-		g.line("smem[r * (BN + 1) + %s] = x;", c)
-		g.line("smem[r * (BN + 1) + %s + %s] = y;", c, half)
+		g.line("smem[r * (bn + 1) + c] = x;")
+		g.line("smem[r * (bn + 1) + c + %s] = y;", half)
 	}
 	g.close()
 	g.close()

@@ -117,7 +117,7 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4}},
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRowsGridY: 8}}, // 16-column tiles of rotary pairs at M ≤ 8
 		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 2}},
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
@@ -146,6 +146,9 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
 		"tfc_attention_paged<32, 2, 32, 256, 16, MUT>(",
+		"// launch qkv: grid (ceil(M/64), 4), or (1, 8) when M ≤ 8, 256 threads",
+		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
+		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
 		"const float f = powf(10000.0f, -2.f * j / 32);",
 		"if (!((n >= 0 && n < 64))) tfc_st(op0_Y",
 		"rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-05f)",

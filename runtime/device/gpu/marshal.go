@@ -238,7 +238,8 @@ type Launch struct {
 
 // Geometry gives the launches of a kernel by the rule of the generated kernels: a kernel with a
 // norm runs a block a row; a linear runs 64×64 tiles (64×head_dim with a fused rope, 32 rows
-// when head_dim > 80); a pointwise chain a row by 256-column blocks; rope, embed, gather,
+// when head_dim > 80), or 16 columns wide on at most 8 rows (a rope's then hold 8 rotary pairs,
+// where head_dim is a multiple of 16); a pointwise chain a row by 256-column blocks; rope, embed, gather,
 // scatter a block a row; an uncached attention groups of 8 query rows (plus one group per span)
 // by heads; a cached attention stores K and V a block a row, then a row by KV heads.
 func Geometry(ops []device.Op) ([]Launch, error) {
@@ -254,14 +255,14 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 	}
 	switch o := Deref(ops[0]).(type) {
 	case device.Linear:
-		bm, bn, roped := 64, 64, false
+		bm, bn, hd := 64, 64, 0
 		for _, op := range ops[1:] {
 			if r, ok := Deref(op).(device.Rope); ok {
 				if r.HeadDim <= 0 {
 					return nil, fmt.Errorf("linear with a rope of head_dim %d", r.HeadDim)
 				}
 				// a tile holds whole heads: one, or as many as make its width a multiple of 16
-				bn, roped = r.HeadDim, true
+				bn, hd = r.HeadDim, r.HeadDim
 				for bn%16 != 0 {
 					bn += r.HeadDim
 				}
@@ -270,8 +271,13 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 				}
 			}
 		}
-		if !roped && m <= smallRows {
-			bn = smallBN
+		if m <= smallRows {
+			switch {
+			case hd == 0:
+				bn = smallBN
+			case hd%smallBN == 0: // each head's columns in tiles of smallBN/2 rotary pairs
+				return []Launch{{GridX: ceilDiv(m, bm), GridY: ceilDiv(o.Y.Cols, hd) * (hd / smallBN)}}, nil
+			}
 		}
 		return []Launch{{GridX: ceilDiv(m, bm), GridY: ceilDiv(o.Y.Cols, bn)}}, nil
 	case device.Attention:
@@ -298,6 +304,7 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// smallRows and smallBN: a rope-free linear launched on at most smallRows rows takes column
-// tiles smallBN wide (TFC_SMALL_ROWS and TFC_SMALL_BN in kernels/tfc_kernels.h).
+// smallRows and smallBN: a linear launched on at most smallRows rows takes column tiles smallBN
+// wide, a rope linear's of smallBN/2 rotary pairs where a half head holds them whole
+// (TFC_SMALL_ROWS and TFC_SMALL_BN in kernels/tfc_kernels.h).
 const smallRows, smallBN = 8, 16

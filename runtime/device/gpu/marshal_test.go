@@ -180,3 +180,56 @@ func TestOpsByPointer(t *testing.T) {
 		}
 	}
 }
+
+// TestRopeGeometry: a linear fused with rope launched on at most 8 rows takes 16-column tiles of
+// 8 rotary pairs where head_dim is a multiple of 16, and whole-head tiles otherwise; the emitter
+// gives the same grids.
+func TestRopeGeometry(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		n, headDim, heads    int
+		bm, wideY, smallRowY int
+	}{
+		{"k_proj", 256, 128, 2, 32, 2, 16},
+		{"q_proj", 1536, 128, 12, 32, 12, 96},
+		{"vision_qkv", 3840, 80, 16, 64, 48, 240}, // rope on q only: v and k columns unrotated
+		{"head_dim_16", 64, 16, 4, 64, 4, 4},
+		{"head_dim_8", 32, 8, 4, 64, 2, 2},   // two heads a tile, at any M
+		{"head_dim_24", 96, 24, 2, 64, 2, 2}, // 48-column tiles; the rope covers half of them
+	} {
+		k := hip.Kernel{Name: c.name, Ops: []hip.Op{
+			{Kind: "linear", Ints: map[string]int{"N": c.n, "K": 64}},
+			{Kind: "rope", Ints: map[string]int{"heads": c.heads, "head_dim": c.headDim, "sections": 1, "section0": c.headDim / 2},
+				Floats: map[string]float64{"theta": 1e4}},
+		}}
+		launches, err := hip.Launches(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []int{5, 8, 9, 70} {
+			ops := []device.Op{
+				device.Linear{X: device.Tensor{Rows: m, Cols: 64}, Y: device.Tensor{Rows: m, Cols: c.n}},
+				device.Rope{X: device.Tensor{Rows: m, Cols: c.heads * c.headDim}, Heads: c.heads, HeadDim: c.headDim},
+			}
+			ls, err := Geometry(ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Launch{GridX: ceilDiv(m, c.bm), GridY: c.wideY}
+			if m <= smallRows {
+				want.GridY = c.smallRowY
+			}
+			if len(ls) != 1 || ls[0] != want {
+				t.Errorf("%s at M=%d: launches %+v, want %+v", c.name, m, ls, want)
+			}
+			l := launches[0]
+			gy := l.GridY
+			if l.SmallRowsGridY > 0 && m <= smallRows {
+				gy = l.SmallRowsGridY
+			}
+			if gx := ceilDiv(m, l.RowsPerBlock); gx != want.GridX || gy != want.GridY {
+				t.Errorf("%s at M=%d: the emitter launches (%d,%d), want (%d,%d)", c.name, m, gx, gy, want.GridX, want.GridY)
+			}
+		}
+	}
+}
