@@ -645,6 +645,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
   // BM rows apart) and B (8-column tile 0; tile j is 8j rows on)
   const unsigned a0 = tfc_smem_addr(sm) + 2 * ((wm * 16 + lane % 16) * LD + lane / 16 * 8);
   const unsigned b0 = tfc_smem_addr(sm) + 2 * ((3 * BM + lane % 8) * LD + lane / 8 % 2 * 8);
+  const unsigned b0x4 = b0 + 2 * (lane / 16 * WN * 8 * LD);  // lanes 16..31: tile j + WN
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
   const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
@@ -668,12 +669,20 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
       unsigned a[3][4];  // hi, lo, lo2 of rows 16wm.., k kk..kk+15
 #pragma unroll
       for (int p = 0; p < 3; ++p) tfc_ldsm_x4(a[p], a0 + st + 2 * (p * BM * LD + kk));
+      unsigned bb[4];  // when every warp has NT whole tiles, tiles i and i+1 load together
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
         const int j = wn + WN * i;
         if (NT8 % WN != 0 && j >= NT8) continue;
         unsigned b[2];
-        tfc_ldsm_x2(b, b0 + st + 2 * (j * 8 * LD + kk));
+        if (NT8 % WN == 0 && i % 2 == 0 && i + 1 < NT) {
+          tfc_ldsm_x4(bb, b0x4 + st + 2 * (j * 8 * LD + kk));
+          b[0] = bb[0], b[1] = bb[1];
+        } else if (NT8 % WN == 0 && i % 2 == 1) {
+          b[0] = bb[2], b[1] = bb[3];
+        } else {
+          tfc_ldsm_x2(b, b0 + st + 2 * (j * 8 * LD + kk));
+        }
         tfc_mma_bf16(plo[i], a[2], b);
         tfc_mma_bf16(plo[i], a[1], b);
         tfc_mma_bf16(phi[i], a[0], b);

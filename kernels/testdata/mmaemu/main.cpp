@@ -4,7 +4,8 @@
 // shape the emitter uses, K with and without tails, aligned and strided rows), that the split of
 // an activation into three BF16 terms is exact, that a row's bits are the same in a 5-row launch
 // of 16-column tiles as in a 40-row launch, that ±Inf and NaN come out as the reference's, and
-// that the off-by-one and wrong-stride controls change the result. Prints "N passed, N failed".
+// that the off-by-one, wrong-stride and missing-barrier controls change the result. It prints
+// "N passed, N failed".
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -118,6 +119,10 @@ static void suite(const char* name) {
     run<BM, BN, N, K, TFC_MUT_STRIDE>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
     std::snprintf(what, sizeof what, "%s: wrong-stride control differs", name);
     check(worst<N, K>(c, M, y.data()) > 1e-4, what);
+    run<BM, BN, N, K, TFC_MUT_BARRIER>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
+    const double b = worst<N, K>(c, M, y.data());
+    std::snprintf(what, sizeof what, "%s: missing-barrier control differs", name);
+    check(b < 0 || b > 1e-4, what);
   }
 }
 

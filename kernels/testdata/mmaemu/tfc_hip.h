@@ -54,7 +54,10 @@ inline unsigned __float_as_uint(float f) {
 }
 unsigned __shfl_xor_sync(unsigned, unsigned, int);
 int __all_sync(unsigned, int);
-inline long long clock64() { return 0; }
+inline long long clock64() {  // time passes by 1000 cycles a reading
+  static long long now;
+  return now += 1000;
+}
 using std::max;
 using std::min;
 
