@@ -47,7 +47,7 @@ func renderHIP(p *lower.Program, spec *lower.Spec) ([]byte, error) {
 
 // HIPKernel is k with its constants evaluated at spec, as the HIP renderer takes it.
 func HIPKernel(k *lower.Kernel, spec *lower.Spec) (hip.Kernel, error) {
-	hk := hip.Kernel{Name: k.Name}
+	hk := hip.Kernel{Name: k.Name, Role: k.Role}
 	seen := map[string]bool{}
 	for _, s := range k.Sources {
 		line := fmt.Sprintf("%s:%d", s.File, s.Line)

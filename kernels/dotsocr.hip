@@ -14,14 +14,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 588;
+  constexpr int BM = 64, BN = 64, N = 32, K = 588;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -71,15 +83,27 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 16, BK = 16, N = 96, K = 32;
+  constexpr int BM = 64, BN = 16, N = 96, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const bool pairs = M <= TFC_SMALL_ROWS;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
+  if (pairs)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
@@ -143,14 +167,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 32;
+  constexpr int BM = 64, BN = 64, N = 32, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -169,14 +205,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 32;
+  constexpr int BM = 64, BN = 64, N = 64, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -197,14 +245,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 64, K = 32;
+  constexpr int BM = 64, BN = 64, N = 64, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -225,14 +285,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 64;
+  constexpr int BM = 64, BN = 64, N = 32, K = 64;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -287,14 +359,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 128, K = 128;
+  constexpr int BM = 64, BN = 64, N = 128, K = 128;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -315,14 +399,26 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 64, BK = 16, N = 32, K = 128;
+  constexpr int BM = 64, BN = 64, N = 32, K = 128;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];
+#else
+  constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
   const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
   if (M <= TFC_SMALL_ROWS)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;

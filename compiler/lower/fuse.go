@@ -252,7 +252,7 @@ func NameKernels(p *Program) {
 					name = fmt.Sprintf("%s_%d", base, n)
 				}
 				taken[name] = true
-				k = &Kernel{Name: name, Graph: g.Name, Ops: l.Ops}
+				k = &Kernel{Name: name, Graph: g.Name, Role: g.Role, Ops: l.Ops}
 				bySig[sig] = k
 				p.Kernels = append(p.Kernels, k)
 			}

@@ -184,6 +184,7 @@ type Launch struct {
 type Kernel struct {
 	Name     string
 	Graph    string
+	Role     string // the graph's role: vision or decoder
 	Ops      []*Op
 	Sources  []Pos
 	internal map[int]bool

@@ -16,7 +16,12 @@
 //	                       8 rotary pairs of a head, and whole heads where head_dim is not a
 //	                       multiple of 16), then its own
 //	                       bias, activation and residual epilogue, then rope, add, mul, activate,
-//	                       glu, copy
+//	                       glu, copy. Under CUDA a vision kernel's linear (Kernel.Role "vision",
+//	                       F32 X, BF16 W) computes the same tiles on tensor cores instead
+//	                       (tfc_gemm_mma: X split exactly into three BF16 terms, mma.sync with
+//	                       F32 accumulation), one path at every M and the same grid; the
+//	                       decoder's linears, whose launches mix decode and prompt rows, and every
+//	                       AMD build keep the scalar tiles
 //	rmsnorm, layernorm     one block a row; add, mul, activate, glu, copy before it (forming the
 //	                       row) and after it; rmsnorm with has_res also stores x+Res to Sum
 //	add mul activate glu copy  elementwise chains

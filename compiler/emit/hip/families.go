@@ -16,6 +16,7 @@ type gemm struct {
 	bm, bn, bk int
 	ropeOf     map[int][]int // base op → the ropes that rotate slices of its Y
 	pairs      bool          // launches of at most smallRows rows take smallBN-column tiles of rotary pairs
+	mma        bool          // on CUDA, the tile is tfc_gemm_mma's (see useMMA)
 }
 
 func newGEMM(k Kernel) (family, error) {
@@ -79,7 +80,30 @@ func newGEMM(k Kernel) (family, error) {
 			}
 		}
 	}
+	f.mma = f.useMMA()
 	return f, nil
+}
+
+// The tensor-core GEMM's LDS step and row padding, as kernels/tfc_kernels.h names them
+// (TFC_MMA_BK, TFC_MMA_LD), and the static LDS a block may declare.
+const mmaBK, mmaLD, staticLDS = 32, 32 + 8, 48 * 1024
+
+// useMMA says whether the linear's tile is computed on tensor cores under CUDA (tfc_gemm_mma): in
+// a vision graph only, whose launches hold the patches of whole images and never share a launch
+// between decode rows and prompt rows, so the tile may differ from the decoder's small-row path
+// (tfc_gemm_mma computes every row alike at every M); with F32 activations and BF16 weights; and
+// with tiles whose warps and LDS tfc_gemm_mma can lay out. AMD keeps tfc_gemm_tile.
+func (f *gemm) useMMA() bool {
+	lin := f.k.Ops[0]
+	if f.k.Role != "vision" || lin.DTypes["W"] != "BF16" || (lin.DTypes["X"] != "" && lin.DTypes["X"] != "F32") {
+		return false
+	}
+	wm := f.bm / 16
+	if f.bm%16 != 0 || wm < 1 || 8%wm != 0 || f.bn%8 != 0 {
+		return false
+	}
+	stages, c := (3*f.bm+f.bn)*mmaLD, f.bm*(f.bn+1) // floats: two BF16 stages; the C tile
+	return 4*max(stages, c) <= staticLDS
 }
 
 // smallBN is the column tile of a GEMM launched on at most smallRows rows (decode rounds): more
@@ -103,31 +127,73 @@ func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongSt
 
 func (f *gemm) body(g *gen) error {
 	lin := g.k.Ops[0]
-	g.line("constexpr int BM = %d, BN = %d, BK = %d, N = %d, K = %d;", f.bm, f.bn, f.bk, f.n, lin.int("K"))
-	g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
-	tile := "tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);"
+	args := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);"
+	tile := "tfc_gemm_tile<BM, BN, BK, N, K, MUT>" + args
+	if !f.mma {
+		g.line("constexpr int BM = %d, BN = %d, BK = %d, N = %d, K = %d;", f.bm, f.bn, f.bk, f.n, lin.int("K"))
+		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
+	} else {
+		g.line("constexpr int BM = %d, BN = %d, N = %d, K = %d;", f.bm, f.bn, f.n, lin.int("K"))
+		g.raw("#if TFC_CUDA  // tensor cores: the same path at every M")
+		g.line("__shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];")
+		g.raw("#else")
+		g.line("constexpr int BK = %d;", f.bk)
+		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
+		g.raw("#endif")
+	}
 	if len(f.ropeOf) == 0 {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
 		g.line("const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
+		if f.mma {
+			g.raw("#if TFC_CUDA")
+			g.line("if (M <= TFC_SMALL_ROWS)")
+			g.line("  tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>%s", args)
+			g.line("else")
+			g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
+			g.raw("#else")
+		}
 		g.line("if (M <= TFC_SMALL_ROWS)")
-		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);")
+		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>%s", args)
 		g.line("else")
 		g.line("  %s", tile)
+		if f.mma {
+			g.raw("#endif")
+		}
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
+		pairs := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});"
 		g.line("const bool pairs = M <= TFC_SMALL_ROWS;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
 		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
+		if f.mma {
+			g.raw("#if TFC_CUDA")
+			g.line("if (pairs)")
+			g.line("  tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>%s", pairs)
+			g.line("else")
+			g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
+			g.raw("#else")
+		}
 		g.line("if (pairs)")
-		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});")
+		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>%s", pairs)
 		g.line("else")
 		g.line("  %s", tile)
+		if f.mma {
+			g.raw("#endif")
+		}
 	} else {
 		g.line("constexpr int bn = BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
-		g.line("%s", tile)
+		if f.mma {
+			g.raw("#if TFC_CUDA")
+			g.line("tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
+			g.raw("#else")
+			g.line("%s", tile)
+			g.raw("#endif")
+		} else {
+			g.line("%s", tile)
+		}
 	}
 	// Split the epilogue into passes: runs of pointwise ops, and single ropes.
 	var passes [][]int

@@ -11,6 +11,9 @@ type Kernel struct {
 	Name   string
 	Source []string // graph file:line of each fused op
 	Ops    []Op
+	// Role is the role of the graph the kernel was lowered from: "vision" or "decoder" ("" when
+	// unknown). A vision kernel's linear takes the tensor-core GEMM on CUDA (see doc.go).
+	Role string
 }
 
 // Op is one catalog op with its constants specialised in.

@@ -267,6 +267,12 @@ func (g *gen) line(format string, args ...any) {
 	g.b.WriteString("\n")
 }
 
+// raw writes a line at column 0: a preprocessor directive.
+func (g *gen) raw(line string) {
+	g.b.WriteString(line)
+	g.b.WriteString("\n")
+}
+
 func (g *gen) open(format string, args ...any) {
 	g.line(format+" {", args...)
 	g.ind++

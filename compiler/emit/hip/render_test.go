@@ -257,3 +257,68 @@ func TestRenderErrors(t *testing.T) {
 		t.Errorf("duplicate kernel names: error %v", err)
 	}
 }
+
+// TestVisionMMA: a vision kernel's linear takes tfc_gemm_mma under CUDA at every M (the 16-column
+// tile of a launch of at most 8 rows too) and keeps tfc_gemm_tile and tfc_gemm_rows for AMD; a
+// decoder's linear, F16 weights, and tiles whose LDS would not fit keep the scalar paths alone.
+func TestVisionMMA(t *testing.T) {
+	bf16 := map[string]string{"W": "BF16"}
+	lin := func(n, k int, dt map[string]string) Op {
+		return Op{Kind: "linear", Ints: map[string]int{"N": n, "K": k}, Flags: map[string]bool{"has_bias": true}, DTypes: dt}
+	}
+	rope := func(heads, hd int) Op {
+		return Op{Kind: "rope", Ints: map[string]int{"heads": heads, "head_dim": hd, "sections": 1, "section0": hd / 2, "col": 0}, Floats: map[string]float64{"theta": 1e4}}
+	}
+	for _, c := range []struct {
+		k    Kernel
+		mma  bool
+		want []string
+	}{
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{
+			"  constexpr int BM = 64, BN = 64, N = 1280, K = 5120;\n#if TFC_CUDA  // tensor cores: the same path at every M\n" +
+				"  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];\n#else\n  constexpr int BK = 16;\n" +
+				"  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
+			"#if TFC_CUDA\n  if (M <= TFC_SMALL_ROWS)\n    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (M <= TFC_SMALL_ROWS)\n    tfc_gemm_rows<",
+			"tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
+		}},
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{
+			"constexpr int BM = 64, BN = 80, N = 3840, K = 1280;",
+			"#if TFC_CUDA\n  if (pairs)\n    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n" +
+				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n",
+		}},
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 40)}}, true, []string{ // head_dim 40: whole-head tiles at every M
+			"#if TFC_CUDA\n  tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  tfc_gemm_tile<",
+		}},
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(4608, 1536, bf16), rope(12, 128)}}, true, []string{"constexpr int BM = 32, BN = 128, N = 4608, K = 1536;"}},
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(864, 64, bf16), rope(4, 72)}}, false, nil}, // 64×144 tiles: two stages need 53760 bytes
+		{Kernel{Name: "d", Role: "decoder", Ops: []Op{lin(1280, 5120, bf16)}}, false, nil},
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, map[string]string{"W": "F16"})}}, false, nil},
+		{Kernel{Name: "v", Ops: []Op{lin(1280, 5120, bf16)}}, false, nil},
+	} {
+		got, err := Render("t", []Kernel{c.k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(got)
+		if has := strings.Contains(text, "tfc_gemm_mma"); has != c.mma {
+			t.Errorf("%s %s: tfc_gemm_mma rendered %v, want %v", c.k.Role, kinds(c.k), has, c.mma)
+		}
+		if !strings.Contains(text, "tfc_gemm_tile<BM, BN, BK, N, K, MUT>") {
+			t.Errorf("%s %s: tfc_gemm_tile is gone; AMD keeps it", c.k.Role, kinds(c.k))
+		}
+		for _, w := range c.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s %s: rendered text lacks %q:\n%s", c.k.Role, kinds(c.k), w, text)
+			}
+		}
+		// the grid is the scalar path's: the runtime's Geometry does not know the role
+		l, err := Launches(c.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.k.Ops[len(c.k.Ops)-1].Kind != "rope" && l[0].SmallRowsGridY != ceilDiv(c.k.Ops[0].int("N"), smallBN) {
+			t.Errorf("%s: small-row grid %d", c.k.Name, l[0].SmallRowsGridY)
+		}
+	}
+}

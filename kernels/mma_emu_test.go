@@ -1,0 +1,54 @@
+package kernels
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMMAEmulated runs the tensor-core GEMM of tfc_kernels.h (tfc_gemm_mma, CUDA only) on the
+// CPU: testdata/mmaemu/tfc_hip.h stands in for the portability header, emulating ldmatrix and
+// mma.sync from the PTX ISA's fragment layouts with a fiber for each GPU thread, and main.cpp
+// checks the tiles against a float64 reference (see its comment). It needs a C++20 compiler.
+func TestMMAEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulation takes about half a minute")
+	}
+	var cxx string
+	for _, c := range []string{"g++", "clang++-19", "clang++", "c++"} {
+		if p, err := exec.LookPath(c); err == nil {
+			cxx = p
+			break
+		}
+	}
+	if cxx == "" {
+		t.Skip("no C++ compiler")
+	}
+	dir := t.TempDir()
+	files := map[string][]byte{}
+	var err error
+	if files["tfc_kernels.h"], err = Sources.ReadFile("tfc_kernels.h"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tfc_hip.h", "main.cpp"} {
+		if files[name], err = os.ReadFile(filepath.Join("testdata", "mmaemu", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "emu")
+	if out, err := exec.Command(cxx, "-std=c++20", "-O2", "-Wno-unknown-pragmas", "-o", bin, filepath.Join(dir, "main.cpp")).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cxx, err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), " 0 failed") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}

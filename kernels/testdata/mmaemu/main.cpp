@@ -1,0 +1,157 @@
+// Runs tfc_gemm_mma (kernels/tfc_kernels.h) on the CPU through the emulated warp instructions of
+// tfc_hip.h beside it, and checks what a GPU run cannot show without a GPU: that the tiles'
+// index math puts every product where it belongs (against a float64 reference, for every tile
+// shape the emitter uses, K with and without tails, aligned and strided rows), that the split of
+// an activation into three BF16 terms is exact, that a row's bits are the same in a 5-row launch
+// of 16-column tiles as in a 40-row launch, that ±Inf and NaN come out as the reference's, and
+// that the off-by-one, wrong-stride and missing-barrier controls change the result. It prints
+// "N passed, N failed".
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "tfc_kernels.h"
+
+static int passed, failed;
+static void check(bool ok, const char* what, const char* detail = "") {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAIL %s %s\n", what, detail);
+  }
+}
+
+static tfc_bf16 to_bf16(float x) {
+  unsigned u = __float_as_uint(x);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return tfc_bf16{(unsigned short)(u >> 16)};
+}
+
+// run launches the tile grid of a BM×BN tfc_gemm_mma over M rows into Y [M, N] (row stride N).
+template <int BM, int BN, int N, int K, int MUT>
+static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
+  constexpr int floats = tfc_mma_smem<BM, BN>::floats;
+  std::vector<float4> store((floats + 3) / 4 + 1);
+  float* smem = reinterpret_cast<float*>(store.data());
+  for (int by = 0; by < (N + BN - 1) / BN; ++by)
+    for (int bx = 0; bx < (M + BM - 1) / BM; ++bx) {
+      std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
+      const int m0 = bx * BM, n0 = by * BN;
+      emu_run(reinterpret_cast<unsigned char*>(smem), bx, by,
+              [=] { tfc_gemm_mma<BM, BN, N, K, MUT>(smem, X, ldx, W, ldw, M, m0, n0); });
+      for (int r = 0; r < BM && m0 + r < M; ++r)
+        for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)(m0 + r) * N + n0 + c] = smem[r * (BN + 1) + c];
+    }
+}
+
+struct Case {
+  std::vector<float> x;
+  std::vector<tfc_bf16> w;
+  int ldx, ldw;
+};
+
+template <int N, int K>
+static Case make(int M, int ldx, int ldw, unsigned seed, bool specials) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  Case c{std::vector<float>((size_t)M * ldx + 4), std::vector<tfc_bf16>((size_t)N * ldw + 8), ldx, ldw};
+  for (auto& v : c.x) v = nd(rng);
+  for (auto& v : c.w) v = to_bf16(nd(rng) * 0.05f);
+  if (specials)
+    for (int m = 0; m < M; m += 3) c.x[(size_t)m * ldx + (m * 7) % K] = m % 9 == 0 ? NAN : (m % 2 ? INFINITY : -INFINITY);
+  return c;
+}
+
+// worst is the largest error of Y against the float64 reference, relative to each row's largest
+// reference magnitude; -1 when a NaN or infinity is not the reference's.
+template <int N, int K>
+static double worst(const Case& c, int M, const float* Y, int kend = K) {
+  double w = 0;
+  for (int m = 0; m < M; ++m) {
+    std::vector<double> ref(N);
+    double scale = 0;
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < kend; ++k) s += (double)c.x[(size_t)m * c.ldx + k] * tfc_ld(&c.w[(size_t)n * c.ldw + k]);
+      ref[n] = s;
+      if (std::isfinite(s)) scale = std::max(scale, std::fabs(s));
+    }
+    for (int n = 0; n < N; ++n) {
+      const double got = Y[(size_t)m * N + n], want = ref[n];
+      if (std::isnan(want) || std::isnan(got) || std::isinf(want) || std::isinf(got)) {
+        if (std::isnan(want) != std::isnan(got) || (std::isinf(want) && got != want)) return -1;
+        continue;
+      }
+      w = std::max(w, std::fabs(got - want) / std::max(scale, 1e-30));
+    }
+  }
+  return w;
+}
+
+template <int BM, int BN, int N, int K>
+static void suite(const char* name) {
+  char what[128];
+  const int M = 40;
+  for (int strided = 0; strided < 2; ++strided) {
+    const int ldx = strided ? K + 1 : K, ldw = strided ? K + 3 : K;
+    Case c = make<N, K>(M, ldx, ldw, 1 + strided + 7 * K + BN, false);
+    std::vector<float> y((size_t)M * N, NAN);
+    run<BM, BN, N, K, TFC_MUT_NONE>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
+    const double e = worst<N, K>(c, M, y.data());
+    std::snprintf(what, sizeof what, "%s strided=%d: worst %.3g", name, strided, e);
+    check(e >= 0 && e < 1e-6, what);
+    if (BN != TFC_SMALL_BN) {  // rows [20, 25) alone, as a decode-sized launch runs them: 16-column tiles
+      std::vector<float> alone((size_t)5 * N, NAN);
+      run<BM, TFC_SMALL_BN, N, K, TFC_MUT_NONE>(c.x.data() + (size_t)20 * ldx, ldx, c.w.data(), ldw, 5, alone.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: rows alone keep their bits", name, strided);
+      check(std::memcmp(alone.data(), y.data() + (size_t)20 * N, alone.size() * 4) == 0, what);
+    }
+    if (strided) continue;
+    Case s = make<N, K>(M, ldx, ldw, 99, true);
+    run<BM, BN, N, K, TFC_MUT_NONE>(s.x.data(), ldx, s.w.data(), ldw, M, y.data());
+    std::snprintf(what, sizeof what, "%s: NaN and ±Inf as the reference's", name);
+    check(worst<N, K>(s, M, y.data()) >= 0, what);
+    run<BM, BN, N, K, TFC_MUT_BOUND>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
+    std::snprintf(what, sizeof what, "%s: off-by-one control differs (worst %.3g)", name, worst<N, K>(c, M, y.data()));
+    check(worst<N, K>(c, M, y.data()) > 1e-4, what);
+    check(worst<N, K>(c, M, y.data(), K - 1) < 1e-6, "off-by-one control sums k < K-1");
+    run<BM, BN, N, K, TFC_MUT_STRIDE>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
+    std::snprintf(what, sizeof what, "%s: wrong-stride control differs", name);
+    check(worst<N, K>(c, M, y.data()) > 1e-4, what);
+    run<BM, BN, N, K, TFC_MUT_BARRIER>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
+    const double b = worst<N, K>(c, M, y.data());
+    std::snprintf(what, sizeof what, "%s: missing-barrier control differs", name);
+    check(b < 0 || b > 1e-4, what);
+  }
+}
+
+int main() {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<unsigned> bits;
+  int inexact = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    unsigned u = bits(rng);
+    if ((u & 0x7f800000u) == 0x7f800000u || (u & 0x7f800000u) < 0x10000000u) continue;  // finite, x·2^-24 normal
+    const float x = __uint_as_float(u);
+    unsigned h, l, l2;
+    tfc_split3(x, h, l, l2);
+    const double sum = (double)__uint_as_float(h << 16) + __uint_as_float(l << 16) + __uint_as_float(l2 << 16);
+    if (sum != (double)x && inexact++ == 0) std::printf("split of %a (%08x) is %a + %a + %a\n", x, u, __uint_as_float(h << 16), __uint_as_float(l << 16), __uint_as_float(l2 << 16));
+  }
+  check(inexact == 0, "x = hi + lo + lo2 exactly");
+  unsigned h, l, l2;
+  tfc_split3(__uint_as_float(0x7f800001u), h, l, l2);
+  check(std::isnan(__uint_as_float(h << 16)) && l == 0 && l2 == 0, "a NaN with only low payload bits stays NaN");
+  tfc_split3(-INFINITY, h, l, l2);
+  check(__uint_as_float(h << 16) == -INFINITY && l == 0 && l2 == 0, "-Inf goes in hi alone");
+
+  suite<64, 64, 136, 296>("64x64 K=296");
+  suite<64, 64, 96, 100>("64x64 K=100");
+  suite<64, 16, 40, 32>("64x16 K=32");
+  suite<64, 80, 176, 200>("64x80 K=200");
+  suite<32, 128, 264, 96>("32x128 K=96");
+  suite<32, 48, 100, 64>("32x48 K=64");
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}

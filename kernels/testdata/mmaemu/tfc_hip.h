@@ -1,0 +1,181 @@
+// A host stand-in for kernels/tfc_hip.h: it lets kernels/tfc_kernels.h compile as C++ on the CPU
+// with TFC_CUDA set, so that main.cpp can run tfc_gemm_mma with a fiber for each GPU thread.
+// The three warp instructions tfc_gemm_mma uses (ldmatrix x4/x2 and mma.sync m16n8k16) are
+// emulated here from the PTX ISA's fragment layouts, each warp meeting at a barrier.
+#pragma once
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#define TFC_CUDA 1
+#define TFC_MMA_EMULATED 1
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+#define __align__(n) alignas(n)
+#define TFC_WAVE 32
+#define warpSize 32
+#define TFC_NEG_INF (-INFINITY)
+#define tfc_trap() abort()
+
+struct emu_dim3 {
+  unsigned x, y, z;
+};
+inline emu_dim3 threadIdx, blockIdx;
+
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+unsigned __shfl_xor_sync(unsigned, unsigned, int);
+int __all_sync(unsigned, int);
+inline long long clock64() {  // time passes by 1000 cycles a reading
+  static long long now;
+  return now += 1000;
+}
+using std::max;
+using std::min;
+
+struct tfc_bf16 {
+  unsigned short bits;
+};
+inline float tfc_ld(const float* p) { return *p; }
+inline float tfc_ld(const tfc_bf16* p) { return __uint_as_float((unsigned)p->bits << 16); }
+inline void tfc_st(float* p, float v) { *p = v; }
+
+// One block runs at a time, its 256 threads as fibers on one OS thread (ucontext), switched at
+// barriers: __syncthreads meets all 256, a warp instruction the warp's 32.
+struct emu_barrier {
+  int n, count = 0, gen = 0;
+};
+struct emu_warp {
+  emu_barrier bar{32};
+  unsigned addr[32];
+  unsigned a[32][4], b[32][2];
+};
+struct emu_block {
+  unsigned char* smem;
+  emu_barrier bar{256};
+  emu_warp warps[8];
+  ucontext_t sched, fiber[256];
+  bool done[256];
+  std::function<void()> body;
+};
+inline emu_block* emu;
+inline int emu_cur;
+
+inline void emu_wait(emu_barrier& b) {
+  const int g = b.gen;
+  if (++b.count == b.n) {
+    b.count = 0;
+    ++b.gen;
+    return;
+  }
+  while (b.gen == g) swapcontext(&emu->fiber[emu_cur], &emu->sched);
+}
+
+inline void emu_fiber_main() {
+  emu->body();
+  emu->done[emu_cur] = true;
+}
+
+// emu_run runs body as the 256 threads of one block, with LDS at smem.
+inline void emu_run(unsigned char* smem, unsigned bx, unsigned by, std::function<void()> body) {
+  static std::vector<char> stacks(256 * 65536);
+  auto blk = std::make_unique<emu_block>();
+  emu = blk.get();
+  emu->smem = smem;
+  emu->body = std::move(body);
+  blockIdx = {bx, by, 0};
+  for (int t = 0; t < 256; ++t) {
+    emu->done[t] = false;
+    getcontext(&emu->fiber[t]);
+    emu->fiber[t].uc_stack.ss_sp = stacks.data() + (size_t)t * 65536;
+    emu->fiber[t].uc_stack.ss_size = 65536;
+    emu->fiber[t].uc_link = &emu->sched;
+    makecontext(&emu->fiber[t], emu_fiber_main, 0);
+  }
+  for (int left = 256; left > 0;) {
+    left = 0;
+    for (int t = 0; t < 256; ++t) {
+      if (emu->done[t]) continue;
+      emu_cur = t;
+      threadIdx = {(unsigned)t, 0, 0};
+      swapcontext(&emu->sched, &emu->fiber[t]);
+      left += !emu->done[t];
+    }
+  }
+  emu = nullptr;
+}
+
+inline void __syncthreads() { emu_wait(emu->bar); }
+
+inline unsigned tfc_smem_addr(const void* p) { return (unsigned)((const unsigned char*)p - emu->smem); }
+
+// ldmatrix: register j of lane l is row l/4 of matrix j, elements 2(l%4) and 2(l%4)+1; the row's
+// address comes from lane 8j + l/4.
+template <int X>
+inline void emu_ldsm(unsigned (&r)[X], unsigned a) {
+  const int lane = threadIdx.x % 32;
+  emu_warp& w = emu->warps[threadIdx.x / 32];
+  w.addr[lane] = a;
+  emu_wait(w.bar);
+  for (int j = 0; j < X; ++j) {
+    unsigned short e[2];
+    std::memcpy(e, emu->smem + w.addr[8 * j + lane / 4] + 4 * (lane % 4), 4);
+    r[j] = e[0] | (unsigned)e[1] << 16;
+  }
+  emu_wait(w.bar);
+}
+inline void tfc_ldsm_x4(unsigned (&r)[4], unsigned a) { emu_ldsm<4>(r, a); }
+inline void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) { emu_ldsm<2>(r, a); }
+
+inline double emu_bf16(unsigned reg, int half) { return __uint_as_float((half ? reg >> 16 : reg & 0xffffu) << 16); }
+
+// mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32 with groupID g = lane/4, t = lane%4:
+// A register i of lane l holds row g + 8(i%2), columns 2t + 8(i/2) and +1;
+// B register i holds rows 2t + 8i and +1 of column g; D element e is row g + 8(e/2), column
+// 2t + e%2. The products are summed exactly (in double) and rounded once to F32 with d.
+inline void tfc_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  const int lane = threadIdx.x % 32;
+  emu_warp& w = emu->warps[threadIdx.x / 32];
+  std::memcpy(w.a[lane], a, sizeof a);
+  std::memcpy(w.b[lane], b, sizeof b);
+  emu_wait(w.bar);
+  for (int e = 0; e < 4; ++e) {
+    const int row = lane / 4 + 8 * (e / 2), col = 2 * (lane % 4) + e % 2;
+    double sum = d[e];
+    for (int k = 0; k < 16; ++k) {
+      const double x = emu_bf16(w.a[(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)], k % 2);
+      const double y = emu_bf16(w.b[col * 4 + (k % 8) / 2][k / 8], k % 2);
+      sum += x * y;
+    }
+    d[e] = (float)sum;
+  }
+  emu_wait(w.bar);
+}
