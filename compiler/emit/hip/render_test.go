@@ -118,7 +118,7 @@ func TestParams(t *testing.T) {
 func TestLaunches(t *testing.T) {
 	want := [][]Launch{
 		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4}},
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 2}},
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4}}, // a block a query head
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {

@@ -240,7 +240,7 @@ type Launch struct {
 // norm runs a block a row; a linear runs 64×64 tiles (64×head_dim with a fused rope, 32 rows
 // when head_dim > 80); a pointwise chain a row by 256-column blocks; rope, embed, gather,
 // scatter a block a row; an uncached attention groups of 8 query rows (plus one group per span)
-// by heads; a cached attention stores K and V a block a row, then a row by KV heads.
+// by heads; a cached attention stores K and V a block a row, then a row by query heads.
 func Geometry(ops []device.Op) ([]Launch, error) {
 	if len(ops) == 0 {
 		return nil, fmt.Errorf("a launch needs at least one op")
@@ -279,7 +279,7 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 			s, _ := Spans(o)
 			return []Launch{{GridX: ceilDiv(m, 8) + s, GridY: o.Heads}}, nil
 		}
-		return []Launch{{Suffix: "_kvstore", GridX: m, GridY: 1}, {GridX: m, GridY: o.KVHeads}}, nil
+		return []Launch{{Suffix: "_kvstore", GridX: m, GridY: 1}, {GridX: m, GridY: o.Heads}}, nil
 	case device.Rope, device.Embed, device.Gather, device.Scatter:
 		return []Launch{{GridX: m, GridY: 1}}, nil
 	case device.Add:
