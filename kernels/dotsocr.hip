@@ -599,7 +599,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
 // dotsocr_decode_attention: attention(cache)
 // from graphs/dots_ocr.graph:132
 // launch dotsocr_decode_attention_kvstore: grid (M, 1), 256 threads
-// launch dotsocr_decode_attention: grid (M, 2), 256 threads
+// launch dotsocr_decode_attention: grid (M, 4), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,

@@ -522,7 +522,7 @@ extern "C" __global__ __launch_bounds__(256) void mrope(
 // decode_attention: attention(cache)
 // from sample:layer.attention
 // launch decode_attention_kvstore: grid (M, 1), 256 threads
-// launch decode_attention: grid (M, 2), 256 threads
+// launch decode_attention: grid (M, 12), 256 threads
 extern "C" __global__ __launch_bounds__(256) void decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,

@@ -447,28 +447,156 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
   }
 }
 
-// tfc_attention_paged: block (r, kh) takes row r and the QG query heads that read KV head kh;
-// they attend causally to positions 0..pos of the row's sequence through its page table.
+// tfc_attention_paged: block (r, h) takes row r and query head h, which reads KV head h / QG; it
+// attends causally to positions 0..pos of the row's sequence through its page table.
+#if TFC_CUDA
+// On CUDA the block's warps split the keys 0..pos into contiguous ranges of ceil((pos+1)/warps)
+// keys, so the split depends on pos alone. A warp walks its range in runs of 32 keys, each lane
+// looking up one key's cache row a run ahead, and loads tfc_attn_keys<HD> keys at a time, K and V
+// together (keys past the run load its last key again and weigh 0). A lane holds dims lane + 32i
+// of q, of each key and of the output. A score is the lane's fmaf chain over its dims, summed
+// over the warp by an xor butterfly (16, 8, 4, 2, 1), so every lane holds the same bits. Each
+// warp keeps its own online softmax (max m, sum l, output o), rescaled once per load of keys; the
+// warps' (m, l, o) then meet in LDS and each output dim adds them up in warp order. A running max
+// of -inf (no finite score yet) rescales from 0 instead, so keys scored -inf weigh 0 and a row
+// with no finite score ends as 0/0 (NaN), as softmax gives.
+template <int HD>
+__device__ constexpr int tfc_attn_keys() { return (HD + 31) / 32 <= 4 ? 16 : (HD + 31) / 32 <= 8 ? 8 : 4; }
+
 template <int HD, int QG, int BKV, int THREADS, int PS, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
-  __shared__ float qs[QG * HD], os[QG * HD], ls[QG];
-  const int r = blockIdx.x, kh = blockIdx.y;
+  static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
+  constexpr int NW = THREADS / 32, D = (HD + 31) / 32, U = tfc_attn_keys<HD>();
+  constexpr unsigned all = 0xffffffffu;
+  __shared__ float pm[NW], pl[NW], po[NW * HD];
+  const int r = blockIdx.x, h = blockIdx.y;
+  if (r >= M) return;
+  const int seq = row_seq[r], pos = row_pos[r];
+  if (pos < 0 || pos / PS >= ldpt) tfc_trap();
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int ldqm = tfc_stride<MUT>(ldq);
+  const float sc = tfc_scale<MUT>(scale);
+  float q[D], o[D];
+#pragma unroll
+  for (int i = 0; i < D; ++i) {
+    const int d = lane + 32 * i;
+    q[i] = d < HD ? tfc_ld(Q + (size_t)r * ldqm + h * HD + d) : 0.f;
+    o[i] = 0.f;
+  }
+  const int* pages = page_table + (size_t)seq * ldpt;
+  const TC* kb = Kc + (h / QG) * HD;
+  const TC* vb = Vc + (h / QG) * HD;
+  const int nkeys = tfc_bound<MUT>(pos + 1);
+  const int per = (nkeys + NW - 1) / NW;
+  const int t0 = min(nkeys, w * per), t1 = min(nkeys, t0 + per);
+  float m = TFC_NEG_INF, l = 0.f;
+  int next = 0;  // the cache row of the next run's key c0 + lane
+  if (t0 < t1) {
+    const int t = t0 + min(lane, t1 - t0 - 1);
+    next = pages[t / PS] * PS + t % PS;
+  }
+#pragma unroll 1
+  for (int c0 = t0; c0 < t1; c0 += 32) {
+    const int n = min(32, t1 - c0), crow = next;
+    if (c0 + 32 < t1) {
+      const int t = c0 + 32 + min(lane, t1 - c0 - 33);
+      next = pages[t / PS] * PS + t % PS;
+    }
+#pragma unroll 1
+    for (int u0 = 0; u0 < n; u0 += U) {
+      float kk[U][D], vv[U][D], s[U];
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        const size_t row = (size_t)__shfl_sync(all, crow, min(u0 + j, n - 1));
+#pragma unroll
+        for (int i = 0; i < D; ++i) {
+          const int d = lane + 32 * i;
+          kk[j][i] = d < HD ? tfc_ld(kb + row * ldkc + d) : 0.f;
+          vv[j][i] = d < HD ? tfc_ld(vb + row * ldvc + d) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        float p = 0.f;
+#pragma unroll
+        for (int i = 0; i < D; ++i) p = fmaf(q[i], kk[j][i], p);
+        s[j] = p;
+      }
+#pragma unroll
+      for (int b = 16; b > 0; b >>= 1) {
+#pragma unroll
+        for (int j = 0; j < U; ++j) s[j] += __shfl_xor_sync(all, s[j], b);
+      }
+      float mb = m;
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        s[j] = u0 + j < n ? s[j] * sc : TFC_NEG_INF;
+        mb = fmaxf(mb, s[j]);
+      }
+      const float mref = mb == TFC_NEG_INF ? 0.f : mb;
+      const float alpha = expf(m - mref);
+      l *= alpha;
+#pragma unroll
+      for (int i = 0; i < D; ++i) o[i] *= alpha;
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        if (u0 + j < n) {
+          const float p = expf(s[j] - mref);
+          l += p;
+#pragma unroll
+          for (int i = 0; i < D; ++i) o[i] = fmaf(p, vv[j][i], o[i]);
+        }
+      }
+      m = mb;
+    }
+  }
+  tfc_fill_skew<MUT>();
+  if (lane == 0) {
+    pm[w] = m;
+    pl[w] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < D; ++i) {
+    const int d = lane + 32 * i;
+    if (d < HD) po[w * HD + d] = o[i];
+  }
+  tfc_fill_barrier<MUT>();
+  float mx = TFC_NEG_INF;
+#pragma unroll
+  for (int v = 0; v < NW; ++v) mx = fmaxf(mx, pm[v]);
+  const float mref = mx == TFC_NEG_INF ? 0.f : mx;
+  for (int d = threadIdx.x; d < HD; d += THREADS) {
+    float lsum = 0.f, osum = 0.f;
+#pragma unroll
+    for (int v = 0; v < NW; ++v) {
+      const float f = expf(pm[v] - mref);
+      lsum = fmaf(pl[v], f, lsum);
+      osum = fmaf(po[v * HD + d], f, osum);
+    }
+    tfc_st(Y + (size_t)r * ldy + h * HD + d, osum / lsum);
+  }
+}
+#else
+// Elsewhere the block's threads take the keys together in LDS tiles (tfc_attend, one query).
+template <int HD, int QG, int BKV, int THREADS, int PS, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+                                    int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
+                                    int M, float scale) {
+  __shared__ float qs[HD], os[HD], ls[1];
+  const int r = blockIdx.x, h = blockIdx.y;
   if (r >= M) return;
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int ldqm = tfc_stride<MUT>(ldq);
-  for (int e = threadIdx.x; e < QG * HD; e += THREADS) {
-    qs[e] = tfc_ld(Q + (size_t)r * ldqm + kh * QG * HD + e);
-  }
+  for (int d = threadIdx.x; d < HD; d += THREADS) qs[d] = tfc_ld(Q + (size_t)r * ldqm + h * HD + d);
   __syncthreads();
   const tfc_paged_keys<PS> keys{page_table + (size_t)seq * ldpt};
-  tfc_attend<HD, QG, BKV, THREADS, MUT>(qs, QG, Kc, ldkc, Vc, ldvc, kh * HD, pos + 1, scale, keys, os, ls);
-  for (int e = threadIdx.x; e < QG * HD; e += THREADS) {
-    tfc_st(Y + (size_t)r * ldy + kh * QG * HD + e, os[e] / ls[e / HD]);
-  }
+  tfc_attend<HD, 1, BKV, THREADS, MUT>(qs, 1, Kc, ldkc, Vc, ldvc, (h / QG) * HD, pos + 1, scale, keys, os, ls);
+  for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, os[d] / ls[0]);
 }
+#endif
 
 // tfc_kv_store writes row r of K and V (W columns) into the paged caches at the row's
 // (sequence, position). It runs as its own launch before tfc_attention_paged.

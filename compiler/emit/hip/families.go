@@ -568,7 +568,7 @@ func (f *attention) launches() []Launch {
 	}
 	return []Launch{
 		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
-		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("kv_heads")},
+		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads")}, // a block a query head
 	}
 }
 

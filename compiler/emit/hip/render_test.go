@@ -117,8 +117,8 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRowsGridY: 8}}, // 16-column tiles of rotary pairs at M ≤ 8
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 2}},
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRowsGridY: 8}},                                                 // 16-column tiles of rotary pairs at M ≤ 8
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4}}, // a block a query head
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {

@@ -241,7 +241,7 @@ type Launch struct {
 // when head_dim > 80), or 16 columns wide on at most 8 rows (a rope's then hold 8 rotary pairs,
 // where head_dim is a multiple of 16); a pointwise chain a row by 256-column blocks; rope, embed, gather,
 // scatter a block a row; an uncached attention groups of 8 query rows (plus one group per span)
-// by heads; a cached attention stores K and V a block a row, then a row by KV heads. The rule
+// by heads; a cached attention stores K and V a block a row, then a row by query heads. The rule
 // does not depend on how a tile is computed: under CUDA a vision kernel's linear computes these
 // same tiles on tensor cores (tfc_gemm_mma) at every M, the 16-column tiles of at most 8 rows too.
 func Geometry(ops []device.Op) ([]Launch, error) {
@@ -287,7 +287,7 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 			s, _ := Spans(o)
 			return []Launch{{GridX: ceilDiv(m, 8) + s, GridY: o.Heads}}, nil
 		}
-		return []Launch{{Suffix: "_kvstore", GridX: m, GridY: 1}, {GridX: m, GridY: o.KVHeads}}, nil
+		return []Launch{{Suffix: "_kvstore", GridX: m, GridY: 1}, {GridX: m, GridY: o.Heads}}, nil
 	case device.Rope, device.Embed, device.Gather, device.Scatter:
 		return []Launch{{GridX: m, GridY: 1}}, nil
 	case device.Add:

@@ -96,6 +96,10 @@ func TestMarshalMatchesEmitter(t *testing.T) {
 				if len(ls) != len(launches) {
 					t.Fatalf("%d launches, Launches gives %d", len(ls), len(launches))
 				}
+				// tfc_attention_paged reads blockIdx.y as the query head
+				if a, ok := Deref(ops[0]).(device.Attention); ok && a.Cache != nil && ls[len(ls)-1].GridY != a.Heads {
+					t.Errorf("a cached attention launches %d blocks a row, want one a query head (%d)", ls[len(ls)-1].GridY, a.Heads)
+				}
 				s, _ := Spans(ops[0])
 				for j, l := range launches {
 					gx := (m + l.RowsPerBlock - 1) / l.RowsPerBlock
