@@ -856,25 +856,41 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   const unsigned va = tfc_smem_addr(sm) + 2 * (3 * shape::kplane + (lane % 8) * LDV + lane / 8 % 2 * 8);
   __syncthreads();  // the flags are reset
 
+  // a tile's K and V pass through registers: element u = tid + 256i is key u / HDP, column u % HDP.
+  // Where head_dim is at most 96 the next tile's loads are in flight while the tensor cores work.
+  constexpr int FR = (BK * HDP + 255) / 256;
+  constexpr bool ahead = HDP <= 96;
+  float kr[FR], vr[FR];
+  auto load = [&](int t0) {
+#pragma unroll
+    for (int i = 0; i < FR; ++i) {
+      const int u = tid + 256 * i, j = u / HDP, d = u % HDP;
+      kr[i] = vr[i] = 0.f;
+      if (u < BK * HDP && t0 + j < kend && d < HD) {
+        const size_t row = (size_t)(s0 + t0 + j);
+        kr[i] = tfc_ld(K + row * ldk + kcol + d);
+        vr[i] = tfc_ld(V + row * ldv + kcol + d);
+      }
+    }
+  };
+  if (ahead) load(0);
 #pragma unroll 1
   for (int t0 = 0; t0 < kend; t0 += BK) {
     const int nt = min(BK, kend - t0);
+    if (!ahead) load(t0);
     tfc_fill_skew<MUT>();
-    for (int e = tid; e < BK * HDP; e += 256) {
-      const int j = e / HDP, d = e % HDP;
-      float kx = 0.f, vx = 0.f;
-      if (j < nt && d < HD) {
-        const size_t row = (size_t)(s0 + t0 + j);
-        kx = tfc_ld(K + row * ldk + kcol + d);
-        vx = tfc_ld(V + row * ldv + kcol + d);
-      }
-      if (!tfc_finite(kx)) kbad[j] = tbad[0] = t0;
+#pragma unroll
+    for (int i = 0; i < FR; ++i) {
+      const int u = tid + 256 * i, j = u / HDP, d = u % HDP;
+      if (u >= BK * HDP) continue;
+      float vx = vr[i];
+      if (!tfc_finite(kr[i])) kbad[j] = tbad[0] = t0;
       if (!tfc_finite(vx)) {
         vbad[d] = tbad[1] = t0;
         vx = 0.f;
       }
       unsigned hh, ll, l2;
-      tfc_split3(kx, hh, ll, l2);
+      tfc_split3(kr[i], hh, ll, l2);
       sm[j * LDK + d] = hh;
       sm[shape::kplane + j * LDK + d] = ll;
       sm[2 * shape::kplane + j * LDK + d] = l2;
@@ -885,6 +901,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
       vt[2 * shape::vplane] = l2;
     }
     tfc_fill_barrier<MUT>();
+    if (ahead && t0 + BK < kend) load(t0 + BK);
     if (active) {
       // scores of rows rw, rw + 8 against keys 8n + 2t, +1: element e is row rw + 8(e/2), key 8n + 2t + e%2
       float s[NK][4];

@@ -130,7 +130,7 @@ static double worst(const Batch& b, const std::vector<float>& y, const std::vect
 }
 
 template <int HD>
-static void suite(const char* name, std::vector<int> lens, int heads, int kvh, int qpad) {
+static void suite(const char* name, std::vector<int> lens, int heads, int kvh, int qpad, bool reorder) {
   char what[160];
   const float scale = 1.f / std::sqrt((float)HD);
   Batch b = make(lens, heads, kvh, HD, qpad, 11 + HD + qpad, 3.f);
@@ -139,6 +139,7 @@ static void suite(const char* name, std::vector<int> lens, int heads, int kvh, i
   std::snprintf(what, sizeof what, "%s: worst %.3g", name, e);
   check(e >= 0 && e < 5e-6, what);
   std::printf("  %s\n", what);
+  if (!reorder) return;
   // the same spans in another order, each row's bits unchanged
   std::vector<int> order(lens.size());
   for (size_t i = 0; i < lens.size(); ++i) order[i] = (int)(lens.size() - 1 - i);
@@ -214,11 +215,11 @@ int main() {
 #else
   std::printf("portable path\n");
 #endif
-  suite<16>("hd=16 gqa 2:1, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 2, 1, 0);
-  suite<16>("hd=16 strided Q, spans 129 3", {129, 3}, 2, 2, 5);
-  suite<80>("hd=80, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 1, 1, 0);
-  suite<128>("hd=128 strided Q, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 1, 1, 5);
-  suite<72>("hd=72 (padded to 80), spans 33 140", {33, 140}, 1, 1, 0);
+  suite<16>("hd=16 gqa 2:1, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 2, 1, 0, true);
+  suite<16>("hd=16 strided Q, spans 129 3", {129, 3}, 2, 2, 5, true);
+  suite<80>("hd=80, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 1, 1, 0, true);
+  suite<128>("hd=128 strided Q, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 1, 1, 5, false);
+  suite<72>("hd=72 (padded to 80), spans 33 140", {33, 140}, 1, 1, 0, true);
   for (int which = 1; which < 8; which <<= 1) specials<16>(which, 3 + which);
   specials<16>(7, 21);
   specials<80>(7, 22);
