@@ -766,8 +766,8 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
-// key 0 of the span: K as [plane][key][d] and V transposed as [plane][d][key], BF16, rows padded
-// by 8 elements so that ldmatrix reads hit distinct banks; head_dim is padded with zeros to a
+// key 0 of the span: K and V as [plane][key][d], BF16, rows padded by 8 elements so that ldmatrix
+// reads hit distinct banks (V is read transposed, ldmatrix .trans); head_dim is padded with zeros to a
 // multiple of 16 and keys past the span are zeros with score -Inf. Everything a row's bits
 // depend on (its warp's instructions, the key tiles, the order of every sum) is fixed by the
 // row's span and its place in it, never by the launch.
@@ -781,14 +781,13 @@ template <int HD>
 struct tfc_attn_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
   static constexpr int ldk = hdp + 8;              // K tile row (BF16 elements)
-  static constexpr int shorts(int tk) { return 3 * (tk * (hdp + 8) + hdp * (tk + 8)); }
+  static constexpr int shorts(int tk) { return 6 * tk * (hdp + 8); }
   static constexpr int tk = shorts(32) * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile
-  static constexpr int ldv = tk + 8;  // V tile row (BF16 elements)
-  static constexpr int kplane = tk * ldk, vplane = hdp * ldv;
+  static constexpr int plane = tk * ldk;
   static constexpr int size = shorts(tk);
 };
 
-// tfc_attn_smem is the LDS of a tile: the K planes, then the V planes.
+// tfc_attn_smem is the LDS of a tile: the three K planes, then the three V planes.
 template <int HD>
 __device__ __forceinline__ unsigned short* tfc_attn_smem() {
   __shared__ __align__(16) unsigned short sm[tfc_attn_mma_shape<HD>::size];
@@ -797,12 +796,22 @@ __device__ __forceinline__ unsigned short* tfc_attn_smem() {
 
 __device__ __forceinline__ bool tfc_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 __device__ __forceinline__ unsigned tfc_pack_bf16(unsigned lo, unsigned hi) { return lo | hi << 16; }
+#ifndef TFC_MMA_EMULATED
+// tfc_ldsm_x2_trans is tfc_ldsm_x2 transposed: register j of lane l holds elements (2(l%4), l/4)
+// and (2(l%4)+1, l/4) of matrix j, whose row r comes from lane 8j + r.
+__device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(a)
+               : "memory");
+}
+#endif
 
 template <int HD, int QG, int MUT, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale) {
   using shape = tfc_attn_mma_shape<HD>;
-  constexpr int HDP = shape::hdp, BK = shape::tk, LDK = shape::ldk, LDV = shape::ldv;
+  constexpr int HDP = shape::hdp, BK = shape::tk, LDK = shape::ldk, PL = shape::plane;
   constexpr int KS = HDP / 16, NK = BK / 8, KK = BK / 16, ND = HDP / 8;
   static_assert(QG == 128, "a block is 8 warps of 16 rows");
   static_assert(shape::size * 2 <= 40 * 1024, "the tiles' LDS must leave room in a block's static 48 KiB");
@@ -850,10 +859,10 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   for (int n = 0; n < ND; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0.f;
-  // shared byte addresses of this lane's ldmatrix rows (x2: lanes 0..7 the first 8 columns of
-  // k, lanes 8..15 the next 8): K key lane%8, V column lane%8
+  // shared byte addresses of this lane's ldmatrix rows (x2: lanes 0..7 give matrix 0, 8..15
+  // matrix 1): K key lane%8 and columns 8(lane/8%2).. (k = head dims), V key lane%16 (k = keys)
   const unsigned ka = tfc_smem_addr(sm) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);
-  const unsigned va = tfc_smem_addr(sm) + 2 * (3 * shape::kplane + (lane % 8) * LDV + lane / 8 % 2 * 8);
+  const unsigned va = tfc_smem_addr(sm) + 2 * (3 * PL + (lane % 16) * LDK);
   __syncthreads();  // the flags are reset
 
   // a tile's K and V pass through registers: element u = tid + 256i is key u / HDP, column u % HDP.
@@ -891,14 +900,14 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
       }
       unsigned hh, ll, l2;
       tfc_split3(kr[i], hh, ll, l2);
-      sm[j * LDK + d] = hh;
-      sm[shape::kplane + j * LDK + d] = ll;
-      sm[2 * shape::kplane + j * LDK + d] = l2;
+      unsigned short* const kt = sm + j * LDK + d;
+      kt[0] = hh;
+      kt[PL] = ll;
+      kt[2 * PL] = l2;
       tfc_split3(vx, hh, ll, l2);
-      unsigned short* const vt = sm + 3 * shape::kplane + d * LDV + j;
-      vt[0] = hh;
-      vt[shape::vplane] = ll;
-      vt[2 * shape::vplane] = l2;
+      kt[3 * PL] = hh;
+      kt[4 * PL] = ll;
+      kt[5 * PL] = l2;
     }
     tfc_fill_barrier<MUT>();
     if (ahead && t0 + BK < kend) load(t0 + BK);
@@ -918,8 +927,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
             unsigned bh[2], bl[2], b2[2];
             const unsigned a = ka + 2 * (n * 8 * LDK + ks * 16);
             tfc_ldsm_x2(bh, a);
-            tfc_ldsm_x2(bl, a + 2 * shape::kplane);
-            tfc_ldsm_x2(b2, a + 4 * shape::kplane);
+            tfc_ldsm_x2(bl, a + 2 * PL);
+            tfc_ldsm_x2(b2, a + 4 * PL);
             tfc_mma_bf16(ss[n], qf[ks][2], bh);
             tfc_mma_bf16(ss[n], qf[ks][0], b2);
             tfc_mma_bf16(ss[n], qf[ks][1], bl);
@@ -987,10 +996,10 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 #pragma unroll
         for (int kk = 0; kk < KK; ++kk) {
           unsigned bh[2], bl[2], b2[2];
-          const unsigned a = va + 2 * (n * 8 * LDV + kk * 16);
-          tfc_ldsm_x2(bh, a);
-          tfc_ldsm_x2(bl, a + 2 * shape::vplane);
-          tfc_ldsm_x2(b2, a + 4 * shape::vplane);
+          const unsigned a = va + 2 * (kk * 16 * LDK + n * 8);
+          tfc_ldsm_x2_trans(bh, a);
+          tfc_ldsm_x2_trans(bl, a + 2 * PL);
+          tfc_ldsm_x2_trans(b2, a + 4 * PL);
           tfc_mma_bf16(cs, pf[kk][2], bh);
           tfc_mma_bf16(cs, pf[kk][0], b2);
           tfc_mma_bf16(cs, pf[kk][1], bl);

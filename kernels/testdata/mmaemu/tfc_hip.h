@@ -1,6 +1,6 @@
 // A host stand-in for kernels/tfc_hip.h: it lets kernels/tfc_kernels.h compile as C++ on the CPU
 // with TFC_CUDA set, so that main.cpp can run tfc_gemm_mma (attn.cpp tfc_attention_spans) with a
-// fiber for each GPU thread. The warp instructions the tensor-core paths use (ldmatrix x4/x2,
+// fiber for each GPU thread. The warp instructions the tensor-core paths use (ldmatrix x4/x2, x2.trans,
 // mma.sync m16n8k16, shuffles) are emulated here from the PTX ISA's fragment layouts, each warp
 // meeting at a barrier.
 #pragma once
@@ -156,6 +156,21 @@ inline void emu_ldsm(unsigned (&r)[X], unsigned a) {
 }
 inline void tfc_ldsm_x4(unsigned (&r)[4], unsigned a) { emu_ldsm<4>(r, a); }
 inline void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) { emu_ldsm<2>(r, a); }
+
+// ldmatrix .trans: register j of lane l is column l/4 of matrix j, rows 2(l%4) and 2(l%4)+1; row r
+// of matrix j comes from lane 8j + r.
+inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
+  const int lane = threadIdx.x % 32;
+  emu_warp& w = emu->warps[threadIdx.x / 32];
+  w.addr[lane] = a;
+  emu_wait(w.bar);
+  for (int j = 0; j < 2; ++j) {
+    unsigned short e[2];
+    for (int h = 0; h < 2; ++h) std::memcpy(&e[h], emu->smem + w.addr[8 * j + 2 * (lane % 4) + h] + 2 * (lane / 4), 2);
+    r[j] = e[0] | (unsigned)e[1] << 16;
+  }
+  emu_wait(w.bar);
+}
 
 inline double emu_bf16(unsigned reg, int half) { return __uint_as_float((half ? reg >> 16 : reg & 0xffffu) << 16); }
 
