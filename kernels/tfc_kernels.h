@@ -756,9 +756,9 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 //
 // Flash attention with mma.sync m16n8k16 (BF16 operands, F32 accumulation) for Q·Kᵀ and P·V.
 // Both operands are F32, so each is split exactly into three BF16 terms (tfc_split3: x = hi +
-// lo + lo2) and a product x·y is taken as hi·hi + hi·lo + lo·hi + hi·lo2 + lo·lo + lo2·hi: the
-// terms left out are below 2^-23 of |x·y| together, so a score or an output is within a few
-// F32 roundings of its F32 sum. Within a key tile the hi·hi products go to one accumulator and
+// lo + lo2, |lo| < 2^-7|x|, |lo2| < 2^-15|x|) and a product x·y is taken as hi·hi + hi·lo +
+// lo·hi + hi·lo2 + lo·lo + lo2·hi: the terms left out are below 2^-21 of |x·y| together, so a
+// score or an output is within a few F32 roundings of its F32 sum. Within a key tile the hi·hi products go to one accumulator and
 // the others (smallest first) to another, both from zero; the tile's scores are their sum, and
 // a tile's P·V is added to the output in F32 (o·alpha + tile), so the tensor cores never carry a
 // long sum. The softmax is the F32 online softmax of tfc_attend: a row's running max m, scores
@@ -766,9 +766,9 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
-// key 0 of the span: K and V as [plane][key][d], BF16, rows padded by 8 elements so that ldmatrix
-// reads hit distinct banks (V is read transposed, ldmatrix .trans); head_dim is padded with zeros to a
-// multiple of 16 and keys past the span are zeros with score -Inf. Everything a row's bits
+// key 0 of the span: K and V as [plane][key][d], BF16, rows padded by 8 elements so that
+// ldmatrix reads hit distinct banks (V is read transposed, with ldmatrix .trans); head_dim is
+// padded with zeros to a multiple of 16 and keys past the span are zeros with score -Inf. Everything a row's bits
 // depend on (its warp's instructions, the key tiles, the order of every sum) is fixed by the
 // row's span and its place in it, never by the launch.
 //
@@ -780,11 +780,10 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 template <int HD>
 struct tfc_attn_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
-  static constexpr int ldk = hdp + 8;              // K tile row (BF16 elements)
-  static constexpr int shorts(int tk) { return 6 * tk * (hdp + 8); }
-  static constexpr int tk = shorts(32) * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile
+  static constexpr int ldk = hdp + 8;              // a K or V tile row (BF16 elements)
+  static constexpr int tk = 6 * 32 * ldk * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile: 32 where six planes fit 40 KiB
   static constexpr int plane = tk * ldk;
-  static constexpr int size = shorts(tk);
+  static constexpr int size = 6 * plane;  // BF16 elements
 };
 
 // tfc_attn_smem is the LDS of a tile: the three K planes, then the three V planes.
