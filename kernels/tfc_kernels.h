@@ -981,10 +981,9 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
       for (int kk = 0; kk < KK; ++kk)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const float* ps = &s[2 * kk + i / 2][2 * (i % 2)];
           unsigned hh[2], ll[2], l2[2];
-          tfc_split3(ps[0], hh[0], ll[0], l2[0]);
-          tfc_split3(ps[1], hh[1], ll[1], l2[1]);
+          tfc_split3(s[2 * kk + i / 2][2 * (i % 2)], hh[0], ll[0], l2[0]);
+          tfc_split3(s[2 * kk + i / 2][2 * (i % 2) + 1], hh[1], ll[1], l2[1]);
           pf[kk][0][i] = tfc_pack_bf16(hh[0], hh[1]);
           pf[kk][1][i] = tfc_pack_bf16(ll[0], ll[1]);
           pf[kk][2][i] = tfc_pack_bf16(l2[0], l2[1]);
