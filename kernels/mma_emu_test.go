@@ -16,6 +16,30 @@ func TestMMAEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about half a minute")
 	}
+	t.Parallel()
+	runEmulated(t, "main.cpp")
+}
+
+// TestAttentionEmulated runs tfc_attention_spans the same way (testdata/mmaemu/attn.cpp): the
+// tensor-core path CUDA takes, and the portable path (EMU_PORTABLE) other targets take.
+func TestAttentionEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulation takes about two minutes")
+	}
+	t.Parallel()
+	t.Run("cuda", func(t *testing.T) {
+		t.Parallel()
+		runEmulated(t, "attn.cpp")
+	})
+	t.Run("portable", func(t *testing.T) {
+		t.Parallel()
+		runEmulated(t, "attn.cpp", "-DEMU_PORTABLE")
+	})
+}
+
+// runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
+// tfc_kernels.h and runs it; it must report " 0 failed".
+func runEmulated(t *testing.T, main string, flags ...string) {
 	var cxx string
 	for _, c := range []string{"g++", "clang++-19", "clang++", "c++"} {
 		if p, err := exec.LookPath(c); err == nil {
@@ -32,7 +56,7 @@ func TestMMAEmulated(t *testing.T) {
 	if files["tfc_kernels.h"], err = Sources.ReadFile("tfc_kernels.h"); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"tfc_hip.h", "main.cpp"} {
+	for _, name := range []string{"tfc_hip.h", main} {
 		if files[name], err = os.ReadFile(filepath.Join("testdata", "mmaemu", name)); err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +67,9 @@ func TestMMAEmulated(t *testing.T) {
 		}
 	}
 	bin := filepath.Join(dir, "emu")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O2", "-Wno-unknown-pragmas", "-o", bin, filepath.Join(dir, "main.cpp")).CombinedOutput(); err != nil {
+	args := append([]string{"-std=c++20", "-O2", "-Wno-unknown-pragmas"}, flags...)
+	args = append(args, "-o", bin, filepath.Join(dir, main))
+	if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cxx, err, out)
 	}
 	out, err := exec.Command(bin).CombinedOutput()

@@ -151,7 +151,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
 
 // qwen2vl_vision_attention: attention
 // from graphs/qwen2_vl.graph:115
-// launch qwen2vl_vision_attention: grid (ceil(M/8) + S, 2), 256 threads
+// launch qwen2vl_vision_attention: grid (ceil(M/128) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
@@ -161,7 +161,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
     int M,
     int S) {
   constexpr int MUT = TFC_MUT_NONE;
-  tfc_attention_spans<16, 8, 32, 256, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,
+  tfc_attention_spans<16, 128, 32, 256, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,
       op0_Spans, S, 2, 2, 0.25f);
 }
 

@@ -541,6 +541,11 @@ type attention struct {
 
 const keyTile = 32
 
+// spanRows is the query rows a block of an uncached attention takes (tfc_attention_spans' QG):
+// under CUDA 8 warps of 16 rows on the tensor cores, elsewhere 16 sub-groups of 8. The launch
+// rule is the same for every target (gpu.Geometry).
+const spanRows = 128
+
 func newAttention(k Kernel) (family, error) {
 	o := k.Ops[0]
 	h, kv, hd := o.int("heads"), o.int("kv_heads"), o.int("head_dim")
@@ -558,7 +563,7 @@ func newAttention(k Kernel) (family, error) {
 			return nil, fmt.Errorf("kernel %s: Cache.K and Cache.V must have the same dtype", k.Name)
 		}
 	}
-	return &attention{k: k, groups: 8}, nil
+	return &attention{k: k, groups: spanRows}, nil
 }
 
 func (f *attention) launches() []Launch {

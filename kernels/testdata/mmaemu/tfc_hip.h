@@ -1,7 +1,8 @@
 // A host stand-in for kernels/tfc_hip.h: it lets kernels/tfc_kernels.h compile as C++ on the CPU
-// with TFC_CUDA set, so that main.cpp can run tfc_gemm_mma with a fiber for each GPU thread.
-// The three warp instructions tfc_gemm_mma uses (ldmatrix x4/x2 and mma.sync m16n8k16) are
-// emulated here from the PTX ISA's fragment layouts, each warp meeting at a barrier.
+// with TFC_CUDA set, so that main.cpp can run tfc_gemm_mma (attn.cpp tfc_attention_spans) with a
+// fiber for each GPU thread. The warp instructions the tensor-core paths use (ldmatrix x4/x2, x2.trans,
+// mma.sync m16n8k16, shuffles) are emulated here from the PTX ISA's fragment layouts, each warp
+// meeting at a barrier.
 #pragma once
 #include <ucontext.h>
 
@@ -12,14 +13,16 @@
 #include <memory>
 #include <vector>
 
+#ifndef EMU_PORTABLE  // EMU_PORTABLE compiles the portable (AMD) paths instead of the CUDA ones
 #define TFC_CUDA 1
+#endif
 #define TFC_MMA_EMULATED 1
 #define __device__
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define TFC_WAVE 32
 #define warpSize 32
 #define TFC_NEG_INF (-INFINITY)
@@ -52,11 +55,7 @@ inline unsigned __float_as_uint(float f) {
   std::memcpy(&u, &f, 4);
   return u;
 }
-unsigned __shfl_xor_sync(unsigned, unsigned, int);
 int __all_sync(unsigned, int);
-// declared for the header's other CUDA paths (the decoder's attention), which the harness does not run
-float __shfl_xor_sync(unsigned, float, int);
-int __shfl_sync(unsigned, int, int);
 inline long long clock64() {  // time passes by 1000 cycles a reading
   static long long now;
   return now += 1000;
@@ -158,6 +157,21 @@ inline void emu_ldsm(unsigned (&r)[X], unsigned a) {
 inline void tfc_ldsm_x4(unsigned (&r)[4], unsigned a) { emu_ldsm<4>(r, a); }
 inline void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) { emu_ldsm<2>(r, a); }
 
+// ldmatrix .trans: register j of lane l is column l/4 of matrix j, rows 2(l%4) and 2(l%4)+1; row r
+// of matrix j comes from lane 8j + r.
+inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
+  const int lane = threadIdx.x % 32;
+  emu_warp& w = emu->warps[threadIdx.x / 32];
+  w.addr[lane] = a;
+  emu_wait(w.bar);
+  for (int j = 0; j < 2; ++j) {
+    unsigned short e[2];
+    for (int h = 0; h < 2; ++h) std::memcpy(&e[h], emu->smem + w.addr[8 * j + 2 * (lane % 4) + h] + 2 * (lane / 4), 2);
+    r[j] = e[0] | (unsigned)e[1] << 16;
+  }
+  emu_wait(w.bar);
+}
+
 inline double emu_bf16(unsigned reg, int half) { return __uint_as_float((half ? reg >> 16 : reg & 0xffffu) << 16); }
 
 // mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32 with groupID g = lane/4, t = lane%4:
@@ -181,4 +195,26 @@ inline void tfc_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (
     d[e] = (float)sum;
   }
   emu_wait(w.bar);
+}
+
+// __shfl_sync and __shfl_xor_sync: lane l gets v of lane src (l ^ d), for 32-bit T.
+template <class T>
+inline T emu_shfl(T v, int src) {
+  static_assert(sizeof(T) == 4, "32-bit shuffles");
+  const int lane = threadIdx.x % 32;
+  emu_warp& w = emu->warps[threadIdx.x / 32];
+  std::memcpy(&w.addr[lane], &v, 4);
+  emu_wait(w.bar);
+  T r;
+  std::memcpy(&r, &w.addr[src & 31], 4);
+  emu_wait(w.bar);
+  return r;
+}
+template <class T>
+inline T __shfl_sync(unsigned, T v, int src) {
+  return emu_shfl(v, src);
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned, T v, int d) {
+  return emu_shfl(v, (int)(threadIdx.x % 32) ^ d);
 }

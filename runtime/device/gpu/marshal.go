@@ -240,8 +240,9 @@ type Launch struct {
 // norm runs a block a row; a linear runs 64×64 tiles (64×head_dim with a fused rope, 32 rows
 // when head_dim > 80), or 16 columns wide on at most 8 rows (a rope's then hold 8 rotary pairs,
 // where head_dim is a multiple of 16); a pointwise chain a row by 256-column blocks; rope, embed, gather,
-// scatter a block a row; an uncached attention groups of 8 query rows (plus one group per span)
-// by heads; a cached attention stores K and V a block a row, then a row by query heads. The rule
+// scatter a block a row; an uncached attention groups of 128 query rows of a span (plus one
+// group per span) by heads; a cached attention stores K and V a block a row, then a row by query
+// heads. The rule
 // does not depend on how a tile is computed: under CUDA a vision kernel's linear computes these
 // same tiles on tensor cores (tfc_gemm_mma) at every M, the 16-column tiles of at most 8 rows too.
 func Geometry(ops []device.Op) ([]Launch, error) {
@@ -285,7 +286,7 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 	case device.Attention:
 		if o.Cache == nil {
 			s, _ := Spans(o)
-			return []Launch{{GridX: ceilDiv(m, 8) + s, GridY: o.Heads}}, nil
+			return []Launch{{GridX: ceilDiv(m, spanRows) + s, GridY: o.Heads}}, nil
 		}
 		return []Launch{{Suffix: "_kvstore", GridX: m, GridY: 1}, {GridX: m, GridY: o.Heads}}, nil
 	case device.Rope, device.Embed, device.Gather, device.Scatter:
@@ -305,6 +306,10 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// spanRows is the query rows a block of an uncached attention takes: under CUDA 8 warps of 16
+// rows on tensor cores (tfc_attention_mma), elsewhere 16 sub-groups of 8 through tfc_attend.
+const spanRows = 128
 
 // smallRows and smallBN: a linear launched on at most smallRows rows takes column tiles smallBN
 // wide, a rope linear's of smallBN/2 rotary pairs where a half head holds them whole

@@ -127,7 +127,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
 
 // vision_attention: attention
 // from sample:vision.attention
-// launch vision_attention: grid (ceil(M/8) + S, 16), 256 threads
+// launch vision_attention: grid (ceil(M/128) + S, 16), 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_attention(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
@@ -137,7 +137,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
     int M,
     int S) {
   constexpr int MUT = TFC_MUT_NONE;
-  tfc_attention_spans<80, 8, 32, 256, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,
+  tfc_attention_spans<80, 128, 32, 256, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,
       op0_Spans, S, 16, 16, 0.1118034f);
 }
 
