@@ -125,6 +125,27 @@ func (f *gemm) launches() []Launch {
 
 func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride, MissingBarrier} }
 
+// tileCall renders the tile's computation: when small holds, the TFC_SMALL_BN-column tile with
+// smallArgs, else the BN tile with args; on CUDA both on tensor cores where f.mma, elsewhere
+// tfc_gemm_rows and tile (tfc_gemm_tile's call).
+func (f *gemm) tileCall(g *gen, small, smallArgs, args, tile string) {
+	if f.mma {
+		g.raw("#if TFC_CUDA")
+		g.line("if (%s)", small)
+		g.line("  tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
+		g.line("else")
+		g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
+		g.raw("#else")
+	}
+	g.line("if (%s)", small)
+	g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>%s", smallArgs)
+	g.line("else")
+	g.line("  %s", tile)
+	if f.mma {
+		g.raw("#endif")
+	}
+}
+
 func (f *gemm) body(g *gen) error {
 	lin := g.k.Ops[0]
 	args := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);"
@@ -145,21 +166,7 @@ func (f *gemm) body(g *gen) error {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
 		g.line("const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
-		if f.mma {
-			g.raw("#if TFC_CUDA")
-			g.line("if (M <= TFC_SMALL_ROWS)")
-			g.line("  tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>%s", args)
-			g.line("else")
-			g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
-			g.raw("#else")
-		}
-		g.line("if (M <= TFC_SMALL_ROWS)")
-		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>%s", args)
-		g.line("else")
-		g.line("  %s", tile)
-		if f.mma {
-			g.raw("#endif")
-		}
+		f.tileCall(g, "M <= TFC_SMALL_ROWS", args, args, tile)
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
@@ -167,21 +174,7 @@ func (f *gemm) body(g *gen) error {
 		g.line("const bool pairs = M <= TFC_SMALL_ROWS;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
 		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
-		if f.mma {
-			g.raw("#if TFC_CUDA")
-			g.line("if (pairs)")
-			g.line("  tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>%s", pairs)
-			g.line("else")
-			g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
-			g.raw("#else")
-		}
-		g.line("if (pairs)")
-		g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>%s", pairs)
-		g.line("else")
-		g.line("  %s", tile)
-		if f.mma {
-			g.raw("#endif")
-		}
+		f.tileCall(g, "pairs", pairs, args, tile)
 	} else {
 		g.line("constexpr int bn = BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
