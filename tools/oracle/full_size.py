@@ -277,18 +277,7 @@ def build_model(config, device):
 def draw_weights(model, seed, c):
     """The tiny oracle's draw; the embedding's added and padding rows (EOS, image and template
     tokens) stay small so greedy rarely picks them."""
-    emb = model.get_input_embeddings().weight
-
-    def embedding_rows(name, p):
-        if p is not emb:
-            return None
-
-        def rows(w):
-            w[FIRST_ADDED_TOKEN_ID:] *= 0.1
-
-        return rows
-
-    tiny.draw_weights(model, seed, c, embedding_rows)
+    tiny.draw_weights(model, seed, c, tiny.small_added_rows(model.get_input_embeddings().weight))
 
 
 def generation_config(eos):

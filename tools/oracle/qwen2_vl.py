@@ -284,6 +284,24 @@ def is_final_text_norm(name):
     return name.endswith(".norm.weight") and "visual" not in name and ".layers." not in name
 
 
+def small_added_rows(emb, loud_row=None, loud=1.0):
+    """draw_weights' embedding_rows for the table emb: added and padding rows stay small so greedy
+    rarely picks them; loud_row, when given, is scaled by loud instead."""
+
+    def embedding_rows(name, p):
+        if p is not emb:
+            return None
+
+        def rows(w):
+            w[FIRST_ADDED_TOKEN_ID:] *= 0.1
+            if loud_row is not None:
+                w[loud_row] *= loud / 0.1
+
+        return rows
+
+    return embedding_rows
+
+
 def draw_weights(model, seed, c, embedding_rows=None, is_final_norm=is_final_text_norm):
     """Fills every parameter from one CPU generator, in name order, each rounded to BF16: the draw
     of every oracle checkpoint (its order fixes their sha256). embedding_rows(name, p) is None for a
@@ -292,19 +310,8 @@ def draw_weights(model, seed, c, embedding_rows=None, is_final_norm=is_final_tex
     import torch
 
     if embedding_rows is None:
-        emb = model.get_input_embeddings().weight
-
-        def embedding_rows(name, p):
-            if p is not emb:
-                return None
-
-            def rows(w):
-                # Added and padding rows stay small so greedy rarely picks them; the first EOS is
-                # loud enough that some prompts stop before the cap.
-                w[FIRST_ADDED_TOKEN_ID:] *= 0.1
-                w[EOS_TOKEN_IDS[0]] *= c["eos_scale"] / 0.1
-
-            return rows
+        # the first EOS is loud enough that some prompts stop before the cap
+        embedding_rows = small_added_rows(model.get_input_embeddings().weight, EOS_TOKEN_IDS[0], c["eos_scale"])
 
     g = torch.Generator().manual_seed(seed)
     finals = 0
