@@ -934,6 +934,18 @@ __device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) 
 }
 #endif
 
+// tfc_mma_split6 adds the six kept products of two split operands, a = a0 + a1 + a2 and b = bh +
+// bl + b2: hi·hi into big, the five smaller ones into small, smallest first.
+__device__ __forceinline__ void tfc_mma_split6(float (&big)[4], float (&small)[4], const unsigned (&a)[3][4],
+                                               const unsigned (&bh)[2], const unsigned (&bl)[2], const unsigned (&b2)[2]) {
+  tfc_mma_bf16(small, a[2], bh);
+  tfc_mma_bf16(small, a[0], b2);
+  tfc_mma_bf16(small, a[1], bl);
+  tfc_mma_bf16(small, a[1], bh);
+  tfc_mma_bf16(small, a[0], bl);
+  tfc_mma_bf16(big, a[0], bh);
+}
+
 template <int HD, int QG, int MUT, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale) {
@@ -1056,12 +1068,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
             tfc_ldsm_x2(bh, a);
             tfc_ldsm_x2(bl, a + 2 * PL);
             tfc_ldsm_x2(b2, a + 4 * PL);
-            tfc_mma_bf16(ss[n], qf[ks][2], bh);
-            tfc_mma_bf16(ss[n], qf[ks][0], b2);
-            tfc_mma_bf16(ss[n], qf[ks][1], bl);
-            tfc_mma_bf16(ss[n], qf[ks][1], bh);
-            tfc_mma_bf16(ss[n], qf[ks][0], bl);
-            tfc_mma_bf16(sb[n], qf[ks][0], bh);
+            tfc_mma_split6(sb[n], ss[n], qf[ks], bh, bl, b2);
           }
         const bool kany = tbad[0] == t0;
 #pragma unroll
@@ -1126,12 +1133,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
           tfc_ldsm_x2_trans(bh, a);
           tfc_ldsm_x2_trans(bl, a + 2 * PL);
           tfc_ldsm_x2_trans(b2, a + 4 * PL);
-          tfc_mma_bf16(cs, pf[kk][2], bh);
-          tfc_mma_bf16(cs, pf[kk][0], b2);
-          tfc_mma_bf16(cs, pf[kk][1], bl);
-          tfc_mma_bf16(cs, pf[kk][1], bh);
-          tfc_mma_bf16(cs, pf[kk][0], bl);
-          tfc_mma_bf16(cb, pf[kk][0], bh);
+          tfc_mma_split6(cb, cs, pf[kk], bh, bl, b2);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (cb[e] + cs[e]);
