@@ -47,7 +47,6 @@ type Backend struct {
 	pending run
 	closed  bool
 	timing  bool // profiling is on: launches go to the thread at once
-	runLen  int  // launches a run holds before it goes to the driver
 
 	// Owned by the thread: only closures running on th touch these.
 	graphs    graphCache
@@ -72,7 +71,7 @@ func NewBackend(c Config) (*Backend, error) {
 		c.RunLen = defaultRunLen
 	}
 	c.RunLen = min(c.RunLen, maxRun)
-	be := &Backend{cfg: c, runLen: c.RunLen, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
+	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
 	err := be.wrap(be.th.Do(func() error {
 		s, err := be.drv.NewStream()
 		be.stream = s

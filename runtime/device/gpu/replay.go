@@ -82,7 +82,7 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 		return be.wrap(ErrStopped)
 	}
 	be.pending.add(k.Name, c)
-	if len(be.pending.launches) >= be.runLen || be.cfg.NoGraphs || be.timing {
+	if len(be.pending.launches) >= be.cfg.RunLen || be.cfg.NoGraphs || be.timing {
 		// without graph replay, holding launches back gains nothing: the device may start now
 		return be.wrap(be.flushLocked())
 	}
