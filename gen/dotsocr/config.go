@@ -38,6 +38,7 @@ type Config struct {
 	Act        string  // hidden_act
 	Sliding    bool    // use_sliding_window
 	Causal     bool    // vision_config.is_causal
+	Rtype      string  // rope_parameters.rope_type | rope_scaling.rope_type | rope_scaling.type
 }
 
 // readConfig reads config.json through cfg, fills the derived values and checks the requirements;
@@ -220,6 +221,13 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	} else {
 		c.Causal = false
 	}
+	if cfg.Has("rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type") {
+		if c.Rtype, err = cfg.String("rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type"); err != nil {
+			return nil, fmt.Errorf("config.json: rtype (rope_parameters.rope_type | rope_scaling.rope_type | rope_scaling.type): %w", err)
+		}
+	} else {
+		c.Rtype = "default"
+	}
 	if !(c.D%c.H == 0) {
 		return nil, fmt.Errorf("dots_ocr requires D%%H == 0 (graphs/dots_ocr.graph:39); this checkpoint has D = %v, H = %v", c.D, c.H)
 	}
@@ -258,6 +266,9 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	}
 	if !(!c.Vbias) {
 		return nil, fmt.Errorf("dots_ocr requires !vbias (graphs/dots_ocr.graph:48); this checkpoint has vbias = %v", c.Vbias)
+	}
+	if !(c.Rtype == "default") {
+		return nil, fmt.Errorf("dots_ocr requires rtype == \"default\" (graphs/dots_ocr.graph:51); this checkpoint has rtype = %v", c.Rtype)
 	}
 	return c, nil
 }
@@ -376,6 +387,10 @@ func (c *Config) values() []model.Value {
 		Name:  "causal",
 		Path:  "vision_config.is_causal",
 		Value: c.Causal,
+	}, {
+		Name:  "rtype",
+		Path:  "rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type",
+		Value: c.Rtype,
 	}}
 }
 

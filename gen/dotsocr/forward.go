@@ -10,7 +10,7 @@ import (
 	"tfc/runtime/positions"
 )
 
-// Vision runs graph vision (graphs/dots_ocr.graph:98) on pixels [N, C] of images with the given (t, h, w) grids.
+// Vision runs graph vision (graphs/dots_ocr.graph:101) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
 	p := &m.vision
@@ -31,7 +31,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
 	if !(N%(c.M*c.M) == 0) {
-		return nil, fmt.Errorf("dots_ocr: graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:99); here M = %v, N = %v", c.M, N)
+		return nil, fmt.Errorf("dots_ocr: graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:102); here M = %v, N = %v", c.M, N)
 	}
 	px := device.Tensor{
 		Buf:  m.visionF32,
@@ -270,7 +270,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		if m.Trace != nil {
 			m.Trace(&kVision10, "fc2", x2)
 		}
-	} // graphs/dots_ocr.graph:104
+	} // graphs/dots_ocr.graph:107
 	if err := b.Launch(&kVision11, device.RMSNorm{
 		Eps: float32(c.Veps),
 		W:   w.VisPostTrunkNormWeight,
@@ -329,7 +329,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	return out, nil
 }
 
-// Forward runs graph decode (graphs/dots_ocr.graph:123) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/dots_ocr.graph:126) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
 	p := &m.decode
@@ -691,7 +691,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		if m.Trace != nil {
 			m.Trace(&kDecode12, "down_proj", x)
 		}
-	} // graphs/dots_ocr.graph:126
+	} // graphs/dots_ocr.graph:129
 	if S > 0 {
 		if err := b.Launch(&kDecode13, device.Gather{
 			Index: logitRows,
@@ -745,118 +745,118 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 var (
 	kVision01 = device.Kernel{
 		Name:   "dotsocr_vision_linear_bias",
-		Source: "graphs/dots_ocr.graph:102",
+		Source: "graphs/dots_ocr.graph:105",
 	}
 	kVision02 = device.Kernel{
 		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:103",
+		Source: "graphs/dots_ocr.graph:106",
 	}
 	kVision03 = device.Kernel{
 		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:106",
+		Source: "graphs/dots_ocr.graph:109",
 	}
 	kVision04 = device.Kernel{
 		Name:   "dotsocr_vision_linear_rope_rope",
-		Source: "graphs/dots_ocr.graph:107,109,110",
+		Source: "graphs/dots_ocr.graph:110,112,113",
 	}
 	kVision05 = device.Kernel{
 		Name:   "dotsocr_vision_attention",
-		Source: "graphs/dots_ocr.graph:111",
+		Source: "graphs/dots_ocr.graph:114",
 	}
 	kVision06 = device.Kernel{
 		Name:   "dotsocr_vision_linear_res",
-		Source: "graphs/dots_ocr.graph:112",
+		Source: "graphs/dots_ocr.graph:115",
 	}
 	kVision07 = device.Kernel{
 		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:113",
+		Source: "graphs/dots_ocr.graph:116",
 	}
 	kVision08 = device.Kernel{
 		Name:   "dotsocr_vision_linear",
-		Source: "graphs/dots_ocr.graph:114",
+		Source: "graphs/dots_ocr.graph:117",
 	}
 	kVision09 = device.Kernel{
 		Name:   "dotsocr_vision_linear_silu_mul",
-		Source: "graphs/dots_ocr.graph:114",
+		Source: "graphs/dots_ocr.graph:117",
 	}
 	kVision10 = device.Kernel{
 		Name:   "dotsocr_vision_linear_res_fc2",
-		Source: "graphs/dots_ocr.graph:114",
+		Source: "graphs/dots_ocr.graph:117",
 	}
 	kVision11 = device.Kernel{
 		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:116",
+		Source: "graphs/dots_ocr.graph:119",
 	}
 	kVision12 = device.Kernel{
 		Name:   "dotsocr_vision_layernorm",
-		Source: "graphs/dots_ocr.graph:118",
+		Source: "graphs/dots_ocr.graph:121",
 	}
 	kVision13 = device.Kernel{
 		Name:   "dotsocr_vision_linear_bias_gelu",
-		Source: "graphs/dots_ocr.graph:119",
+		Source: "graphs/dots_ocr.graph:122",
 	}
 	kVision14 = device.Kernel{
 		Name:   "dotsocr_vision_linear_bias_out",
-		Source: "graphs/dots_ocr.graph:119",
+		Source: "graphs/dots_ocr.graph:122",
 	}
 	kDecode01 = device.Kernel{
 		Name:   "dotsocr_decode_embed",
-		Source: "graphs/dots_ocr.graph:125",
+		Source: "graphs/dots_ocr.graph:128",
 	}
 	kDecode02 = device.Kernel{
 		Name:   "dotsocr_decode_scatter",
-		Source: "graphs/dots_ocr.graph:125",
+		Source: "graphs/dots_ocr.graph:128",
 	}
 	kDecode03 = device.Kernel{
 		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:128",
+		Source: "graphs/dots_ocr.graph:131",
 	}
 	kDecode04 = device.Kernel{
 		Name:   "dotsocr_decode_linear_bias_rope",
-		Source: "graphs/dots_ocr.graph:129",
+		Source: "graphs/dots_ocr.graph:132",
 	}
 	kDecode05 = device.Kernel{
 		Name:   "dotsocr_decode_linear_bias_rope_k_proj",
-		Source: "graphs/dots_ocr.graph:130",
+		Source: "graphs/dots_ocr.graph:133",
 	}
 	kDecode06 = device.Kernel{
 		Name:   "dotsocr_decode_linear_bias",
-		Source: "graphs/dots_ocr.graph:131",
+		Source: "graphs/dots_ocr.graph:134",
 	}
 	kDecode07 = device.Kernel{
 		Name:   "dotsocr_decode_attention",
-		Source: "graphs/dots_ocr.graph:132",
+		Source: "graphs/dots_ocr.graph:135",
 	}
 	kDecode08 = device.Kernel{
 		Name:   "dotsocr_decode_linear_res",
-		Source: "graphs/dots_ocr.graph:133",
+		Source: "graphs/dots_ocr.graph:136",
 	}
 	kDecode09 = device.Kernel{
 		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:134",
+		Source: "graphs/dots_ocr.graph:137",
 	}
 	kDecode10 = device.Kernel{
 		Name:   "dotsocr_decode_linear",
-		Source: "graphs/dots_ocr.graph:135",
+		Source: "graphs/dots_ocr.graph:138",
 	}
 	kDecode11 = device.Kernel{
 		Name:   "dotsocr_decode_linear_silu_mul",
-		Source: "graphs/dots_ocr.graph:135",
+		Source: "graphs/dots_ocr.graph:138",
 	}
 	kDecode12 = device.Kernel{
 		Name:   "dotsocr_decode_linear_res_down_proj",
-		Source: "graphs/dots_ocr.graph:135",
+		Source: "graphs/dots_ocr.graph:138",
 	}
 	kDecode13 = device.Kernel{
 		Name:   "dotsocr_decode_gather",
-		Source: "graphs/dots_ocr.graph:137",
+		Source: "graphs/dots_ocr.graph:140",
 	}
 	kDecode14 = device.Kernel{
 		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:137",
+		Source: "graphs/dots_ocr.graph:140",
 	}
 	kDecode15 = device.Kernel{
 		Name:   "dotsocr_decode_linear_logits",
-		Source: "graphs/dots_ocr.graph:138",
+		Source: "graphs/dots_ocr.graph:141",
 	}
 )

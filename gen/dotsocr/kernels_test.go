@@ -34,7 +34,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_bias",
-		Source: "graphs/dots_ocr.graph:102",
+		Source: "graphs/dots_ocr.graph:105",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -50,7 +50,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:103,106,113,116",
+		Source: "graphs/dots_ocr.graph:106,109,116,119",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -84,7 +84,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_rope_rope",
-		Source: "graphs/dots_ocr.graph:107,109,110",
+		Source: "graphs/dots_ocr.graph:110,112,113",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -107,7 +107,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_attention",
-		Source: "graphs/dots_ocr.graph:111",
+		Source: "graphs/dots_ocr.graph:114",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -124,7 +124,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_res",
-		Source: "graphs/dots_ocr.graph:112,112",
+		Source: "graphs/dots_ocr.graph:115,115",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -139,7 +139,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear",
-		Source: "graphs/dots_ocr.graph:114",
+		Source: "graphs/dots_ocr.graph:117",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -161,7 +161,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_silu_mul",
-		Source: "graphs/dots_ocr.graph:114,114",
+		Source: "graphs/dots_ocr.graph:117,117",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -178,7 +178,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_res_fc2",
-		Source: "graphs/dots_ocr.graph:114,114",
+		Source: "graphs/dots_ocr.graph:117,117",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -196,7 +196,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_layernorm",
-		Source: "graphs/dots_ocr.graph:118",
+		Source: "graphs/dots_ocr.graph:121",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -214,7 +214,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_bias_gelu",
-		Source: "graphs/dots_ocr.graph:119,119",
+		Source: "graphs/dots_ocr.graph:122,122",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -231,7 +231,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_vision_linear_bias_out",
-		Source: "graphs/dots_ocr.graph:119",
+		Source: "graphs/dots_ocr.graph:122",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -246,7 +246,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_embed",
-		Source: "graphs/dots_ocr.graph:125",
+		Source: "graphs/dots_ocr.graph:128",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -261,7 +261,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_scatter",
-		Source: "graphs/dots_ocr.graph:125",
+		Source: "graphs/dots_ocr.graph:128",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -277,7 +277,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:128,134,137",
+		Source: "graphs/dots_ocr.graph:131,137,140",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -303,7 +303,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_bias_rope",
-		Source: "graphs/dots_ocr.graph:129,129",
+		Source: "graphs/dots_ocr.graph:132,132",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -329,7 +329,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_bias_rope_k_proj",
-		Source: "graphs/dots_ocr.graph:130,130",
+		Source: "graphs/dots_ocr.graph:133,133",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -346,7 +346,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_bias",
-		Source: "graphs/dots_ocr.graph:131",
+		Source: "graphs/dots_ocr.graph:134",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -374,7 +374,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_attention",
-		Source: "graphs/dots_ocr.graph:132",
+		Source: "graphs/dots_ocr.graph:135",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -391,7 +391,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_res",
-		Source: "graphs/dots_ocr.graph:133,133",
+		Source: "graphs/dots_ocr.graph:136,136",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -406,7 +406,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear",
-		Source: "graphs/dots_ocr.graph:135",
+		Source: "graphs/dots_ocr.graph:138",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -428,7 +428,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_silu_mul",
-		Source: "graphs/dots_ocr.graph:135,135",
+		Source: "graphs/dots_ocr.graph:138,138",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -445,7 +445,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_res_down_proj",
-		Source: "graphs/dots_ocr.graph:135,135",
+		Source: "graphs/dots_ocr.graph:138,138",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -460,7 +460,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_gather",
-		Source: "graphs/dots_ocr.graph:137",
+		Source: "graphs/dots_ocr.graph:140",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -475,7 +475,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "dotsocr_decode_linear_logits",
-		Source: "graphs/dots_ocr.graph:138",
+		Source: "graphs/dots_ocr.graph:141",
 	},
 }}
 

@@ -40,6 +40,8 @@ type Config struct {
 	Act         string  // text_config.hidden_act | hidden_act
 	Vact        string  // vision_config.hidden_act
 	Sliding     bool    // text_config.use_sliding_window | use_sliding_window
+	Rtype       string  // text_config.rope_parameters.rope_type | rope_parameters.rope_type
+	Rstype      string  // text_config.rope_scaling.type | rope_scaling.type
 }
 
 // readConfig reads config.json through cfg, fills the derived values and checks the requirements;
@@ -219,6 +221,20 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	} else {
 		c.Sliding = false
 	}
+	if cfg.Has("text_config.rope_parameters.rope_type|rope_parameters.rope_type") {
+		if c.Rtype, err = cfg.String("text_config.rope_parameters.rope_type|rope_parameters.rope_type"); err != nil {
+			return nil, fmt.Errorf("config.json: rtype (text_config.rope_parameters.rope_type | rope_parameters.rope_type): %w", err)
+		}
+	} else {
+		c.Rtype = "default"
+	}
+	if cfg.Has("text_config.rope_scaling.type|rope_scaling.type") {
+		if c.Rstype, err = cfg.String("text_config.rope_scaling.type|rope_scaling.type"); err != nil {
+			return nil, fmt.Errorf("config.json: rstype (text_config.rope_scaling.type | rope_scaling.type): %w", err)
+		}
+	} else {
+		c.Rstype = "mrope"
+	}
 	if !(c.D%c.H == 0) {
 		return nil, fmt.Errorf("qwen2_vl requires D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
 	}
@@ -251,6 +267,12 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	}
 	if !(!c.Sliding) {
 		return nil, fmt.Errorf("qwen2_vl requires !sliding (graphs/qwen2_vl.graph:49); this checkpoint has sliding = %v", c.Sliding)
+	}
+	if !(c.Rtype == "default") {
+		return nil, fmt.Errorf("qwen2_vl requires rtype == \"default\" (graphs/qwen2_vl.graph:54); this checkpoint has rtype = %v", c.Rtype)
+	}
+	if !(c.Rstype == "mrope") {
+		return nil, fmt.Errorf("qwen2_vl requires rstype == \"mrope\" (graphs/qwen2_vl.graph:54); this checkpoint has rstype = %v", c.Rstype)
 	}
 	return c, nil
 }
@@ -373,6 +395,14 @@ func (c *Config) values() []model.Value {
 		Name:  "sliding",
 		Path:  "text_config.use_sliding_window|use_sliding_window",
 		Value: c.Sliding,
+	}, {
+		Name:  "rtype",
+		Path:  "text_config.rope_parameters.rope_type|rope_parameters.rope_type",
+		Value: c.Rtype,
+	}, {
+		Name:  "rstype",
+		Path:  "text_config.rope_scaling.type|rope_scaling.type",
+		Value: c.Rstype,
 	}}
 }
 

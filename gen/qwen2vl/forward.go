@@ -10,7 +10,7 @@ import (
 	"tfc/runtime/positions"
 )
 
-// Vision runs graph vision (graphs/qwen2_vl.graph:105) on pixels [N, C] of images with the given (t, h, w) grids.
+// Vision runs graph vision (graphs/qwen2_vl.graph:110) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
 	p := &m.vision
@@ -31,7 +31,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
 	if !(N%(c.M*c.M) == 0) {
-		return nil, fmt.Errorf("qwen2_vl: graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:106); here M = %v, N = %v", c.M, N)
+		return nil, fmt.Errorf("qwen2_vl: graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:111); here M = %v, N = %v", c.M, N)
 	}
 	px := device.Tensor{
 		Buf:  m.visionF32,
@@ -238,7 +238,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		if m.Trace != nil {
 			m.Trace(&kVision08, "fc2", x)
 		}
-	} // graphs/qwen2_vl.graph:108
+	} // graphs/qwen2_vl.graph:113
 	if err := b.Launch(&kVision09, device.LayerNorm{
 		B:   w.VisMergerLnQBias,
 		Eps: float32(1e-06),
@@ -286,7 +286,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	return out, nil
 }
 
-// Forward runs graph decode (graphs/qwen2_vl.graph:128) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/qwen2_vl.graph:133) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
 	p := &m.decode
@@ -648,7 +648,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		if m.Trace != nil {
 			m.Trace(&kDecode12, "down_proj", x)
 		}
-	} // graphs/qwen2_vl.graph:131
+	} // graphs/qwen2_vl.graph:136
 	if S > 0 {
 		if err := b.Launch(&kDecode13, device.Gather{
 			Index: logitRows,
@@ -702,106 +702,106 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 var (
 	kVision01 = device.Kernel{
 		Name:   "qwen2vl_vision_linear",
-		Source: "graphs/qwen2_vl.graph:107",
+		Source: "graphs/qwen2_vl.graph:112",
 	}
 	kVision02 = device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:110",
+		Source: "graphs/qwen2_vl.graph:115",
 	}
 	kVision03 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_rope_rope",
-		Source: "graphs/qwen2_vl.graph:111,113,114",
+		Source: "graphs/qwen2_vl.graph:116,118,119",
 	}
 	kVision04 = device.Kernel{
 		Name:   "qwen2vl_vision_attention",
-		Source: "graphs/qwen2_vl.graph:115",
+		Source: "graphs/qwen2_vl.graph:120",
 	}
 	kVision05 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_res",
-		Source: "graphs/qwen2_vl.graph:116",
+		Source: "graphs/qwen2_vl.graph:121",
 	}
 	kVision06 = device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:117",
+		Source: "graphs/qwen2_vl.graph:122",
 	}
 	kVision07 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_quick_gelu",
-		Source: "graphs/qwen2_vl.graph:118",
+		Source: "graphs/qwen2_vl.graph:123",
 	}
 	kVision08 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_res_fc2",
-		Source: "graphs/qwen2_vl.graph:118",
+		Source: "graphs/qwen2_vl.graph:123",
 	}
 	kVision09 = device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:121",
+		Source: "graphs/qwen2_vl.graph:126",
 	}
 	kVision10 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_gelu",
-		Source: "graphs/qwen2_vl.graph:122",
+		Source: "graphs/qwen2_vl.graph:127",
 	}
 	kVision11 = device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias",
-		Source: "graphs/qwen2_vl.graph:122",
+		Source: "graphs/qwen2_vl.graph:127",
 	}
 	kDecode01 = device.Kernel{
 		Name:   "qwen2vl_decode_embed",
-		Source: "graphs/qwen2_vl.graph:130",
+		Source: "graphs/qwen2_vl.graph:135",
 	}
 	kDecode02 = device.Kernel{
 		Name:   "qwen2vl_decode_scatter",
-		Source: "graphs/qwen2_vl.graph:130",
+		Source: "graphs/qwen2_vl.graph:135",
 	}
 	kDecode03 = device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:133",
+		Source: "graphs/qwen2_vl.graph:138",
 	}
 	kDecode04 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias_rope",
-		Source: "graphs/qwen2_vl.graph:134",
+		Source: "graphs/qwen2_vl.graph:139",
 	}
 	kDecode05 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias_rope_k_proj",
-		Source: "graphs/qwen2_vl.graph:135",
+		Source: "graphs/qwen2_vl.graph:140",
 	}
 	kDecode06 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias",
-		Source: "graphs/qwen2_vl.graph:136",
+		Source: "graphs/qwen2_vl.graph:141",
 	}
 	kDecode07 = device.Kernel{
 		Name:   "qwen2vl_decode_attention",
-		Source: "graphs/qwen2_vl.graph:137",
+		Source: "graphs/qwen2_vl.graph:142",
 	}
 	kDecode08 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_res",
-		Source: "graphs/qwen2_vl.graph:138",
+		Source: "graphs/qwen2_vl.graph:143",
 	}
 	kDecode09 = device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:139",
+		Source: "graphs/qwen2_vl.graph:144",
 	}
 	kDecode10 = device.Kernel{
 		Name:   "qwen2vl_decode_linear",
-		Source: "graphs/qwen2_vl.graph:140",
+		Source: "graphs/qwen2_vl.graph:145",
 	}
 	kDecode11 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_silu_mul",
-		Source: "graphs/qwen2_vl.graph:140",
+		Source: "graphs/qwen2_vl.graph:145",
 	}
 	kDecode12 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_res_down_proj",
-		Source: "graphs/qwen2_vl.graph:140",
+		Source: "graphs/qwen2_vl.graph:145",
 	}
 	kDecode13 = device.Kernel{
 		Name:   "qwen2vl_decode_gather",
-		Source: "graphs/qwen2_vl.graph:142",
+		Source: "graphs/qwen2_vl.graph:147",
 	}
 	kDecode14 = device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:142",
+		Source: "graphs/qwen2_vl.graph:147",
 	}
 	kDecode15 = device.Kernel{
 		Name:   "qwen2vl_decode_linear_logits",
-		Source: "graphs/qwen2_vl.graph:143",
+		Source: "graphs/qwen2_vl.graph:148",
 	}
 )

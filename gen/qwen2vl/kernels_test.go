@@ -32,7 +32,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear",
-		Source: "graphs/qwen2_vl.graph:107",
+		Source: "graphs/qwen2_vl.graph:112",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -50,7 +50,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_layernorm",
-		Source: "graphs/qwen2_vl.graph:110,117,121",
+		Source: "graphs/qwen2_vl.graph:115,122,126",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -86,7 +86,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_rope_rope",
-		Source: "graphs/qwen2_vl.graph:111,113,114",
+		Source: "graphs/qwen2_vl.graph:116,118,119",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -109,7 +109,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_attention",
-		Source: "graphs/qwen2_vl.graph:115",
+		Source: "graphs/qwen2_vl.graph:120",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -128,7 +128,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_res",
-		Source: "graphs/qwen2_vl.graph:116,116",
+		Source: "graphs/qwen2_vl.graph:121,121",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -146,7 +146,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_quick_gelu",
-		Source: "graphs/qwen2_vl.graph:118,118",
+		Source: "graphs/qwen2_vl.graph:123,123",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -165,7 +165,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_res_fc2",
-		Source: "graphs/qwen2_vl.graph:118,118",
+		Source: "graphs/qwen2_vl.graph:123,123",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -183,7 +183,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias_gelu",
-		Source: "graphs/qwen2_vl.graph:122,122",
+		Source: "graphs/qwen2_vl.graph:127,127",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -200,7 +200,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_vision_linear_bias",
-		Source: "graphs/qwen2_vl.graph:122",
+		Source: "graphs/qwen2_vl.graph:127",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -215,7 +215,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_embed",
-		Source: "graphs/qwen2_vl.graph:130",
+		Source: "graphs/qwen2_vl.graph:135",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -230,7 +230,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_scatter",
-		Source: "graphs/qwen2_vl.graph:130",
+		Source: "graphs/qwen2_vl.graph:135",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -246,7 +246,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_rmsnorm",
-		Source: "graphs/qwen2_vl.graph:133,139,142",
+		Source: "graphs/qwen2_vl.graph:138,144,147",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -272,7 +272,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias_rope",
-		Source: "graphs/qwen2_vl.graph:134,134",
+		Source: "graphs/qwen2_vl.graph:139,139",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -298,7 +298,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias_rope_k_proj",
-		Source: "graphs/qwen2_vl.graph:135,135",
+		Source: "graphs/qwen2_vl.graph:140,140",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -315,7 +315,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_bias",
-		Source: "graphs/qwen2_vl.graph:136",
+		Source: "graphs/qwen2_vl.graph:141",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -343,7 +343,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_attention",
-		Source: "graphs/qwen2_vl.graph:137",
+		Source: "graphs/qwen2_vl.graph:142",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -360,7 +360,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_res",
-		Source: "graphs/qwen2_vl.graph:138,138",
+		Source: "graphs/qwen2_vl.graph:143,143",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -375,7 +375,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear",
-		Source: "graphs/qwen2_vl.graph:140",
+		Source: "graphs/qwen2_vl.graph:145",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -397,7 +397,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_silu_mul",
-		Source: "graphs/qwen2_vl.graph:140,140",
+		Source: "graphs/qwen2_vl.graph:145,145",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -414,7 +414,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_res_down_proj",
-		Source: "graphs/qwen2_vl.graph:140,140",
+		Source: "graphs/qwen2_vl.graph:145,145",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -429,7 +429,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_gather",
-		Source: "graphs/qwen2_vl.graph:142",
+		Source: "graphs/qwen2_vl.graph:147",
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
@@ -444,7 +444,7 @@ var kernelCases = []struct {
 	},
 	kernel: device.Kernel{
 		Name:   "qwen2vl_decode_linear_logits",
-		Source: "graphs/qwen2_vl.graph:143",
+		Source: "graphs/qwen2_vl.graph:148",
 	},
 }}
 

@@ -71,90 +71,90 @@ func (m *bound) tensors(w *weights) []tensor {
 	var out []tensor
 	w.VisBlocks = make([]visBlocks, c.VL)
 	w.LmLayers = make([]lmLayers, c.L)
-	out = append(out, tensor{m.prefix["vis"] + ".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight}) // graphs/qwen2_vl.graph:59
+	out = append(out, tensor{m.prefix["vis"] + ".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight}) // graphs/qwen2_vl.graph:64
 	for i := 0; i < c.VL; i++ {
 		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm1.weight", []int{c.VD}, &w.VisBlocks[i].Norm1Weight})
-	} // graphs/qwen2_vl.graph:60
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm1.bias", []int{c.VD}, &w.VisBlocks[i].Norm1Bias})
-	} // graphs/qwen2_vl.graph:60
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight})
-	} // graphs/qwen2_vl.graph:61
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.bias", []int{c.VD}, &w.VisBlocks[i].Norm2Bias})
-	} // graphs/qwen2_vl.graph:61
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight})
-	} // graphs/qwen2_vl.graph:62
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.bias", []int{3 * c.VD}, &w.VisBlocks[i].AttnQkvBias})
-	} // graphs/qwen2_vl.graph:63
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight})
-	} // graphs/qwen2_vl.graph:64
-	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.bias", []int{c.VD}, &w.VisBlocks[i].AttnProjBias})
 	} // graphs/qwen2_vl.graph:65
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight})
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm1.bias", []int{c.VD}, &w.VisBlocks[i].Norm1Bias})
+	} // graphs/qwen2_vl.graph:65
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight})
 	} // graphs/qwen2_vl.graph:66
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.bias", []int{c.VF}, &w.VisBlocks[i].MlpFc1Bias})
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.bias", []int{c.VD}, &w.VisBlocks[i].Norm2Bias})
+	} // graphs/qwen2_vl.graph:66
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight})
 	} // graphs/qwen2_vl.graph:67
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight})
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.bias", []int{3 * c.VD}, &w.VisBlocks[i].AttnQkvBias})
 	} // graphs/qwen2_vl.graph:68
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.bias", []int{c.VD}, &w.VisBlocks[i].MlpFc2Bias})
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight})
 	} // graphs/qwen2_vl.graph:69
-	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight})         // graphs/qwen2_vl.graph:70
-	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias})             // graphs/qwen2_vl.graph:70
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight}) // graphs/qwen2_vl.graph:71
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias})           // graphs/qwen2_vl.graph:72
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight})  // graphs/qwen2_vl.graph:73
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias})            // graphs/qwen2_vl.graph:74
-	out = append(out, tensor{m.prefix["lm"] + ".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight})    // graphs/qwen2_vl.graph:76
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.bias", []int{c.VD}, &w.VisBlocks[i].AttnProjBias})
+	} // graphs/qwen2_vl.graph:70
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight})
+	} // graphs/qwen2_vl.graph:71
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.bias", []int{c.VF}, &w.VisBlocks[i].MlpFc1Bias})
+	} // graphs/qwen2_vl.graph:72
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight})
+	} // graphs/qwen2_vl.graph:73
+	for i := 0; i < c.VL; i++ {
+		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.bias", []int{c.VD}, &w.VisBlocks[i].MlpFc2Bias})
+	} // graphs/qwen2_vl.graph:74
+	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight})         // graphs/qwen2_vl.graph:75
+	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias})             // graphs/qwen2_vl.graph:75
+	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight}) // graphs/qwen2_vl.graph:76
+	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias})           // graphs/qwen2_vl.graph:77
+	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight})  // graphs/qwen2_vl.graph:78
+	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias})            // graphs/qwen2_vl.graph:79
+	out = append(out, tensor{m.prefix["lm"] + ".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight})    // graphs/qwen2_vl.graph:81
 	for i := 0; i < c.L; i++ {
 		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".input_layernorm.weight", []int{c.D}, &w.LmLayers[i].InputLayernormWeight})
-	} // graphs/qwen2_vl.graph:77
-	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight})
-	} // graphs/qwen2_vl.graph:78
-	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias})
-	} // graphs/qwen2_vl.graph:79
-	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight})
-	} // graphs/qwen2_vl.graph:80
-	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias})
-	} // graphs/qwen2_vl.graph:81
-	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight})
 	} // graphs/qwen2_vl.graph:82
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias})
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight})
 	} // graphs/qwen2_vl.graph:83
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight})
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias})
 	} // graphs/qwen2_vl.graph:84
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight})
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight})
 	} // graphs/qwen2_vl.graph:85
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight})
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias})
 	} // graphs/qwen2_vl.graph:86
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight})
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight})
 	} // graphs/qwen2_vl.graph:87
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight})
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias})
 	} // graphs/qwen2_vl.graph:88
-	out = append(out, tensor{m.prefix["lm"] + ".norm.weight", []int{c.D}, &w.LmNormWeight}) // graphs/qwen2_vl.graph:89
+	for i := 0; i < c.L; i++ {
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight})
+	} // graphs/qwen2_vl.graph:89
+	for i := 0; i < c.L; i++ {
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight})
+	} // graphs/qwen2_vl.graph:90
+	for i := 0; i < c.L; i++ {
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight})
+	} // graphs/qwen2_vl.graph:91
+	for i := 0; i < c.L; i++ {
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight})
+	} // graphs/qwen2_vl.graph:92
+	for i := 0; i < c.L; i++ {
+		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight})
+	} // graphs/qwen2_vl.graph:93
+	out = append(out, tensor{m.prefix["lm"] + ".norm.weight", []int{c.D}, &w.LmNormWeight}) // graphs/qwen2_vl.graph:94
 	if !c.Tied {
 		out = append(out, tensor{"" + "lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight})
-	} // graphs/qwen2_vl.graph:90
+	} // graphs/qwen2_vl.graph:95
 	return out
 }
 
@@ -171,7 +171,7 @@ func (m *bound) Resolve(has func(string) bool) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("the checkpoint has no tensor visual.patch_embed.proj.weight or model.visual.patch_embed.proj.weight; qwen2_vl looks for prefix vis under visual | model.visual (graphs/qwen2_vl.graph:55)")
+		return fmt.Errorf("the checkpoint has no tensor visual.patch_embed.proj.weight or model.visual.patch_embed.proj.weight; qwen2_vl looks for prefix vis under visual | model.visual (graphs/qwen2_vl.graph:60)")
 	}
 	found = false
 	for _, alt := range []string{"model", "model.language_model"} {
@@ -182,7 +182,7 @@ func (m *bound) Resolve(has func(string) bool) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("the checkpoint has no tensor model.embed_tokens.weight or model.language_model.embed_tokens.weight; qwen2_vl looks for prefix lm under model | model.language_model (graphs/qwen2_vl.graph:56)")
+		return fmt.Errorf("the checkpoint has no tensor model.embed_tokens.weight or model.language_model.embed_tokens.weight; qwen2_vl looks for prefix lm under model | model.language_model (graphs/qwen2_vl.graph:61)")
 	}
 	return nil
 }

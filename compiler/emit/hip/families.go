@@ -69,16 +69,8 @@ func newGEMM(k Kernel) (family, error) {
 			f.bm = 32
 		}
 		// A half head of a multiple of smallBN/2 columns splits into small tiles of rotary pairs.
+		// Tiles start on heads; each head's rope pass checks that its rope rotates it.
 		f.pairs = hd%smallBN == 0
-		for _, r := range f.ropeOf {
-			for _, i := range r {
-				o := k.Ops[i]
-				lo, hi := o.int("col"), o.int("col")+o.int("heads")*hd
-				if lo%f.bn != 0 || (hi%f.bn != 0 && hi != f.n) {
-					return nil, fmt.Errorf("kernel %s: op %d rotates columns [%d,%d), which do not fall on %d-column tiles (%d heads of %d); keep the rope in its own kernel", k.Name, i, lo, hi, f.bn, f.bn/hd, hd)
-				}
-			}
-		}
 	}
 	f.mma = f.useMMA()
 	return f, nil
@@ -275,20 +267,22 @@ func (f *gemm) ropePass(g *gen, i int, last bool) error {
 	o := g.k.Ops[i]
 	lo := o.int("col")
 	hi := lo + o.int("heads")*o.int("head_dim")
-	g.open("if (n0 >= %d && n0 < %d)", lo, hi)
 	// c is the tile column of the pair's first element and half the tile columns to its partner,
 	// out the output columns to it; j is the pair's index within its head's half.
 	half, out := "bn / 2", "BN / 2"
-	if f.pairs {
+	if f.pairs { // a small tile holds pairs of one head
+		g.open("if (n0 >= %d && n0 < %d)", lo, hi)
 		g.open("for (int e = threadIdx.x; e < BM * (bn / 2); e += %d)", threads)
 		g.line("const int r = e / (bn / 2), c = e %% (bn / 2), j = j0 + c, m = m0 + r;")
-	} else { // a tile of whole heads
+		g.line("if (m >= M) continue;")
+	} else { // a tile of whole heads, some of which this rope may not rotate (or past N)
 		hd := o.int("head_dim")
 		half, out = fmt.Sprint(hd/2), fmt.Sprint(hd/2)
+		g.open("if (n0 < %d && n0 + BN > %d)", hi, lo)
 		g.open("for (int e = threadIdx.x; e < BM * (BN / 2); e += %d)", threads)
 		g.line("const int r = e / (BN / 2), j = e %% %d, c = e %% (BN / 2) / %d * %d + j, m = m0 + r;", hd/2, hd/2, hd)
+		g.line("if (m >= M || n0 + c - j < %d || n0 + c - j >= %d) continue;", lo, hi)
 	}
-	g.line("if (m >= M) continue;")
 	g.line("float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + %s];", half)
 	if err := ropeAngle(g, o); err != nil {
 		return err
