@@ -21,6 +21,11 @@ func HIPKernels(filename string, src []byte, opts Options) ([]hip.Kernel, error)
 	if err != nil {
 		return nil, err
 	}
+	return kernelsAt(p, spec)
+}
+
+// kernelsAt is every kernel of p with its constants evaluated at spec.
+func kernelsAt(p *lower.Program, spec *lower.Spec) ([]hip.Kernel, error) {
 	var ks []hip.Kernel
 	for _, k := range p.Kernels {
 		hk, err := HIPKernel(k, spec)
@@ -34,13 +39,9 @@ func HIPKernels(filename string, src []byte, opts Options) ([]hip.Kernel, error)
 
 // renderHIP specialises every kernel of p with spec's constants and renders kernels/<pkg>.hip.
 func renderHIP(p *lower.Program, spec *lower.Spec) ([]byte, error) {
-	var ks []hip.Kernel
-	for _, k := range p.Kernels {
-		hk, err := HIPKernel(k, spec)
-		if err != nil {
-			return nil, err
-		}
-		ks = append(ks, hk)
+	ks, err := kernelsAt(p, spec)
+	if err != nil {
+		return nil, err
 	}
 	return hip.Render(p.Family, ks)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
 )
 
@@ -51,6 +52,27 @@ func HIPSourceFrom(filename string, graph []byte, cfg ConfigValues, pageSize int
 		return nil, fmt.Errorf("%s: %w", filename, err)
 	}
 	return specializedHIP(filename, p, configJSON, pageSize)
+}
+
+// HIPKernelsFrom is the kernel list HIPSourceFrom renders: what a GPU backend serving a checkpoint
+// of config cfg launches, at that checkpoint's shapes.
+func HIPKernelsFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) ([]hip.Kernel, error) {
+	p, diags, err := Lower(filename, graph)
+	if err != nil {
+		return nil, err
+	}
+	if len(diags) > 0 {
+		return nil, diags
+	}
+	configJSON, err := boundConfig(p, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filename, err)
+	}
+	spec, err := lower.Specialize(p, configJSON, pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("specialising %s: %w", filename, err)
+	}
+	return kernelsAt(p, spec)
 }
 
 func specializedHIP(filename string, p *lower.Program, configJSON []byte, pageSize int) ([]byte, error) {

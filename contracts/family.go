@@ -29,6 +29,9 @@ type Loader func(dir string) (Family, error)
 
 var families = map[string]Loader{}
 
+// graphs holds each registered family's generated source and graph, for ForCheckpoint.
+var graphs = map[string][2]string{}
+
 // Register makes a family's kernel list known to the contract. A generated family package
 // registers itself from an init function.
 func Register(name string, load Loader) { families[name] = load }
@@ -56,6 +59,7 @@ func LoadFamily(name, dir string) (Family, error) {
 // with the compile options of its go:generate line. It checks that the list renders to exactly
 // the source the binary embeds, so the contract never checks kernels other than those served.
 func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
+	graphs[name] = [2]string{source, graph}
 	return func(dir string) (Family, error) {
 		src, err := os.ReadFile(filepath.Join(dir, graph))
 		if err != nil {
@@ -85,6 +89,28 @@ func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
 	}
 }
 
+// ForCheckpoint returns family name's kernels specialised for a checkpoint of config cfg, as a GPU
+// backend serving it builds them (dir is the repository root holding the graph).
+func ForCheckpoint(name, dir string, cfg compiler.ConfigValues, pageSize int) (Family, error) {
+	g, ok := graphs[name]
+	if !ok {
+		return Family{}, fmt.Errorf("no family %q has a kernel list for the contract; use one of %s", name, strings.Join(Families(), ", "))
+	}
+	src, err := os.ReadFile(filepath.Join(dir, g[1]))
+	if err != nil {
+		return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
+	}
+	ks, err := compiler.HIPKernelsFrom(g[1], src, cfg, pageSize)
+	if err != nil {
+		return Family{}, fmt.Errorf("family %s: %w", name, err)
+	}
+	return Family{Name: name, Source: g[0], Kernels: ks}, nil
+}
+
+// Sources returns f's kernels rendered beside the headers the binary embeds: what a GPU backend
+// builds to run them.
+func Sources(f Family) (fs.FS, error) { return renderSources(f, f.Kernels) }
+
 // MutantSources returns a source holding kernel alone with mutation m planted, beside the
 // headers the binary embeds, so that a control builds one kernel; Render's error says when m
 // does not apply to that kernel.
@@ -95,7 +121,12 @@ func MutantSources(f Family, kernel string, m hip.Mutation) (fs.FS, error) {
 			ks = append(ks, k)
 		}
 	}
-	text, err := hip.Render(f.Name, ks, hip.Mutate(kernel, m))
+	return renderSources(f, ks, hip.Mutate(kernel, m))
+}
+
+// renderSources renders ks as f's source beside the embedded headers.
+func renderSources(f Family, ks []hip.Kernel, opts ...hip.Option) (fs.FS, error) {
+	text, err := hip.Render(f.Name, ks, opts...)
 	if err != nil {
 		return nil, err
 	}

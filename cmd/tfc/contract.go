@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -14,26 +15,29 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
+	"tfc/runtime/checkpoint"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/device/cuda"
 	hipdev "tfc/runtime/device/hip"
+	"tfc/runtime/model"
 )
 
 func init() {
-	var backend, family, root, receipt string
+	var backend, family, root, receipt, ckpt string
 	var seed int64
 	c := &cobra.Command{
-		Use:   "contract",
+		Use:   "contract [--model DIR | --family F]",
 		Short: "Check every kernel of a family on a backend against the float64 reference, with planted controls",
 		Long: `Check every kernel a family's schedule launches on a backend, at the shapes it was specialised
 for, on fresh random inputs: gate 1 error within the kernel's precision class, gate 2 every output
 element written, gate 3 bit-identical reruns and batch positions, gate 4 NaN/±Inf classes. Then
 planted controls (mutants of real kernels) must each go red. The last line is the SUMMARY; the exit
-status is 1 when a kernel fails or a control stays green.`,
+status is 1 when a kernel fails or a control stays green. --model checks the kernels specialised
+for that checkpoint's config, at its real shapes, as serving it would build them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := contracts.LoadFamily(family, root)
+			f, err := contractFamily(family, ckpt, root)
 			if err != nil {
 				return err
 			}
@@ -54,7 +58,11 @@ status is 1 when a kernel fails or a control stays green.`,
 					return err
 				}
 				// the command that reproduces the run, the receipt placed where the repository keeps them
-				m.Command = fmt.Sprintf("tfc contract --backend %s --family %s --seed %d --receipt docs/receipts", backend, family, seed)
+				what := "--family " + family
+				if ckpt != "" {
+					what = "--model " + ckpt
+				}
+				m.Command = fmt.Sprintf("tfc contract --backend %s %s --seed %d --receipt docs/receipts", backend, what, seed)
 				path, err := contracts.WriteReceipt(receipt, r, m, time.Now())
 				if err != nil {
 					return fmt.Errorf("writing the receipt: %w", err)
@@ -70,15 +78,44 @@ status is 1 when a kernel fails or a control stays green.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&backend, "backend", "cpu", "backend under contract: cpu, cuda or hip")
-	fl.StringVar(&family, "family", "qwen2_vl", "generated family whose kernels are checked")
+	fl.StringVar(&family, "family", "qwen2_vl", "generated family whose kernels are checked, specialised as kernels/ embeds them")
+	fl.StringVar(&ckpt, "model", "", "checkpoint folder: check its family's kernels specialised for its config.json")
 	fl.Int64Var(&seed, "seed", 0, "seed of the random inputs (0: from the clock)")
 	fl.StringVar(&root, "root", ".", "repository root, where the family's graph and specialising config are read")
 	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-<family>-contract.md into this folder")
 	addCommand(c)
 }
 
+// contractFamily is the family under contract: the one serving the checkpoint in dir, its kernels
+// specialised for its config, or else the named family as the binary embeds it.
+func contractFamily(name, dir, root string) (contracts.Family, error) {
+	if dir == "" {
+		return contracts.LoadFamily(name, root)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return contracts.Family{}, err
+	}
+	cfg, err := checkpoint.ParseConfig(filepath.Join(dir, "config.json"), data)
+	if err != nil {
+		return contracts.Family{}, err
+	}
+	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
+	if err != nil {
+		return contracts.Family{}, err
+	}
+	if _, err := fam.Bind(cfg); err != nil {
+		return contracts.Family{}, err
+	}
+	return contracts.ForCheckpoint(fam.Name, root, cfg, 16)
+}
+
 // contractTarget opens the backend under contract and says how to plant its controls.
 func contractTarget(name string, f contracts.Family) (contracts.Target, contracts.Machine, func(), error) {
+	srcs, err := contracts.Sources(f)
+	if err != nil {
+		return contracts.Target{}, contracts.Machine{}, nil, err
+	}
 	switch name {
 	case "cpu":
 		be := cpu.New()
@@ -90,7 +127,7 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		m := contracts.Machine{Device: contracts.CPUModel(), Backend: be.Describe(), Compiler: runtime.Version() + " (the CPU backend runs no generated source)"}
 		return t, m, func() {}, nil
 	case "cuda":
-		be, err := cuda.New()
+		be, err := cuda.New(cuda.Sources(srcs))
 		if err != nil {
 			return contracts.Target{}, contracts.Machine{}, nil, err
 		}
@@ -103,7 +140,7 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}
 		return t, m, done, err
 	case "hip":
-		be, err := hipdev.New()
+		be, err := hipdev.New(hipdev.Sources(srcs))
 		if err != nil {
 			return contracts.Target{}, contracts.Machine{}, nil, err
 		}
