@@ -5,6 +5,7 @@ package main
 import (
 	"testing"
 
+	"tfc/runtime/device"
 	"tfc/runtime/device/cuda"
 )
 
@@ -29,4 +30,16 @@ func TestDotsOCRGateCUDA(t *testing.T) {
 	defer be.Close()
 	t.Logf("backend %s", be.Describe())
 	gateDotsOCR(t, be)
+}
+
+// TestSweepCUDA is TestSweepCPU on the cuda backend: every sweep config's ids and logits against
+// the publisher's float64 run.
+func TestSweepCUDA(t *testing.T) {
+	gateSweep(t, func() (device.Backend, error) {
+		be, err := cuda.New()
+		if err == nil {
+			t.Cleanup(func() { be.Close() })
+		}
+		return be, err
+	})
 }

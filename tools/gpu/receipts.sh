@@ -13,6 +13,13 @@
 #                                    round (Nsight Compute, tools/gpu/kernel_times.py)
 #   tools/gpu/receipts.sh backend OUT the device backend's gpu-tagged tests (bin/cudatest, built
 #                                    from ./runtime/device/cuda), graph replay against plain launches
+#   tools/gpu/receipts.sh sweep OUT  the config sweep's references: bin/tfc sweep writes the
+#                                    checkpoints, tools/oracle/sweep.py runs the publisher's code on
+#                                    them (OUT/refs, OUT/debug; needs tools/oracle/publisher;
+#                                    SWEEP_NAMES limits it to some configs)
+#   tools/gpu/receipts.sh sweep-gpu OUT every sweep config on the GPU: TestSweepCUDA (and the tiny
+#                                    gates) against testdata/sweep/refs, and tfc contract --model on
+#                                    each config's checkpoint, six at a time
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
@@ -54,6 +61,23 @@ cp testdata/tokenizer/qwen/tokenizer.json testdata/qwen2-vl-tiny/tokenizer.json
 log "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null); tfc $(sha256sum bin/tfc | cut -c1-16)"
 
 case $part in
+sweep)
+	step 60 sweep-write bin/tfc sweep --out /tmp/tfc-sweep
+	step 570 sweep-oracle python3 tools/oracle/sweep.py --dir /tmp/tfc-sweep --refs "$out/refs" --debug "$out/debug" \
+		--budget "${SWEEP_BUDGET:-450}" ${SWEEP_NAMES:-}
+	;;
+sweep-gpu)
+	# every sweep config on the GPU: the model gate (ids and logits against the committed
+	# references) beside each config's kernel contract at its real shapes, six at a time
+	step 60 sweep-write bin/tfc sweep --out /tmp/tfc-sweep
+	mkdir -p "$out/contracts"
+	log "sweep-contracts (background)"
+	ls /tmp/tfc-sweep | timeout 430 xargs -P 6 -I{} sh -c "timeout 300 bin/tfc contract --backend $backend --model /tmp/tfc-sweep/{} --seed 20261203 >'$out/contracts/{}.log' 2>&1; echo \"{}: exit \$?\" >>'$out/contracts/exits.log'" &
+	cpid=$!
+	step 430 sweep-gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestSweepCUDA|GateCUDA'"
+	wait $cpid
+	log "sweep-contracts: $(grep -c 'exit 0' "$out/contracts/exits.log") of $(ls /tmp/tfc-sweep | wc -l) exit 0; $(grep -h '^SUMMARY' "$out"/contracts/*.log | sort | uniq -c | tr '\n' ' ')"
+	;;
 tiny)
 	mkdir -p "$out/receipts"
 	step 120 contract-qwen2_vl bin/tfc contract --backend "$backend" --family qwen2_vl --receipt "$out/receipts"
