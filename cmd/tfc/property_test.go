@@ -4,16 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"tfc/compiler/emit/hip"
 	"tfc/contracts"
 	"tfc/contracts/sweep"
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/checkpoint"
+	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/engine"
 	"tfc/runtime/model"
@@ -56,8 +59,8 @@ func randomSet(family string, rng *rand.Rand) map[string]any {
 
 // TestRandomConfigs: for random configs that satisfy a family's require lines, binding and
 // specialising succeed, every kernel specialised for the config passes gates 1-4 against its
-// float64 reference on the CPU with every planted control red, and the whole forward runs an
-// image prompt at those shapes (random weights) without error.
+// float64 reference on the CPU with every planted control red, and the CPU's whole forward on an
+// image prompt (random weights) gives the ids and logits of the graph's float64 reference.
 func TestRandomConfigs(t *testing.T) {
 	seed := uint64(20261203)
 	if testing.Short() {
@@ -100,15 +103,25 @@ func TestRandomConfigs(t *testing.T) {
 				if r := contracts.Run(target, f, int64(seed)+int64(i), io.Discard); !r.OK() {
 					t.Fatalf("contract: %s", r.Summary())
 				}
-				runRandom(t, c, cfgJSON)
+				control := ""
+				if i == 0 {
+					for _, k := range f.Kernels {
+						if strings.HasSuffix(k.Name, "_decode_attention") {
+							control = k.Name
+						}
+					}
+				}
+				runRandom(t, c, control)
 			})
 		}
 	}
 }
 
-// runRandom writes a checkpoint of c with seeded weights and generates four tokens for an image
-// prompt on the CPU: the forward runs at the config's shapes.
-func runRandom(t *testing.T, c sweep.Config, cfgJSON []byte) {
+// runRandom writes a checkpoint of c with seeded weights and generates six tokens for an image
+// prompt on the CPU backend and on the float64 reference of the graph (contracts.ReferenceBackend
+// over the CPU's memory): the ids must be equal up to a tie and every step's logits close. When
+// control names a kernel, the CPU with that kernel's scale dropped must fail the same comparison.
+func runRandom(t *testing.T, c sweep.Config, control string) {
 	dir := t.TempDir()
 	f := &sweep.File{Images: []sweep.Picture{{Name: "p.png", W: 71, H: 45, Model: "rgb", Seed: 9}},
 		Cases: map[string]sweep.Case{"one": {Images: []string{"p.png"}}}}
@@ -116,11 +129,65 @@ func runRandom(t *testing.T, c sweep.Config, cfgJSON []byte) {
 	if _, err := f.Write(c, testdata, dir); err != nil {
 		t.Fatal(err)
 	}
+	refIDs, refSteps := generateOn(t, dir, contracts.ReferenceBackend{Backend: cpu.New()})
+	cpuIDs, cpuSteps := generateOn(t, dir, cpu.New())
+	worst, err := againstReference(cpuIDs, cpuSteps, refIDs, refSteps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d ids equal to the float64 reference's; logits within %.3g of the largest", len(refIDs), worst)
+	if control == "" {
+		return
+	}
+	bad, err := contracts.HostPlant(cpu.New(), contracts.Control{Kernel: control, Mutation: hip.DroppedScale.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, steps := generateOn(t, dir, bad)
+	if _, err := againstReference(ids, steps, refIDs, refSteps); err == nil {
+		t.Errorf("control: the CPU with %s's scale dropped matches the float64 reference", control)
+	} else {
+		t.Logf("control red: %v", err)
+	}
+}
+
+// againstReference compares greedy ids and each step's logits with the reference's: ids equal up
+// to a step where the reference's top-2 margin is a tie at the bound, logits within randomBound
+// of the step's largest; it returns the largest relative difference.
+func againstReference(ids []int32, steps [][]float32, refIDs []int32, refSteps [][]float32) (float64, error) {
+	worst := 0.0
+	for i := range refIDs {
+		if i >= len(steps) {
+			return worst, fmt.Errorf("%d steps, the reference %d", len(steps), len(refSteps))
+		}
+		top, second := top2(refSteps[i])
+		scale := math.Max(1, math.Abs(float64(refSteps[i][top])))
+		for j := range refSteps[i] {
+			worst = math.Max(worst, math.Abs(float64(steps[i][j]-refSteps[i][j]))/scale)
+		}
+		if worst > randomBound {
+			return worst, fmt.Errorf("step %d: logits differ from the float64 reference by %.3g of the largest (bound %g)", i, worst, randomBound)
+		}
+		if i >= len(ids) || ids[i] != refIDs[i] {
+			if m := float64(refSteps[i][top] - refSteps[i][second]); m < 2*randomBound*scale {
+				return worst, nil // a tie: the runs may part here
+			}
+			return worst, fmt.Errorf("greedy ids %v, float64 reference %v", ids, refIDs)
+		}
+	}
+	return worst, nil
+}
+
+// randomBound bounds the CPU's logits against the float64 reference, relative to the largest.
+const randomBound = 1e-5
+
+// generateOn runs the image prompt on backend b and returns the greedy ids and each step's logits.
+func generateOn(t *testing.T, dir string, b device.Backend) ([]int32, [][]float32) {
 	fe, err := engine.LoadFrontend(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(dir, cpu.New(), model.Limits{Context: 256, Parallel: 1, Rows: 32, PageSize: 16, Patches: 512})
+	e, err := engine.Open(dir, b, model.Limits{Context: 256, Parallel: 1, Rows: 32, PageSize: 16, Patches: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +205,30 @@ func runRandom(t *testing.T, c sweep.Config, cfgJSON []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Generate(p, engine.Options{MaxTokens: 4, Sample: sample.Params{}})
+	var steps [][]float32
+	res, err := e.Generate(p, engine.Options{MaxTokens: 6, Sample: sample.Params{},
+		Step: func(_ int, logits []float32) { steps = append(steps, append([]float32(nil), logits...)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.OutputIDs) == 0 {
-		t.Fatal("no output")
+	return res.OutputIDs, steps
+}
+
+// top2 returns the indices of the largest and second largest values.
+func top2(v []float32) (int, int) {
+	a, b := 0, 1
+	if v[b] > v[a] {
+		a, b = b, a
 	}
+	for i := 2; i < len(v); i++ {
+		switch {
+		case v[i] > v[a]:
+			a, b = i, a
+		case v[i] > v[b]:
+			b = i
+		}
+	}
+	return a, b
 }
 
 // summary prints a config's values on one line.
@@ -190,4 +274,11 @@ func TestRopeScalingRefused(t *testing.T) {
 			t.Errorf("%s %v: got %v, want a refusal containing %q", tc.fixture, tc.set, err, tc.refused)
 		}
 	}
+}
+
+// TestReferenceBackendGate: the graph's float64 reference, run whole, gives the publishers' ids
+// and logits on the tiny fixtures (the reference TestRandomConfigs holds the CPU to).
+func TestReferenceBackendGate(t *testing.T) {
+	t.Run("qwen2_vl", func(t *testing.T) { gateQwen2VL(t, contracts.ReferenceBackend{Backend: cpu.New()}) })
+	t.Run("dots_ocr", func(t *testing.T) { gateDotsOCR(t, contracts.ReferenceBackend{Backend: cpu.New()}) })
 }
