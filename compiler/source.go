@@ -40,39 +40,41 @@ const weightDTypePaths = "torch_dtype|dtype|text_config.torch_dtype|text_config.
 // HIPSourceFrom is HIPSource for a config read through cfg: the values the graph binds and the
 // weight dtype are written back as a config.json of their own, which specialises the kernels.
 func HIPSourceFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) ([]byte, error) {
-	p, diags, err := Lower(filename, graph)
+	p, spec, err := specializeFrom(filename, graph, cfg, pageSize)
 	if err != nil {
 		return nil, err
 	}
-	if len(diags) > 0 {
-		return nil, diags
-	}
-	configJSON, err := boundConfig(p, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filename, err)
-	}
-	return specializedHIP(filename, p, configJSON, pageSize)
+	return renderHIP(p, spec)
 }
 
 // HIPKernelsFrom is the kernel list HIPSourceFrom renders: what a GPU backend serving a checkpoint
 // of config cfg launches, at that checkpoint's shapes.
 func HIPKernelsFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) ([]hip.Kernel, error) {
-	p, diags, err := Lower(filename, graph)
+	p, spec, err := specializeFrom(filename, graph, cfg, pageSize)
 	if err != nil {
 		return nil, err
 	}
+	return kernelsAt(p, spec)
+}
+
+// specializeFrom lowers the graph and specialises it for the values cfg gives.
+func specializeFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) (*lower.Program, *lower.Spec, error) {
+	p, diags, err := Lower(filename, graph)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(diags) > 0 {
-		return nil, diags
+		return nil, nil, diags
 	}
 	configJSON, err := boundConfig(p, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filename, err)
+		return nil, nil, fmt.Errorf("%s: %w", filename, err)
 	}
 	spec, err := lower.Specialize(p, configJSON, pageSize)
 	if err != nil {
-		return nil, fmt.Errorf("specialising %s: %w", filename, err)
+		return nil, nil, fmt.Errorf("specialising %s: %w", filename, err)
 	}
-	return kernelsAt(p, spec)
+	return p, spec, nil
 }
 
 func specializedHIP(filename string, p *lower.Program, configJSON []byte, pageSize int) ([]byte, error) {

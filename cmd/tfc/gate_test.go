@@ -86,23 +86,7 @@ func gateFamily(t *testing.T, b device.Backend, dir string) {
 			var oc oracleCase
 			readJSON(t, filepath.Join(dir, "oracle", name+".json"), &oc)
 			ref := readSafetensors(t, c)
-			var files [][]byte
-			for _, p := range oc.Images {
-				data, err := os.ReadFile(filepath.Join(dir, "oracle", p))
-				if err != nil {
-					t.Fatal(err)
-				}
-				files = append(files, data)
-			}
-			imgs, err := fe.Images(files)
-			if err != nil {
-				t.Fatal(err)
-			}
-			messages := stripImagePaths(t, oc.Messages)
-			p, _, err := fe.Build(messages, imgs, e.Info.ImageToken, e.Info.Merge, chattemplate.Options{AddGenerationPrompt: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := chatPrompt(t, fe, e, filepath.Join(dir, "oracle"), oc.Images, oc.Messages)
 			if d := cmp.Diff(oc.PromptIDs, p.IDs); d != "" {
 				t.Fatalf("prompt ids (-transformers +tfc)\n%s", d)
 			}
@@ -151,6 +135,28 @@ func gateFamily(t *testing.T, b device.Backend, dir string) {
 				b.Name(), len(p.IDs), len(res.OutputIDs), res.FinishReason, cmp.Equal(oc.OutputIDs, res.OutputIDs), min(len(oc.Top5), len(steps)), worst)
 		})
 	}
+}
+
+// chatPrompt builds the prompt of an oracle chat whose pictures are files under imageDir.
+func chatPrompt(t *testing.T, fe *engine.Frontend, e *engine.Engine, imageDir string, images []string, messages json.RawMessage) engine.Prompt {
+	t.Helper()
+	var files [][]byte
+	for _, p := range images {
+		data, err := os.ReadFile(filepath.Join(imageDir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, data)
+	}
+	imgs, err := fe.Images(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := fe.Build(stripImagePaths(t, messages), imgs, e.Info.ImageToken, e.Info.Merge, chattemplate.Options{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func firstDifference(oc oracleCase, got []int32) string {

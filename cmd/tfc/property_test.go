@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
 	"tfc/contracts/sweep"
-	"tfc/runtime/chattemplate"
 	"tfc/runtime/checkpoint"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
@@ -77,15 +75,8 @@ func TestRandomConfigs(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("config %s", summary(set))
-				cfg, err := checkpoint.ParseConfig("config.json", cfgJSON)
+				fam, cfg, err := bindConfig(t, cfgJSON)
 				if err != nil {
-					t.Fatal(err)
-				}
-				fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := fam.Bind(cfg); err != nil {
 					t.Fatalf("a config the require lines allow is refused: %v", err)
 				}
 				f, err := contracts.ForCheckpoint(fam.Name, "../..", cfg, 16)
@@ -192,19 +183,8 @@ func generateOn(t *testing.T, dir string, b device.Backend) ([]int32, [][]float3
 		t.Fatal(err)
 	}
 	defer e.Close()
-	data, err := os.ReadFile(filepath.Join(dir, "images", "p.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	imgs, err := fe.Images([][]byte{data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := []byte(`[{"role":"user","content":[{"type":"image"},{"type":"text","text":"Read this."}]}]`)
-	p, _, err := fe.Build(msgs, imgs, e.Info.ImageToken, e.Info.Merge, chattemplate.Options{AddGenerationPrompt: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs := []byte(`[{"role":"user","content":[{"type":"image","image":"p.png"},{"type":"text","text":"Read this."}]}]`)
+	p := chatPrompt(t, fe, e, filepath.Join(dir, "images"), []string{"p.png"}, msgs)
 	var steps [][]float32
 	res, err := e.Generate(p, engine.Options{MaxTokens: 6, Sample: sample.Params{},
 		Step: func(_ int, logits []float32) { steps = append(steps, append([]float32(nil), logits...)) }})
@@ -229,6 +209,21 @@ func top2(v []float32) (int, int) {
 		}
 	}
 	return a, b
+}
+
+// bindConfig picks the family of a config.json and binds it; err is Bind's (the refusal).
+func bindConfig(t *testing.T, cfgJSON []byte) (*model.Family, *checkpoint.Config, error) {
+	t.Helper()
+	cfg, err := checkpoint.ParseConfig("config.json", cfgJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fam.Bind(cfg)
+	return fam, cfg, err
 }
 
 // summary prints a config's values on one line.
@@ -258,15 +253,7 @@ func TestRopeScalingRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := checkpoint.ParseConfig("config.json", cfgJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = fam.Bind(cfg)
+		_, _, err = bindConfig(t, cfgJSON)
 		switch {
 		case tc.refused == "" && err != nil:
 			t.Errorf("%s %v: refused: %v", tc.fixture, tc.set, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"tfc/contracts/sweep"
-	"tfc/runtime/chattemplate"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/engine"
@@ -102,22 +101,7 @@ func gateSweep(t *testing.T, open func() (device.Backend, error)) {
 }
 
 func gateSweepCase(t *testing.T, fe *engine.Frontend, e *engine.Engine, dir string, maxNew int, sc sweepCase) {
-	var files [][]byte
-	for _, p := range sc.Images {
-		data, err := os.ReadFile(filepath.Join(dir, "images", p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, data)
-	}
-	imgs, err := fe.Images(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := fe.Build(stripImagePaths(t, sc.Messages), imgs, e.Info.ImageToken, e.Info.Merge, chattemplate.Options{AddGenerationPrompt: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := chatPrompt(t, fe, e, filepath.Join(dir, "images"), sc.Images, sc.Messages)
 	if d := cmp.Diff(sc.PromptIDs, p.IDs); d != "" {
 		t.Fatalf("prompt ids (-publisher +tfc)\n%s", d)
 	}
