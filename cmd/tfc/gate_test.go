@@ -71,15 +71,7 @@ func gateFamily(t *testing.T, b device.Backend, dir string) {
 	if err != nil || len(cases) == 0 {
 		t.Fatalf("%s/oracle holds no cases (%v)", dir, err)
 	}
-	fe, err := engine.LoadFrontend(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.Open(dir, b, model.Limits{Context: 512, Parallel: 1, Rows: 64, PageSize: 16, Patches: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	fe, e := openEngine(t, dir, b, gateLimits)
 	for _, c := range cases {
 		name := strings.TrimSuffix(filepath.Base(c), ".safetensors")
 		t.Run(name, func(t *testing.T) {
@@ -135,6 +127,24 @@ func gateFamily(t *testing.T, b device.Backend, dir string) {
 				b.Name(), len(p.IDs), len(res.OutputIDs), res.FinishReason, cmp.Equal(oc.OutputIDs, res.OutputIDs), min(len(oc.Top5), len(steps)), worst)
 		})
 	}
+}
+
+// gateLimits are the limits the model gates open a checkpoint with.
+var gateLimits = model.Limits{Context: 512, Parallel: 1, Rows: 64, PageSize: 16, Patches: 2048}
+
+// openEngine loads the checkpoint in dir on b at limits l, closed when the test ends.
+func openEngine(t *testing.T, dir string, b device.Backend, l model.Limits) (*engine.Frontend, *engine.Engine) {
+	t.Helper()
+	fe, err := engine.LoadFrontend(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Open(dir, b, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return fe, e
 }
 
 // chatPrompt builds the prompt of an oracle chat whose pictures are files under imageDir.

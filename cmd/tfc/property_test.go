@@ -174,15 +174,7 @@ const randomBound = 1e-5
 
 // generateOn runs the image prompt on backend b and returns the greedy ids and each step's logits.
 func generateOn(t *testing.T, dir string, b device.Backend) ([]int32, [][]float32) {
-	fe, err := engine.LoadFrontend(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.Open(dir, b, model.Limits{Context: 256, Parallel: 1, Rows: 32, PageSize: 16, Patches: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	fe, e := openEngine(t, dir, b, model.Limits{Context: 256, Parallel: 1, Rows: 32, PageSize: 16, Patches: 512})
 	msgs := []byte(`[{"role":"user","content":[{"type":"image","image":"p.png"},{"type":"text","text":"Read this."}]}]`)
 	p := chatPrompt(t, fe, e, filepath.Join(dir, "images"), []string{"p.png"}, msgs)
 	var steps [][]float32

@@ -16,7 +16,6 @@ import (
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/engine"
-	"tfc/runtime/model"
 	"tfc/runtime/sample"
 )
 
@@ -84,15 +83,7 @@ func gateSweep(t *testing.T, open func() (device.Backend, error)) {
 			if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 				t.Fatalf("%s has no tokenizer.json: run make testdata", c.Fixture)
 			}
-			fe, err := engine.LoadFrontend(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := engine.Open(dir, b, model.Limits{Context: 512, Parallel: 1, Rows: 64, PageSize: 16, Patches: 2048})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			fe, e := openEngine(t, dir, b, gateLimits)
 			for _, sc := range ref.Cases {
 				t.Run(sc.Case, func(t *testing.T) { gateSweepCase(t, fe, e, dir, ref.MaxNewTokens, sc) })
 			}
