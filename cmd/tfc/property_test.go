@@ -21,12 +21,12 @@ import (
 	"tfc/runtime/sample"
 )
 
-// randomSet draws config values a family's require lines allow: head dims 8 to 128, 1 to 6
-// query heads a KV head, random M-RoPE sections, odd widths, tied or untied heads, 1 to 3 layers.
-func randomSet(family string, rng *rand.Rand) map[string]any {
+// randomSet draws config values a family's require lines allow: head dims 8 to 128, ratio query
+// heads a KV head, random M-RoPE sections, odd widths, tied or untied heads, 1 to 3 layers.
+func randomSet(family string, ratio int, rng *rand.Rand) map[string]any {
 	pick := func(xs ...int) int { return xs[rng.IntN(len(xs))] }
 	kv := 1 + rng.IntN(3)
-	h := kv * (1 + rng.IntN(6))
+	h := kv * ratio
 	hd := pick(8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
 	d := h * hd
 	f := 8 + rng.IntN(150)
@@ -66,8 +66,8 @@ func TestRandomConfigs(t *testing.T) {
 	}
 	for _, fx := range []struct{ family, fixture string }{{"qwen2_vl", "qwen2-vl-tiny"}, {"dots_ocr", "dots-ocr-tiny"}} {
 		rng := rand.New(rand.NewPCG(seed, uint64(len(fx.family))))
-		for i := 0; i < 5; i++ {
-			set := randomSet(fx.family, rng)
+		for i := 0; i < 6; i++ {
+			set := randomSet(fx.family, 1+i, rng) // GQA ratios 1 to 6
 			t.Run(fmt.Sprintf("%s-%d", fx.family, i), func(t *testing.T) {
 				c := sweep.Config{Name: "random", Fixture: fx.fixture, Seed: seed + uint64(i), Set: set}
 				cfgJSON, err := c.ConfigJSON(testdata)
