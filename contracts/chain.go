@@ -317,7 +317,7 @@ func SubLaunch(b *Builder, ops []device.Op, lo, hi int) ([]device.Op, error) {
 	}
 	out := make([]device.Op, len(ops))
 	for i, op := range ops {
-		switch o := Deref(op).(type) {
+		switch o := device.Deref(op).(type) {
 		case device.Linear:
 			o.X, o.Res, o.Y = rows(o.X), rows(o.Res), rows(o.Y)
 			out[i] = o

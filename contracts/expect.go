@@ -147,43 +147,10 @@ func (r *reader) need(name string, t device.Tensor, rows, cols int) {
 	}
 }
 
-// Deref turns a pointer to a catalog op into its value.
-func Deref(op device.Op) device.Op {
-	switch o := op.(type) {
-	case *device.Linear:
-		return *o
-	case *device.RMSNorm:
-		return *o
-	case *device.LayerNorm:
-		return *o
-	case *device.Rope:
-		return *o
-	case *device.Attention:
-		return *o
-	case *device.Add:
-		return *o
-	case *device.Mul:
-		return *o
-	case *device.Activate:
-		return *o
-	case *device.GLU:
-		return *o
-	case *device.Embed:
-		return *o
-	case *device.Scatter:
-		return *o
-	case *device.Gather:
-		return *o
-	case *device.Copy:
-		return *o
-	}
-	return op
-}
-
 // Expect runs the float64 reference of op on host copies of its operands (taken before the op
 // runs) and returns what each output must hold afterwards.
 func Expect(op device.Op, read Read) ([]Output, error) {
-	op = Deref(op)
+	op = device.Deref(op)
 	r := &reader{op: op.OpName(), read: read}
 	var outs []Output
 	switch o := op.(type) {

@@ -14,91 +14,18 @@ type Named struct {
 	T    device.Tensor
 }
 
-// Operands lists the tensors an op reads and the tensors it writes; an in-out tensor (rope's X,
-// scatter's Y, the KV cache) appears in both.
+// Operands lists the tensors an op reads and the tensors it writes, as device.Operands lists
+// them; an in-out tensor (rope's X, scatter's Y, the KV cache) appears in both. An op the device
+// catalog cannot list has none (Expect says why).
 func Operands(op device.Op) (ins, outs []Named) {
-	in := func(n string, t device.Tensor) {
-		if t.Present() {
-			ins = append(ins, Named{n, t})
+	ns, _ := device.Operands(op)
+	for _, n := range ns {
+		if n.In {
+			ins = append(ins, Named{n.Field, n.T})
 		}
-	}
-	out := func(n string, t device.Tensor) {
-		if t.Present() {
-			outs = append(outs, Named{n, t})
+		if n.Out {
+			outs = append(outs, Named{n.Field, n.T})
 		}
-	}
-	switch o := Deref(op).(type) {
-	case device.Linear:
-		in("X", o.X)
-		in("W", o.W)
-		in("B", o.B)
-		in("Res", o.Res)
-		out("Y", o.Y)
-	case device.RMSNorm:
-		in("X", o.X)
-		in("Res", o.Res)
-		in("W", o.W)
-		out("Sum", o.Sum)
-		out("Y", o.Y)
-	case device.LayerNorm:
-		in("X", o.X)
-		in("W", o.W)
-		in("B", o.B)
-		out("Y", o.Y)
-	case device.Rope:
-		in("X", o.X)
-		in("Pos", o.Pos)
-		out("X", o.X)
-	case device.Attention:
-		in("Q", o.Q)
-		in("K", o.K)
-		in("V", o.V)
-		in("Spans", o.Spans)
-		if o.Rows != nil {
-			in("RowSeq", o.Rows.RowSeq)
-			in("RowPos", o.Rows.RowPos)
-			in("PageTable", o.Rows.PageTable)
-		}
-		if o.Cache != nil {
-			in("Cache.K", o.Cache.K)
-			in("Cache.V", o.Cache.V)
-		}
-		out("Y", o.Y)
-		if o.Cache != nil {
-			out("Cache.K", o.Cache.K)
-			out("Cache.V", o.Cache.V)
-		}
-	case device.Add:
-		in("A", o.A)
-		in("B", o.B)
-		out("Y", o.Y)
-	case device.Mul:
-		in("A", o.A)
-		in("B", o.B)
-		out("Y", o.Y)
-	case device.Activate:
-		in("X", o.X)
-		out("Y", o.Y)
-	case device.GLU:
-		in("Gate", o.Gate)
-		in("Up", o.Up)
-		out("Y", o.Y)
-	case device.Embed:
-		in("Ids", o.Ids)
-		in("Table", o.Table)
-		out("Y", o.Y)
-	case device.Gather:
-		in("Index", o.Index)
-		in("X", o.X)
-		out("Y", o.Y)
-	case device.Scatter:
-		in("Src", o.Src)
-		in("Index", o.Index)
-		in("Y", o.Y)
-		out("Y", o.Y)
-	case device.Copy:
-		in("X", o.X)
-		out("Y", o.Y)
 	}
 	return ins, outs
 }
@@ -172,7 +99,7 @@ type Result map[string]float64
 // poisoned first, inputs are copied to the host, the op is launched, and each output must meet
 // its class bound with NaN and ±Inf where the reference has them.
 func Check(be device.Backend, op device.Op) (Result, error) {
-	name := Deref(op).OpName()
+	name := device.Deref(op).OpName()
 	if err := Poison(be, op); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -197,7 +197,7 @@ func (b *mutant) dropScale(op device.Op) (device.Op, bool, error) {
 		return b.temp(t.Buf.DType(), t.Rows, t.Cols, v)
 	}
 	var err error
-	switch o := Deref(op).(type) {
+	switch o := device.Deref(op).(type) {
 	case device.Attention:
 		o.Scale = 1
 		return o, true, nil
@@ -239,7 +239,7 @@ func (b *mutant) bendStride(op device.Op) (device.Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch o := Deref(op).(type) {
+	switch o := device.Deref(op).(type) {
 	case device.Linear:
 		o.X = bent
 		return o, nil

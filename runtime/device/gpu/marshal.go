@@ -24,132 +24,10 @@ type Arg struct {
 	Value uint64
 }
 
-// Named is a Tensor operand with its field path in the op's struct.
-type Named struct {
-	Field string
-	T     device.Tensor
-}
-
-// Deref accepts ops by value or by pointer.
-func Deref(op device.Op) device.Op {
-	switch o := op.(type) {
-	case *device.Linear:
-		return *o
-	case *device.RMSNorm:
-		return *o
-	case *device.LayerNorm:
-		return *o
-	case *device.Rope:
-		return *o
-	case *device.Attention:
-		return *o
-	case *device.Add:
-		return *o
-	case *device.Mul:
-		return *o
-	case *device.Activate:
-		return *o
-	case *device.GLU:
-		return *o
-	case *device.Embed:
-		return *o
-	case *device.Scatter:
-		return *o
-	case *device.Gather:
-		return *o
-	case *device.Copy:
-		return *o
-	}
-	return op
-}
-
-// Operands lists an op's present Tensor operands in the field order of its struct; Attention's
-// Cache.K, Cache.V and Rows.* follow Spans.
-func Operands(op device.Op) ([]Named, error) {
-	var ns []Named
-	add := func(field string, t device.Tensor) {
-		if t.Present() {
-			ns = append(ns, Named{field, t})
-		}
-	}
-	switch o := Deref(op).(type) {
-	case device.Linear:
-		add("X", o.X)
-		add("W", o.W)
-		add("B", o.B)
-		add("Res", o.Res)
-		add("Y", o.Y)
-	case device.RMSNorm:
-		add("X", o.X)
-		add("Res", o.Res)
-		add("Sum", o.Sum)
-		add("W", o.W)
-		add("Y", o.Y)
-	case device.LayerNorm:
-		add("X", o.X)
-		add("W", o.W)
-		add("B", o.B)
-		add("Y", o.Y)
-	case device.Rope:
-		add("X", o.X)
-		add("Pos", o.Pos)
-	case device.Attention:
-		add("Q", o.Q)
-		add("K", o.K)
-		add("V", o.V)
-		add("Y", o.Y)
-		if o.Cache == nil {
-			add("Spans", o.Spans)
-			break
-		}
-		if o.Rows == nil {
-			return nil, fmt.Errorf("attention with a cache needs Rows")
-		}
-		add("Cache.K", o.Cache.K)
-		add("Cache.V", o.Cache.V)
-		add("Rows.RowSeq", o.Rows.RowSeq)
-		add("Rows.RowPos", o.Rows.RowPos)
-		add("Rows.PageTable", o.Rows.PageTable)
-	case device.Add:
-		add("A", o.A)
-		add("B", o.B)
-		add("Y", o.Y)
-	case device.Mul:
-		add("A", o.A)
-		add("B", o.B)
-		add("Y", o.Y)
-	case device.Activate:
-		add("X", o.X)
-		add("Y", o.Y)
-	case device.GLU:
-		add("Gate", o.Gate)
-		add("Up", o.Up)
-		add("Y", o.Y)
-	case device.Embed:
-		add("Ids", o.Ids)
-		add("Table", o.Table)
-		add("Y", o.Y)
-	case device.Scatter:
-		add("Src", o.Src)
-		add("Index", o.Index)
-		add("Y", o.Y)
-	case device.Gather:
-		add("X", o.X)
-		add("Index", o.Index)
-		add("Y", o.Y)
-	case device.Copy:
-		add("X", o.X)
-		add("Y", o.Y)
-	default:
-		return nil, fmt.Errorf("op %T is not in the device catalog", op)
-	}
-	return ns, nil
-}
-
 // Rows is M of a launch: the rows of the first op's X (linear, norms, rope), Q (attention),
 // Src (scatter), Y otherwise.
 func Rows(first device.Op) int {
-	switch o := Deref(first).(type) {
+	switch o := device.Deref(first).(type) {
 	case device.Linear:
 		return o.X.Rows
 	case device.RMSNorm:
@@ -182,7 +60,7 @@ func Rows(first device.Op) int {
 
 // Spans is S, the span count of an uncached attention, and whether the kernel takes it.
 func Spans(first device.Op) (int, bool) {
-	if a, ok := Deref(first).(device.Attention); ok && a.Cache == nil {
+	if a, ok := device.Deref(first).(device.Attention); ok && a.Cache == nil {
 		return a.Spans.Cols - 1, true
 	}
 	return 0, false
@@ -197,14 +75,14 @@ func Marshal(ops []device.Op, addr func(device.Buffer) (uint64, error)) ([]Arg, 
 	}
 	var args []Arg
 	for i, op := range ops {
-		ns, err := Operands(op)
+		ns, err := device.Operands(op)
 		if err != nil {
 			return nil, fmt.Errorf("op %d: %w", i, err)
 		}
 		for _, n := range ns {
 			base, err := addr(n.T.Buf)
 			if err != nil {
-				return nil, fmt.Errorf("op %d (%s) %s: %w", i, Deref(op).OpName(), n.Field, err)
+				return nil, fmt.Errorf("op %d (%s) %s: %w", i, device.Deref(op).OpName(), n.Field, err)
 			}
 			name := paramName(i, n.Field)
 			ptr := base + uint64(n.T.Off)*uint64(n.T.Buf.DType().Size())
@@ -251,16 +129,16 @@ func Geometry(ops []device.Op) ([]Launch, error) {
 	}
 	m := Rows(ops[0])
 	for _, op := range ops {
-		switch Deref(op).(type) {
+		switch device.Deref(op).(type) {
 		case device.RMSNorm, device.LayerNorm:
 			return []Launch{{GridX: m, GridY: 1}}, nil
 		}
 	}
-	switch o := Deref(ops[0]).(type) {
+	switch o := device.Deref(ops[0]).(type) {
 	case device.Linear:
 		bm, bn, hd := 64, 64, 0
 		for _, op := range ops[1:] {
-			if r, ok := Deref(op).(device.Rope); ok {
+			if r, ok := device.Deref(op).(device.Rope); ok {
 				if r.HeadDim <= 0 {
 					return nil, fmt.Errorf("linear with a rope of head_dim %d", r.HeadDim)
 				}

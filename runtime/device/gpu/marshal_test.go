@@ -97,7 +97,7 @@ func TestMarshalMatchesEmitter(t *testing.T) {
 					t.Fatalf("%d launches, Launches gives %d", len(ls), len(launches))
 				}
 				// tfc_attention_paged reads blockIdx.y as the query head
-				if a, ok := Deref(ops[0]).(device.Attention); ok && a.Cache != nil && ls[len(ls)-1].GridY != a.Heads {
+				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil && ls[len(ls)-1].GridY != a.Heads {
 					t.Errorf("a cached attention launches %d blocks a row, want one a query head (%d)", ls[len(ls)-1].GridY, a.Heads)
 				}
 				s, _ := Spans(ops[0])
@@ -132,7 +132,7 @@ func TestMarshalMatchesEmitter(t *testing.T) {
 // operand finds the Tensor at a field path of an op.
 func operand(t *testing.T, op device.Op, field string) device.Tensor {
 	t.Helper()
-	ns, err := Operands(op)
+	ns, err := device.Operands(op)
 	if err != nil {
 		t.Fatal(err)
 	}
