@@ -160,7 +160,7 @@ func (o Op) float(key string) float64 { return o.Floats[key] }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// validate checks what every kernel needs before a family renders it.
+// validate checks what every kernel needs before a template renders it.
 func (k Kernel) validate() error {
 	if !identifier.MatchString(k.Name) {
 		return fmt.Errorf("kernel %q: the name must be a C identifier", k.Name)
@@ -237,7 +237,7 @@ func Params(k Kernel) ([]Param, error) {
 
 // Launches returns the launches that run the kernel, in order.
 func Launches(k Kernel) ([]Launch, error) {
-	f, err := planFamily(k)
+	f, err := planTemplate(k)
 	if err != nil {
 		return nil, err
 	}

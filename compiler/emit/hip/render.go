@@ -52,8 +52,8 @@ func Mutate(kernel string, m Mutation) Option {
 	return func(o *options) { o.kernel, o.mut = kernel, m }
 }
 
-// family renders kernels built around one kind of producer.
-type family interface {
+// template renders kernels built around one kind of producer (a GEMM, a row norm, attention...).
+type template interface {
 	launches() []Launch
 	mutations() []Mutation // the mutations that apply
 	body(g *gen) error     // the statements after MUT's declaration
@@ -115,7 +115,7 @@ func fromGraphs(ks []Kernel) string {
 }
 
 func renderKernel(k Kernel, mut Mutation) (string, error) {
-	f, err := planFamily(k)
+	f, err := planTemplate(k)
 	if err != nil {
 		return "", err
 	}
@@ -217,8 +217,8 @@ func contains(ms []Mutation, m Mutation) bool {
 	return false
 }
 
-// planFamily picks the family that renders k and checks that its ops chain as that family allows.
-func planFamily(k Kernel) (family, error) {
+// planTemplate picks the template that renders k and checks that its ops chain as that template allows.
+func planTemplate(k Kernel) (template, error) {
 	if err := k.validate(); err != nil {
 		return nil, err
 	}

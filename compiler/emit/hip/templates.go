@@ -19,7 +19,7 @@ type gemm struct {
 	mma        bool          // on CUDA, the tile is tfc_gemm_mma's (see useMMA)
 }
 
-func newGEMM(k Kernel) (family, error) {
+func newGEMM(k Kernel) (template, error) {
 	lin := k.Ops[0]
 	f := &gemm{k: k, n: lin.int("N"), bm: 64, bn: 64, bk: 16, ropeOf: map[int][]int{}}
 	hd, base := 0, 0
@@ -366,7 +366,7 @@ type rowNorm struct {
 	d    int
 }
 
-func newRowNorm(k Kernel, norm int) (family, error) {
+func newRowNorm(k Kernel, norm int) (template, error) {
 	d := k.Ops[norm].int("D")
 	if err := checkPointwise(k, 0, norm, d); err != nil {
 		return nil, err
@@ -450,7 +450,7 @@ type pointwise struct {
 	n int
 }
 
-func newPointwise(k Kernel) (family, error) {
+func newPointwise(k Kernel) (template, error) {
 	n := k.Ops[0].int("N")
 	if err := checkPointwise(k, 0, len(k.Ops), n); err != nil {
 		return nil, err
@@ -478,7 +478,7 @@ func (f *pointwise) body(g *gen) error {
 // rope: in place, one block a row, one thread a rotary pair.
 type rope struct{ k Kernel }
 
-func newRope(k Kernel) (family, error) {
+func newRope(k Kernel) (template, error) {
 	if err := checkRope(k, 0); err != nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ const keyTile = 32
 // rule is the same for every target (gpu.Geometry).
 const spanRows = 128
 
-func newAttention(k Kernel) (family, error) {
+func newAttention(k Kernel) (template, error) {
 	o := k.Ops[0]
 	h, kv, hd := o.int("heads"), o.int("kv_heads"), o.int("head_dim")
 	if kv <= 0 || h%kv != 0 {
@@ -592,7 +592,7 @@ func (f *attention) body(g *gen) error {
 // rowCopy: embed, gather and scatter, one block a row.
 type rowCopy struct{ k Kernel }
 
-func newRowCopy(k Kernel) (family, error) { return &rowCopy{k: k}, nil }
+func newRowCopy(k Kernel) (template, error) { return &rowCopy{k: k}, nil }
 
 func (f *rowCopy) launches() []Launch {
 	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
