@@ -144,10 +144,3 @@ func renderSources(f Family, ks []hip.Kernel, opts ...hip.Option) (fs.FS, error)
 	}
 	return out, nil
 }
-
-// The generated packages do not register their kernel lists, so each family is lowered from its
-// graph with the options of graphs/generate.go.
-func init() {
-	Register("qwen2_vl", FromGraph("qwen2_vl", "qwen2vl.hip", "graphs/qwen2_vl.graph", "testdata/qwen2-vl-tiny/config.json", 16))
-	Register("dots_ocr", FromGraph("dots_ocr", "dotsocr.hip", "graphs/dots_ocr.graph", "testdata/dots-ocr-tiny/config.json", 16))
-}

@@ -16,19 +16,22 @@ import (
 func init() {
 	var (
 		explain    bool
+		all        bool
 		outDir     string
 		specialize string
 		pageSize   int
 	)
 	c := &cobra.Command{
-		Use:   "compile [-C DIR] [-explain] [-o DIR] [-specialize CONFIG] FILE...",
+		Use:   "compile [-C DIR] [-explain] [-o DIR] [-specialize CONFIG] FILE... | compile [-C DIR] -all",
 		Short: "Lower .graph families to Go glue (gen/<family>), HIP kernels (kernels/<family>.hip) and contract tests",
 		Long: `compile checks and lowers each .graph file and writes its family's generated files under the
 repository root (the folder holding go.mod, found from the current directory), or under -o DIR.
 With -specialize, the HIP kernels and the kernel contract tests are built for the values of that
 checkpoint config.json; without it only the Go glue is written. -explain prints the lowered
 schedule (each kernel, the graph ops it fuses and their lines, its buffers) and the memory plan
-instead of writing files.`,
+instead of writing files. -all compiles every graphs/*.graph, each specialised for its tiny
+checkpoint testdata/NAME-tiny (underscores as dashes), and writes gen/registry, which links them
+all into a binary: what go generate runs.`,
 		// Go-style flags (-explain as well as --explain): parsed by package flag.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -38,6 +41,7 @@ instead of writing files.`,
 			fs.StringVar(&outDir, "o", "", "write under `DIR` instead of the repository root")
 			fs.StringVar(&specialize, "specialize", "", "specialise the HIP kernels and contract tests for this checkpoint `config.json`")
 			fs.IntVar(&pageSize, "page-size", 16, "KV cache page rows the HIP attention kernels are built for")
+			fs.BoolVar(&all, "all", false, "compile every graphs/*.graph for its fixture and write gen/registry")
 			chdir := fs.String("C", "", "change to `DIR` before reading files (as go -C does)")
 			fs.Usage = func() {
 				fmt.Fprintf(fs.Output(), "usage: tfc %s\n\n%s\n\nflags:\n", cmd.Use, cmd.Long)
@@ -50,6 +54,29 @@ instead of writing files.`,
 				return exitCode(2)
 			}
 			args = fs.Args()
+			if all {
+				if len(args) > 0 || explain || specialize != "" {
+					return fmt.Errorf("-all takes no files, -explain or -specialize: it compiles every graphs/*.graph for its fixture")
+				}
+				if *chdir != "" {
+					if err := os.Chdir(*chdir); err != nil {
+						return fmt.Errorf("-C: %w", err)
+					}
+				}
+				root := outDir
+				if root == "" {
+					r, err := repoRoot()
+					if err != nil {
+						return err
+					}
+					root = r
+				}
+				files, err := compiler.CompileAll(".", pageSize)
+				if err != nil {
+					return err
+				}
+				return writeFiles(root, files)
+			}
 			if len(args) == 0 {
 				fs.Usage()
 				return exitCode(2)

@@ -1,7 +1,5 @@
 package main
 
-// The generated families this binary serves; each registers itself with runtime/model.
-import (
-	_ "tfc/gen/dotsocr"
-	_ "tfc/gen/qwen2vl"
-)
+// Every generated family, registered with runtime/model and the contract (go generate writes the
+// registry from graphs/*.graph).
+import _ "tfc/gen/registry"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"tfc/gen/registry"
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
@@ -22,7 +23,6 @@ import (
 
 const (
 	tinyQwen2VL = "../../testdata/qwen2-vl-tiny"
-	tinyDotsOCR = "../../testdata/dots-ocr-tiny"
 )
 
 // oracleCase is one of transformers' recorded generations (tools/oracle/qwen2_vl.py).
@@ -51,16 +51,25 @@ const (
 	pixelBound  = 0    // PNG pixel_values are bit-identical
 )
 
-// TestQwen2VLGate runs the tiny checkpoint on the CPU backend through the whole front end and
-// compares with transformers: prompt ids, pixel values, vision rows, greedy ids, top-5 logits.
-func TestQwen2VLGate(t *testing.T) { gateQwen2VL(t, cpu.New()) }
+// TestFixtureGates runs every family's tiny checkpoint on the CPU backend through the whole front
+// end and compares with its oracle (transformers for Qwen2-VL, the publisher's code for
+// dots.ocr): prompt ids, pixel values, vision rows, greedy ids, top-5 logits.
+func TestFixtureGates(t *testing.T) {
+	gateFixtures(t, func() (device.Backend, error) { return cpu.New(), nil })
+}
 
-// TestDotsOCRGate is the same gate on the tiny dots.ocr checkpoint, whose oracle is the
-// publisher's own code (tools/oracle/dots_ocr.py).
-func TestDotsOCRGate(t *testing.T) { gateDotsOCR(t, cpu.New()) }
-
-func gateQwen2VL(t *testing.T, b device.Backend) { gateFamily(t, b, tinyQwen2VL) }
-func gateDotsOCR(t *testing.T, b device.Backend) { gateFamily(t, b, tinyDotsOCR) }
+// gateFixtures runs the model gate of every generated family's fixture on backends made by open.
+func gateFixtures(t *testing.T, open func() (device.Backend, error)) {
+	for _, f := range registry.Families {
+		t.Run(f.Name, func(t *testing.T) {
+			b, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gateFamily(t, b, filepath.Join("../..", f.Fixture))
+		})
+	}
+}
 
 // gateFamily is the model gate on backend b for every case recorded in dir/oracle.
 func gateFamily(t *testing.T, b device.Backend, dir string) {

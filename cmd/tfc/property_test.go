@@ -258,6 +258,5 @@ func TestRopeScalingRefused(t *testing.T) {
 // TestReferenceBackendGate: the graph's float64 reference, run whole, gives the publishers' ids
 // and logits on the tiny fixtures (the reference TestRandomConfigs holds the CPU to).
 func TestReferenceBackendGate(t *testing.T) {
-	t.Run("qwen2_vl", func(t *testing.T) { gateQwen2VL(t, contracts.ReferenceBackend{Backend: cpu.New()}) })
-	t.Run("dots_ocr", func(t *testing.T) { gateDotsOCR(t, contracts.ReferenceBackend{Backend: cpu.New()}) })
+	gateFixtures(t, func() (device.Backend, error) { return contracts.ReferenceBackend{Backend: cpu.New()}, nil })
 }

@@ -74,7 +74,7 @@ sweep-gpu)
 	log "sweep-contracts (background)"
 	ls /tmp/tfc-sweep | timeout 430 xargs -P 6 -I{} sh -c "timeout 300 bin/tfc contract --backend $backend --model /tmp/tfc-sweep/{} --seed 20261203 >'$out/contracts/{}.log' 2>&1; echo \"{}: exit \$?\" >>'$out/contracts/exits.log'" &
 	cpid=$!
-	step 430 sweep-gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestSweepCUDA|GateCUDA'"
+	step 430 sweep-gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestSweepCUDA|TestFixtureGatesCUDA'"
 	wait $cpid
 	log "sweep-contracts: $(grep -c 'exit 0' "$out/contracts/exits.log") of $(ls /tmp/tfc-sweep | wc -l) exit 0; $(grep -h '^SUMMARY' "$out"/contracts/*.log | sort | uniq -c | tr '\n' ' ')"
 	;;
@@ -82,7 +82,7 @@ tiny)
 	mkdir -p "$out/receipts"
 	step 120 contract-qwen2_vl bin/tfc contract --backend "$backend" --family qwen2_vl --receipt "$out/receipts"
 	step 120 contract-dots_ocr bin/tfc contract --backend "$backend" --family dots_ocr --receipt "$out/receipts"
-	step 90 gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'GateCUDA'"
+	step 90 gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestFixtureGatesCUDA'"
 	step 60 changed bash -c "cd compiler && ../bin/compilertest -test.v -test.run 'OnCUDA'"
 	step 60 serve-qwen2_vl bash tools/gpu/serve-receipt.sh "$backend" testdata/qwen2-vl-tiny image1
 	step 60 serve-dots_ocr bash tools/gpu/serve-receipt.sh "$backend" testdata/dots-ocr-tiny layout
