@@ -1,6 +1,6 @@
-// Package e2e serves the tiny Qwen2-VL and dots.ocr checkpoints through their generated families
-// on the CPU and checks the ids that come back over HTTP against the oracle's fixtures
-// (transformers' for Qwen2-VL, the publisher's code for dots.ocr).
+// Package e2e serves every generated family's tiny checkpoint (gen/registry) on the CPU and checks
+// the ids that come back over HTTP against the oracle's fixtures (transformers' for Qwen2-VL, the
+// publisher's code for dots.ocr); some tests exercise one family's own behaviour.
 package e2e
 
 import (
@@ -22,8 +22,7 @@ import (
 	"testing"
 	"time"
 
-	_ "tfc/gen/dotsocr"
-	_ "tfc/gen/qwen2vl"
+	"tfc/gen/registry"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/engine"
@@ -234,6 +233,31 @@ func greedyCases(t *testing.T, url string, cs []*oracleCase, copies int, whose s
 		}
 	}
 	wg.Wait()
+}
+
+// TestEveryFamilyOverHTTP serves each generated family's fixture (gen/registry) with drafts and
+// the prompt cache on, and posts every case its oracle recorded alone and beside copies.
+func TestEveryFamilyOverHTTP(t *testing.T) {
+	for _, f := range registry.Families {
+		t.Run(f.Name, func(t *testing.T) {
+			dir := filepath.Join("../../..", f.Fixture)
+			paths, err := filepath.Glob(filepath.Join(dir, "oracle", "*.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, p := range paths {
+				if n := strings.TrimSuffix(filepath.Base(p), ".json"); n != "manifest" {
+					names = append(names, n)
+				}
+			}
+			if len(names) == 0 {
+				t.Fatalf("%s/oracle records no cases", dir)
+			}
+			url, _ := serveDir(t, dir, 4, true)
+			greedyCases(t, url, casesIn(t, dir, names...), 2, "the oracle's")
+		})
+	}
 }
 
 // TestDotsOCROverHTTP: every dots.ocr case (a string-content text prompt, pictures, the layout
