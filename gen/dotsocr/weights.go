@@ -56,90 +56,83 @@ type lmLayers struct {
 	MlpDownProjWeight            device.Tensor // lm.layers[i].mlp.down_proj.weight [D, F]
 }
 
-// tensor is one manifest entry and where Load puts it.
-type tensor struct {
-	name  string
-	shape []int
-	dst   *device.Tensor
-}
-
 // tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.
-func (m *bound) tensors(w *weights) []tensor {
+func (m *bound) tensors(w *weights) []model.Weight {
 	c := m.c
-	var out []tensor
+	var out []model.Weight
 	w.VisBlocks = make([]visBlocks, c.VL)
 	w.LmLayers = make([]lmLayers, c.L)
-	out = append(out, tensor{m.prefix["vis"] + ".patch_embed.patchifier.proj.weight", []int{c.VD, c.C, c.P, c.P}, &w.VisPatchEmbedPatchifierProjWeight}) // graphs/dots_ocr.graph:58
-	out = append(out, tensor{m.prefix["vis"] + ".patch_embed.patchifier.proj.bias", []int{c.VD}, &w.VisPatchEmbedPatchifierProjBias})                    // graphs/dots_ocr.graph:59
-	out = append(out, tensor{m.prefix["vis"] + ".patch_embed.patchifier.norm.weight", []int{c.VD}, &w.VisPatchEmbedPatchifierNormWeight})                // graphs/dots_ocr.graph:60
+	out = append(out, model.WeightAt(m.prefix["vis"]+".patch_embed.patchifier.proj.weight", []int{c.VD, c.C, c.P, c.P}, &w.VisPatchEmbedPatchifierProjWeight)) // graphs/dots_ocr.graph:58
+	out = append(out, model.WeightAt(m.prefix["vis"]+".patch_embed.patchifier.proj.bias", []int{c.VD}, &w.VisPatchEmbedPatchifierProjBias))                    // graphs/dots_ocr.graph:59
+	out = append(out, model.WeightAt(m.prefix["vis"]+".patch_embed.patchifier.norm.weight", []int{c.VD}, &w.VisPatchEmbedPatchifierNormWeight))                // graphs/dots_ocr.graph:60
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm1.weight", []int{c.VD}, &w.VisBlocks[i].Norm1Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &w.VisBlocks[i].Norm1Weight))
 	} // graphs/dots_ocr.graph:61
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight))
 	} // graphs/dots_ocr.graph:62
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight))
 	} // graphs/dots_ocr.graph:63
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight))
 	} // graphs/dots_ocr.graph:64
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight))
 	} // graphs/dots_ocr.graph:65
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc3.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc3Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc3.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc3Weight))
 	} // graphs/dots_ocr.graph:66
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight))
 	} // graphs/dots_ocr.graph:67
-	out = append(out, tensor{m.prefix["vis"] + ".post_trunk_norm.weight", []int{c.VD}, &w.VisPostTrunkNormWeight}) // graphs/dots_ocr.graph:68
-	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight})         // graphs/dots_ocr.graph:69
-	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias})             // graphs/dots_ocr.graph:69
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight}) // graphs/dots_ocr.graph:70
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias})           // graphs/dots_ocr.graph:71
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight})  // graphs/dots_ocr.graph:72
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias})            // graphs/dots_ocr.graph:73
-	out = append(out, tensor{m.prefix["lm"] + ".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight})    // graphs/dots_ocr.graph:75
+	out = append(out, model.WeightAt(m.prefix["vis"]+".post_trunk_norm.weight", []int{c.VD}, &w.VisPostTrunkNormWeight)) // graphs/dots_ocr.graph:68
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/dots_ocr.graph:69
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/dots_ocr.graph:69
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/dots_ocr.graph:70
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/dots_ocr.graph:71
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/dots_ocr.graph:72
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/dots_ocr.graph:73
+	out = append(out, model.WeightAt(m.prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/dots_ocr.graph:75
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".input_layernorm.weight", []int{c.D}, &w.LmLayers[i].InputLayernormWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &w.LmLayers[i].InputLayernormWeight))
 	} // graphs/dots_ocr.graph:76
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight))
 	} // graphs/dots_ocr.graph:77
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias))
 	} // graphs/dots_ocr.graph:78
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight))
 	} // graphs/dots_ocr.graph:79
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias))
 	} // graphs/dots_ocr.graph:80
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight))
 	} // graphs/dots_ocr.graph:81
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias))
 	} // graphs/dots_ocr.graph:82
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight))
 	} // graphs/dots_ocr.graph:83
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight))
 	} // graphs/dots_ocr.graph:84
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight))
 	} // graphs/dots_ocr.graph:85
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight))
 	} // graphs/dots_ocr.graph:86
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight))
 	} // graphs/dots_ocr.graph:87
-	out = append(out, tensor{m.prefix["lm"] + ".norm.weight", []int{c.D}, &w.LmNormWeight}) // graphs/dots_ocr.graph:88
+	out = append(out, model.WeightAt(m.prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/dots_ocr.graph:88
 	if !c.Tied {
-		out = append(out, tensor{"" + "lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight})
+		out = append(out, model.WeightAt(""+"lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
 	} // graphs/dots_ocr.graph:89
 	return out
 }
@@ -178,8 +171,8 @@ func (m *bound) Manifest() []model.TensorSpec {
 	var out []model.TensorSpec
 	for _, t := range m.tensors(&weights{}) {
 		out = append(out, model.TensorSpec{
-			Name:  t.name,
-			Shape: t.shape,
+			Name:  t.Name,
+			Shape: t.Shape,
 		})
 	}
 	return out

@@ -56,7 +56,7 @@ func (m *bound) Plan(l model.Limits) model.Plan {
 	c := m.c
 	var out model.Plan
 	for _, t := range m.tensors(&weights{}) {
-		out.Weights += 2 * int64(elements(t.shape))
+		out.Weights += 2 * int64(model.Elements(t.Shape))
 	}
 	vision := planVision(c, l)
 	out.Activations += 4 * int64(vision.SizeF32)
@@ -78,7 +78,7 @@ type Model struct {
 	lim       model.Limits
 	w         weights
 	kv        []device.KVCache // one a layer
-	allocs    []device.Buffer  // everything Close frees
+	bufs      *model.Buffers   // everything Close frees
 	vision    visionPlan
 	visionF32 device.Buffer
 	visionI32 device.Buffer
@@ -94,13 +94,8 @@ type Model struct {
 // that builds kernels at run time is first given kernels/qwen2vl.hip specialised for this checkpoint.
 func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]byte, device.DType, error)) (model.Model, error) {
 	c := m.c
-	for _, lim := range []struct {
-		name string
-		v    int
-	}{{"Rows", l.Rows}, {"Patches", l.Patches}, {"Parallel", l.Parallel}, {"Context", l.Context}, {"PageSize", l.PageSize}} {
-		if lim.v <= 0 {
-			return nil, fmt.Errorf("qwen2_vl: limit %s is %d; give it a positive value", lim.name, lim.v)
-		}
+	if err := model.CheckLimits("qwen2_vl", l); err != nil {
+		return nil, err
 	}
 	if sp, ok := b.(device.Specializer); ok {
 		if err := m.specialize(sp, l); err != nil {
@@ -118,85 +113,38 @@ func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]
 		return nil, err
 	}
 	md := &Model{
-		b:   b,
-		c:   c,
-		lim: l,
+		b:    b,
+		bufs: model.NewBuffers(b),
+		c:    c,
+		lim:  l,
 	}
-	alloc := func(dt device.DType, n int) (device.Buffer, error) {
-		buf, err := b.Alloc(dt, max(n, 1))
-		if err == nil {
-			md.allocs = append(md.allocs, buf)
-		}
-		return buf, err
-	}
-	for _, t := range m.tensors(&md.w) {
-		data, dt, err := get(t.name)
-		if err != nil {
-			md.Close()
-			return nil, fmt.Errorf("tensor %s: %w", t.name, err)
-		}
-		n := elements(t.shape)
-		if len(data) != n*dt.Size() {
-			md.Close()
-			return nil, fmt.Errorf("tensor %s has %d bytes; qwen2_vl expects shape %v of %s (%d bytes); check the checkpoint against graphs/qwen2_vl.graph", t.name, len(data), t.shape, dt, n*dt.Size())
-		}
-		buf, err := alloc(dt, n)
-		if err != nil {
-			md.Close()
-			return nil, fmt.Errorf("tensor %s: %w", t.name, err)
-		}
-		rows := 1
-		if len(t.shape) > 1 {
-			rows = t.shape[0]
-		}
-		tt := device.Tensor{
-			Buf:  buf,
-			Cols: n / rows,
-			Rows: rows,
-		}
-		if err := b.Write(tt, data, dt); err != nil {
-			md.Close()
-			return nil, fmt.Errorf("tensor %s: %w", t.name, err)
-		}
-		*t.dst = tt
+	if err := model.Upload(md.bufs, m.tensors(&md.w), get, "qwen2_vl", "graphs/qwen2_vl.graph"); err != nil {
+		md.Close()
+		return nil, err
 	}
 	var err error
 	_ = err
 	md.vision = planVision(c, l)
-	if md.visionF32, err = alloc(device.F32, md.vision.SizeF32); err != nil {
+	if md.visionF32, err = md.bufs.Alloc(device.F32, md.vision.SizeF32); err != nil {
 		md.Close()
 		return nil, fmt.Errorf("F32 arena of graph vision: %w", err)
 	}
-	if md.visionI32, err = alloc(device.I32, md.vision.SizeI32); err != nil {
+	if md.visionI32, err = md.bufs.Alloc(device.I32, md.vision.SizeI32); err != nil {
 		md.Close()
 		return nil, fmt.Errorf("I32 arena of graph vision: %w", err)
 	}
 	md.decode = planDecode(c, l)
-	if md.decodeF32, err = alloc(device.F32, md.decode.SizeF32); err != nil {
+	if md.decodeF32, err = md.bufs.Alloc(device.F32, md.decode.SizeF32); err != nil {
 		md.Close()
 		return nil, fmt.Errorf("F32 arena of graph decode: %w", err)
 	}
-	if md.decodeI32, err = alloc(device.I32, md.decode.SizeI32); err != nil {
+	if md.decodeI32, err = md.bufs.Alloc(device.I32, md.decode.SizeI32); err != nil {
 		md.Close()
 		return nil, fmt.Errorf("I32 arena of graph decode: %w", err)
 	}
-	rows := cachePages(l) * l.PageSize
-	width := c.HD * c.KV
-	for i := 0; i < c.L; i++ {
-		var layer device.KVCache
-		for _, t := range []*device.Tensor{&layer.K, &layer.V} {
-			buf, err := alloc(device.F32, rows*width)
-			if err != nil {
-				md.Close()
-				return nil, fmt.Errorf("KV cache of layer %d: %w", i, err)
-			}
-			*t = device.Tensor{
-				Buf:  buf,
-				Cols: width,
-				Rows: rows,
-			}
-		}
-		md.kv = append(md.kv, layer)
+	if md.kv, err = model.KVCaches(md.bufs, c.L, cachePages(l)*l.PageSize, c.HD*c.KV); err != nil {
+		md.Close()
+		return nil, err
 	}
 	return md, nil
 }
@@ -236,19 +184,7 @@ func (m *Model) Info() model.Info {
 
 // Close frees every buffer the model allocated.
 func (m *Model) Close() {
-	for _, buf := range m.allocs {
-		m.b.Free(buf)
-	}
-	m.allocs = nil
-}
-
-// elements is the product of a shape.
-func elements(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
+	m.bufs.Free()
 }
 
 // cachePages is the number of KV cache pages: every sequence slot can hold Context tokens.

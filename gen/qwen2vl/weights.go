@@ -58,102 +58,95 @@ type lmLayers struct {
 	MlpDownProjWeight            device.Tensor // lm.layers[i].mlp.down_proj.weight [D, F]
 }
 
-// tensor is one manifest entry and where Load puts it.
-type tensor struct {
-	name  string
-	shape []int
-	dst   *device.Tensor
-}
-
 // tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.
-func (m *bound) tensors(w *weights) []tensor {
+func (m *bound) tensors(w *weights) []model.Weight {
 	c := m.c
-	var out []tensor
+	var out []model.Weight
 	w.VisBlocks = make([]visBlocks, c.VL)
 	w.LmLayers = make([]lmLayers, c.L)
-	out = append(out, tensor{m.prefix["vis"] + ".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight}) // graphs/qwen2_vl.graph:64
+	out = append(out, model.WeightAt(m.prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_vl.graph:64
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm1.weight", []int{c.VD}, &w.VisBlocks[i].Norm1Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &w.VisBlocks[i].Norm1Weight))
 	} // graphs/qwen2_vl.graph:65
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm1.bias", []int{c.VD}, &w.VisBlocks[i].Norm1Bias})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.bias", []int{c.VD}, &w.VisBlocks[i].Norm1Bias))
 	} // graphs/qwen2_vl.graph:65
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight))
 	} // graphs/qwen2_vl.graph:66
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".norm2.bias", []int{c.VD}, &w.VisBlocks[i].Norm2Bias})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.bias", []int{c.VD}, &w.VisBlocks[i].Norm2Bias))
 	} // graphs/qwen2_vl.graph:66
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight))
 	} // graphs/qwen2_vl.graph:67
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.qkv.bias", []int{3 * c.VD}, &w.VisBlocks[i].AttnQkvBias})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &w.VisBlocks[i].AttnQkvBias))
 	} // graphs/qwen2_vl.graph:68
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight))
 	} // graphs/qwen2_vl.graph:69
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".attn.proj.bias", []int{c.VD}, &w.VisBlocks[i].AttnProjBias})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &w.VisBlocks[i].AttnProjBias))
 	} // graphs/qwen2_vl.graph:70
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight))
 	} // graphs/qwen2_vl.graph:71
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc1.bias", []int{c.VF}, &w.VisBlocks[i].MlpFc1Bias})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.bias", []int{c.VF}, &w.VisBlocks[i].MlpFc1Bias))
 	} // graphs/qwen2_vl.graph:72
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight))
 	} // graphs/qwen2_vl.graph:73
 	for i := 0; i < c.VL; i++ {
-		out = append(out, tensor{m.prefix["vis"] + ".blocks." + strconv.Itoa(i) + ".mlp.fc2.bias", []int{c.VD}, &w.VisBlocks[i].MlpFc2Bias})
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.bias", []int{c.VD}, &w.VisBlocks[i].MlpFc2Bias))
 	} // graphs/qwen2_vl.graph:74
-	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight})         // graphs/qwen2_vl.graph:75
-	out = append(out, tensor{m.prefix["vis"] + ".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias})             // graphs/qwen2_vl.graph:75
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight}) // graphs/qwen2_vl.graph:76
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias})           // graphs/qwen2_vl.graph:77
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight})  // graphs/qwen2_vl.graph:78
-	out = append(out, tensor{m.prefix["vis"] + ".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias})            // graphs/qwen2_vl.graph:79
-	out = append(out, tensor{m.prefix["lm"] + ".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight})    // graphs/qwen2_vl.graph:81
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/qwen2_vl.graph:75
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/qwen2_vl.graph:75
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/qwen2_vl.graph:76
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/qwen2_vl.graph:77
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/qwen2_vl.graph:78
+	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/qwen2_vl.graph:79
+	out = append(out, model.WeightAt(m.prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/qwen2_vl.graph:81
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".input_layernorm.weight", []int{c.D}, &w.LmLayers[i].InputLayernormWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &w.LmLayers[i].InputLayernormWeight))
 	} // graphs/qwen2_vl.graph:82
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight))
 	} // graphs/qwen2_vl.graph:83
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias))
 	} // graphs/qwen2_vl.graph:84
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight))
 	} // graphs/qwen2_vl.graph:85
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias))
 	} // graphs/qwen2_vl.graph:86
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight))
 	} // graphs/qwen2_vl.graph:87
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias))
 	} // graphs/qwen2_vl.graph:88
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight))
 	} // graphs/qwen2_vl.graph:89
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight))
 	} // graphs/qwen2_vl.graph:90
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight))
 	} // graphs/qwen2_vl.graph:91
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight))
 	} // graphs/qwen2_vl.graph:92
 	for i := 0; i < c.L; i++ {
-		out = append(out, tensor{m.prefix["lm"] + ".layers." + strconv.Itoa(i) + ".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight})
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight))
 	} // graphs/qwen2_vl.graph:93
-	out = append(out, tensor{m.prefix["lm"] + ".norm.weight", []int{c.D}, &w.LmNormWeight}) // graphs/qwen2_vl.graph:94
+	out = append(out, model.WeightAt(m.prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/qwen2_vl.graph:94
 	if !c.Tied {
-		out = append(out, tensor{"" + "lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight})
+		out = append(out, model.WeightAt(""+"lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
 	} // graphs/qwen2_vl.graph:95
 	return out
 }
@@ -192,8 +185,8 @@ func (m *bound) Manifest() []model.TensorSpec {
 	var out []model.TensorSpec
 	for _, t := range m.tensors(&weights{}) {
 		out = append(out, model.TensorSpec{
-			Name:  t.name,
-			Shape: t.shape,
+			Name:  t.Name,
+			Shape: t.Shape,
 		})
 	}
 	return out

@@ -70,7 +70,7 @@ func (e *emitter) family(f *File) error {
 	var planBody []Code
 	planBody = append(planBody, Id("c").Op(":=").Id("m").Dot("c"), Var().Id("out").Qual(modelPkg, "Plan"),
 		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("weights").Values())).Block(
-			Id("out").Dot("Weights").Op("+=").Lit(2).Op("*").Int64().Call(Id("elements").Call(Id("t").Dot("shape"))),
+			Id("out").Dot("Weights").Op("+=").Lit(2).Op("*").Int64().Call(Qual(modelPkg, "Elements").Call(Id("t").Dot("Shape"))),
 		))
 	for _, g := range p.Graphs {
 		v := lowerFirst(lower.GoName(g.Name))
@@ -94,7 +94,7 @@ func (e *emitter) family(f *File) error {
 		Id("lim").Qual(modelPkg, "Limits"),
 		Id("w").Id("weights"),
 		Id("kv").Index().Qual(devicePkg, "KVCache").Comment("one a layer"),
-		Id("allocs").Index().Qual(devicePkg, "Buffer").Comment("everything Close frees"),
+		Id("bufs").Op("*").Qual(modelPkg, "Buffers").Comment("everything Close frees"),
 	}
 	for _, g := range p.Graphs {
 		fields = append(fields, Id(lowerFirst(lower.GoName(g.Name))).Id(planType(g)))
@@ -109,14 +109,12 @@ func (e *emitter) family(f *File) error {
 	f.Type().Id("Model").Struct(fields...)
 
 	// Load
+	fail := func(msg string, args ...Code) Code {
+		return Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(append([]Code{Lit(msg)}, args...)...)))
+	}
 	load := []Code{
 		Id("c").Op(":=").Id("m").Dot("c"),
-		For(List(Id("_"), Id("lim")).Op(":=").Range().Index().Struct(Id("name").String(), Id("v").Int()).Values(
-			Values(Lit("Rows"), Id("l").Dot("Rows")), Values(Lit("Patches"), Id("l").Dot("Patches")), Values(Lit("Parallel"), Id("l").Dot("Parallel")),
-			Values(Lit("Context"), Id("l").Dot("Context")), Values(Lit("PageSize"), Id("l").Dot("PageSize")),
-		)).Block(If(Id("lim").Dot("v").Op("<=").Lit(0)).Block(
-			Return(Nil(), Qual("fmt", "Errorf").Call(Lit(p.Family+": limit %s is %d; give it a positive value"), Id("lim").Dot("name"), Id("lim").Dot("v"))),
-		)),
+		If(Err().Op(":=").Qual(modelPkg, "CheckLimits").Call(Lit(p.Family), Id("l")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 		If(List(Id("sp"), Id("ok")).Op(":=").Id("b").Assert(Qual(devicePkg, "Specializer")), Id("ok")).Block(
 			If(Err().Op(":=").Id("m").Dot("specialize").Call(Id("sp"), Id("l")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 		).Else().If(Id("b").Dot("Name").Call().Op("!=").Lit("cpu")).Block(
@@ -128,28 +126,9 @@ func (e *emitter) family(f *File) error {
 			List(Id("_"), Id("_"), Err()).Op(":=").Id("get").Call(Id("name")),
 			Return(Err().Op("==").Nil()),
 		)), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Id("md").Op(":=").Op("&").Id("Model").Values(Dict{Id("b"): Id("b"), Id("c"): Id("c"), Id("lim"): Id("l")}),
-		Id("alloc").Op(":=").Func().Params(Id("dt").Qual(devicePkg, "DType"), Id("n").Int()).Params(Qual(devicePkg, "Buffer"), Error()).Block(
-			List(Id("buf"), Err()).Op(":=").Id("b").Dot("Alloc").Call(Id("dt"), Max(Id("n"), Lit(1))),
-			If(Err().Op("==").Nil()).Block(Id("md").Dot("allocs").Op("=").Append(Id("md").Dot("allocs"), Id("buf"))),
-			Return(Id("buf"), Err()),
-		),
-		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("md").Dot("w"))).Block(
-			List(Id("data"), Id("dt"), Err()).Op(":=").Id("get").Call(Id("t").Dot("name")),
-			If(Err().Op("!=").Nil()).Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s: %w"), Id("t").Dot("name"), Err()))),
-			Id("n").Op(":=").Id("elements").Call(Id("t").Dot("shape")),
-			If(Len(Id("data")).Op("!=").Id("n").Op("*").Id("dt").Dot("Size").Call()).Block(
-				Id("md").Dot("Close").Call(),
-				Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s has %d bytes; "+p.Family+" expects shape %v of %s (%d bytes); check the checkpoint against "+p.Source), Id("t").Dot("name"), Len(Id("data")), Id("t").Dot("shape"), Id("dt"), Id("n").Op("*").Id("dt").Dot("Size").Call())),
-			),
-			List(Id("buf"), Err()).Op(":=").Id("alloc").Call(Id("dt"), Id("n")),
-			If(Err().Op("!=").Nil()).Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s: %w"), Id("t").Dot("name"), Err()))),
-			Id("rows").Op(":=").Lit(1),
-			If(Len(Id("t").Dot("shape")).Op(">").Lit(1)).Block(Id("rows").Op("=").Id("t").Dot("shape").Index(Lit(0))),
-			Id("tt").Op(":=").Qual(devicePkg, "Tensor").Values(Dict{Id("Buf"): Id("buf"), Id("Rows"): Id("rows"), Id("Cols"): Id("n").Op("/").Id("rows")}),
-			If(Err().Op(":=").Id("b").Dot("Write").Call(Id("tt"), Id("data"), Id("dt")), Err().Op("!=").Nil()).Block(
-				Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("tensor %s: %w"), Id("t").Dot("name"), Err()))),
-			Op("*").Id("t").Dot("dst").Op("=").Id("tt"),
+		Id("md").Op(":=").Op("&").Id("Model").Values(Dict{Id("b"): Id("b"), Id("c"): Id("c"), Id("lim"): Id("l"), Id("bufs"): Qual(modelPkg, "NewBuffers").Call(Id("b"))}),
+		If(Err().Op(":=").Qual(modelPkg, "Upload").Call(Id("md").Dot("bufs"), Id("m").Dot("tensors").Call(Op("&").Id("md").Dot("w")), Id("get"), Lit(p.Family), Lit(p.Source)), Err().Op("!=").Nil()).Block(
+			Id("md").Dot("Close").Call(), Return(Nil(), Err()),
 		),
 	}
 	load = append(load, Var().Err().Error(), Id("_").Op("=").Err())
@@ -158,23 +137,15 @@ func (e *emitter) family(f *File) error {
 		load = append(load, Id(v).Op("=").Id(planFunc(g)).Call(Id("c"), Id("l")))
 		for _, a := range g.Arenas {
 			load = append(load,
-				If(List(Id("md").Dot(arenaField(g, a)), Err()).Op("=").Id("alloc").Call(Qual(devicePkg, a.DType), Id(v).Dot("Size"+a.DType)), Err().Op("!=").Nil()).Block(
-					Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s arena of graph %s: %%w", a.DType, g.Name)), Err())),
+				If(List(Id("md").Dot(arenaField(g, a)), Err()).Op("=").Id("md").Dot("bufs").Dot("Alloc").Call(Qual(devicePkg, a.DType), Id(v).Dot("Size"+a.DType)), Err().Op("!=").Nil()).Add(
+					fail(fmt.Sprintf("%s arena of graph %s: %%w", a.DType, g.Name), Err()),
 				))
 		}
 	}
 	if cache := input(dec, "cache"); cache != nil {
 		load = append(load,
-			Id("rows").Op(":=").Id("cachePages").Call(Id("l")).Op("*").Id("l").Dot("PageSize"),
-			Id("width").Op(":=").Id(e.goExpr(cache.Cols, nil)),
-			For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(cache.Rows, nil)), Id("i").Op("++")).Block(
-				Var().Id("layer").Qual(devicePkg, "KVCache"),
-				For(List(Id("_"), Id("t")).Op(":=").Range().Index().Op("*").Qual(devicePkg, "Tensor").Values(Op("&").Id("layer").Dot("K"), Op("&").Id("layer").Dot("V"))).Block(
-					List(Id("buf"), Err()).Op(":=").Id("alloc").Call(Qual(devicePkg, "F32"), Id("rows").Op("*").Id("width")),
-					If(Err().Op("!=").Nil()).Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(Lit("KV cache of layer %d: %w"), Id("i"), Err()))),
-					Op("*").Id("t").Op("=").Qual(devicePkg, "Tensor").Values(Dict{Id("Buf"): Id("buf"), Id("Rows"): Id("rows"), Id("Cols"): Id("width")}),
-				),
-				Id("md").Dot("kv").Op("=").Append(Id("md").Dot("kv"), Id("layer")),
+			If(List(Id("md").Dot("kv"), Err()).Op("=").Qual(modelPkg, "KVCaches").Call(Id("md").Dot("bufs"), Id(e.goExpr(cache.Rows, nil)), Id("cachePages").Call(Id("l")).Op("*").Id("l").Dot("PageSize"), Id(e.goExpr(cache.Cols, nil))), Err().Op("!=").Nil()).Block(
+				Id("md").Dot("Close").Call(), Return(Nil(), Err()),
 			),
 		)
 	}
@@ -239,18 +210,9 @@ func (e *emitter) family(f *File) error {
 		Return(Qual(modelPkg, "Info").Values(info)),
 	)
 	f.Comment("Close frees every buffer the model allocated.")
-	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Close").Params().Block(
-		For(List(Id("_"), Id("buf")).Op(":=").Range().Id("m").Dot("allocs")).Block(Id("m").Dot("b").Dot("Free").Call(Id("buf"))),
-		Id("m").Dot("allocs").Op("=").Nil(),
-	)
+	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Close").Params().Block(Id("m").Dot("bufs").Dot("Free").Call())
 
 	// helpers
-	f.Comment("elements is the product of a shape.")
-	f.Func().Id("elements").Params(Id("shape").Index().Int()).Int().Block(
-		Id("n").Op(":=").Lit(1),
-		For(List(Id("_"), Id("d")).Op(":=").Range().Id("shape")).Block(Id("n").Op("*=").Id("d")),
-		Return(Id("n")),
-	)
 	f.Comment("cachePages is the number of KV cache pages: every sequence slot can hold Context tokens.")
 	f.Func().Id("cachePages").Params(Id("l").Qual(modelPkg, "Limits")).Int().Block(
 		Return(Id("l").Dot("Parallel").Op("*").Id(lower.MaxPages().Go(limitRef("l")))),

@@ -305,15 +305,8 @@ func (e *emitter) weights(f *File) error {
 		f.Type().Id(lowerFirst(g)).Struct(groupFields[g]...)
 	}
 
-	f.Comment("tensor is one manifest entry and where Load puts it.")
-	f.Type().Id("tensor").Struct(
-		Id("name").String(),
-		Id("shape").Index().Int(),
-		Id("dst").Op("*").Qual(devicePkg, "Tensor"),
-	)
-
 	var body []Code
-	body = append(body, Id("c").Op(":=").Id("m").Dot("c"), Var().Id("out").Index().Id("tensor"))
+	body = append(body, Id("c").Op(":=").Id("m").Dot("c"), Var().Id("out").Index().Qual(modelPkg, "Weight"))
 	for _, g := range e.weightGroups() {
 		body = append(body, Id("w").Dot(g).Op("=").Make(Index().Id(lowerFirst(g)), Id(e.goExpr(e.groupCount(g), nil))))
 	}
@@ -339,7 +332,7 @@ func (e *emitter) weights(f *File) error {
 		if w.Group != "" {
 			dst = Op("&").Id("w").Dot(w.Group).Index(Id("i")).Dot(w.Field)
 		}
-		stmt := Id("out").Op("=").Append(Id("out"), Id("tensor").Values(name(w), Index().Int().Values(shape...), dst))
+		stmt := Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "WeightAt").Call(name(w), Index().Int().Values(shape...), dst))
 		if w.Index != "" {
 			stmt = For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(w.Count, nil)), Id("i").Op("++")).Block(stmt)
 		}
@@ -350,7 +343,7 @@ func (e *emitter) weights(f *File) error {
 	}
 	body = append(body, Return(Id("out")))
 	f.Comment("tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("tensors").Params(Id("w").Op("*").Id("weights")).Index().Id("tensor").Block(body...)
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("tensors").Params(Id("w").Op("*").Id("weights")).Index().Qual(modelPkg, "Weight").Block(body...)
 
 	// prefix resolution: the first alternative under which the prefix's first tensor exists
 	var res []Code
@@ -392,7 +385,7 @@ func (e *emitter) weights(f *File) error {
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Manifest").Params().Index().Qual(modelPkg, "TensorSpec").Block(
 		Var().Id("out").Index().Qual(modelPkg, "TensorSpec"),
 		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("weights").Values())).Block(
-			Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "TensorSpec").Values(Dict{Id("Name"): Id("t").Dot("name"), Id("Shape"): Id("t").Dot("shape")})),
+			Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "TensorSpec").Values(Dict{Id("Name"): Id("t").Dot("Name"), Id("Shape"): Id("t").Dot("Shape")})),
 		),
 		Return(Id("out")),
 	)

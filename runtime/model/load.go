@@ -1,0 +1,114 @@
+package model
+
+import (
+	"fmt"
+
+	"tfc/runtime/device"
+)
+
+// Weight is one manifest entry of a generated family and where loading puts it on the device.
+type Weight struct {
+	Name  string
+	Shape []int
+	Dst   *device.Tensor
+}
+
+// WeightAt is the manifest entry name of the given shape, loaded into dst.
+func WeightAt(name string, shape []int, dst *device.Tensor) Weight {
+	return Weight{Name: name, Shape: shape, Dst: dst}
+}
+
+// Elements is the product of a shape.
+func Elements(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// CheckLimits refuses limits that are not all positive, naming the family.
+func CheckLimits(family string, l Limits) error {
+	for _, lim := range []struct {
+		name string
+		v    int
+	}{{"Rows", l.Rows}, {"Patches", l.Patches}, {"Parallel", l.Parallel}, {"Context", l.Context}, {"PageSize", l.PageSize}} {
+		if lim.v <= 0 {
+			return fmt.Errorf("%s: limit %s is %d; give it a positive value", family, lim.name, lim.v)
+		}
+	}
+	return nil
+}
+
+// Buffers are the buffers a loaded model allocated on one backend, freed together.
+type Buffers struct {
+	b    device.Backend
+	list []device.Buffer
+}
+
+// NewBuffers starts an empty set on b.
+func NewBuffers(b device.Backend) *Buffers { return &Buffers{b: b} }
+
+// Alloc allocates max(n, 1) elements of dt and keeps the buffer for Free.
+func (a *Buffers) Alloc(dt device.DType, n int) (device.Buffer, error) {
+	buf, err := a.b.Alloc(dt, max(n, 1))
+	if err == nil {
+		a.list = append(a.list, buf)
+	}
+	return buf, err
+}
+
+// Free frees every buffer allocated so far.
+func (a *Buffers) Free() {
+	for _, buf := range a.list {
+		a.b.Free(buf)
+	}
+	a.list = nil
+}
+
+// Upload reads each weight through get, checks its size against its shape (family and graph name
+// the source it must match) and writes it into a buffer of its own dtype as a 2-D view whose rows
+// are the first dimension.
+func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType, error), family, graph string) error {
+	for _, w := range ws {
+		data, dt, err := get(w.Name)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", w.Name, err)
+		}
+		n := Elements(w.Shape)
+		if len(data) != n*dt.Size() {
+			return fmt.Errorf("tensor %s has %d bytes; %s expects shape %v of %s (%d bytes); check the checkpoint against %s", w.Name, len(data), family, w.Shape, dt, n*dt.Size(), graph)
+		}
+		buf, err := a.Alloc(dt, n)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", w.Name, err)
+		}
+		rows := 1
+		if len(w.Shape) > 1 {
+			rows = w.Shape[0]
+		}
+		t := device.Tensor{Buf: buf, Rows: rows, Cols: n / rows}
+		if err := a.b.Write(t, data, dt); err != nil {
+			return fmt.Errorf("tensor %s: %w", w.Name, err)
+		}
+		*w.Dst = t
+	}
+	return nil
+}
+
+// KVCaches allocates the F32 K and V caches of layers layers, rows × width each.
+func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
+	var out []device.KVCache
+	for i := 0; i < layers; i++ {
+		var layer device.KVCache
+		for _, t := range []*device.Tensor{&layer.K, &layer.V} {
+			buf, err := a.Alloc(device.F32, rows*width)
+			if err != nil {
+				return nil, fmt.Errorf("KV cache of layer %d: %w", i, err)
+			}
+			*t = device.Tensor{Buf: buf, Rows: rows, Cols: width}
+		}
+		out = append(out, layer)
+	}
+	return out, nil
+}
