@@ -13,6 +13,10 @@ import (
 // Vision runs graph vision (graphs/dots_ocr.graph:101) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
+	launch := model.Launcher{
+		B:     b,
+		Trace: m.Trace,
+	}.Launch
 	p := &m.vision
 	_, _, _ = c, w, p
 	if len(grids) == 0 {
@@ -33,16 +37,16 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	if !(N%(c.M*c.M) == 0) {
 		return nil, fmt.Errorf("dots_ocr: graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:102); here M = %v, N = %v", c.M, N)
 	}
-	px := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.C * c.P * c.P,
-		Off:  p.Px,
-		Rows: N,
-	}
 	x := device.Tensor{
 		Buf:  m.visionF32,
 		Cols: c.VD,
 		Off:  p.X,
+		Rows: N,
+	}
+	px := device.Tensor{
+		Buf:  m.visionF32,
+		Cols: c.C * c.P * c.P,
+		Off:  p.Px,
 		Rows: N,
 	}
 	x2 := device.Tensor{
@@ -63,6 +67,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		Off:  p.Qkv,
 		Rows: N,
 	}
+	k := qkv.ColSlice(c.VD, 2*c.VD)
 	q := qkv.ColSlice(0, c.VD)
 	pos := device.Tensor{
 		Buf:  m.visionI32,
@@ -70,14 +75,13 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		Off:  p.Pos,
 		Rows: N,
 	}
-	k := qkv.ColSlice(c.VD, 2*c.VD)
-	v := qkv.ColSlice(2*c.VD, 3*c.VD)
 	a := device.Tensor{
 		Buf:  m.visionF32,
 		Cols: c.VD,
 		Off:  p.X,
 		Rows: N,
 	}
+	v := qkv.ColSlice(2*c.VD, 3*c.VD)
 	spans := device.Tensor{
 		Buf:  m.visionI32,
 		Cols: len(spanData),
@@ -102,13 +106,13 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		Off:  p.Px,
 		Rows: N,
 	}
-	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
 	mlp0 := device.Tensor{
 		Buf:  m.visionF32,
 		Cols: c.MD,
 		Off:  p.X,
 		Rows: N / (c.M * c.M),
 	}
+	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
 	outT := device.Tensor{
 		Buf:  m.visionF32,
 		Cols: c.D,
@@ -136,41 +140,32 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 			return nil, fmt.Errorf("dots_ocr: writing input spans: %w", err)
 		}
 	}
-	if err := b.Launch(&kVision01, device.Linear{
+	if err := launch(&kVision01, "x", x, device.Linear{
 		B: w.VisPatchEmbedPatchifierProjBias,
 		W: w.VisPatchEmbedPatchifierProjWeight,
 		X: px,
 		Y: x,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kVision01.Name, kVision01.Source, err)
+		return nil, err
 	}
-	if m.Trace != nil {
-		m.Trace(&kVision01, "x", x)
-	}
-	if err := b.Launch(&kVision02, device.RMSNorm{
+	if err := launch(&kVision02, "x", x2, device.RMSNorm{
 		Eps: float32(c.Veps),
 		W:   w.VisPatchEmbedPatchifierNormWeight,
 		X:   x,
 		Y:   x2,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kVision02.Name, kVision02.Source, err)
-	}
-	if m.Trace != nil {
-		m.Trace(&kVision02, "x", x2)
+		return nil, err
 	}
 	for i := 0; i < c.VL; i++ {
-		if err := b.Launch(&kVision03, device.RMSNorm{
+		if err := launch(&kVision03, "h", h, device.RMSNorm{
 			Eps: float32(c.Veps),
 			W:   w.VisBlocks[i].Norm1Weight,
 			X:   x2,
 			Y:   h,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision03.Name, kVision03.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision03, "h", h)
-		}
-		if err := b.Launch(&kVision04, device.Linear{
+		if err := launch(&kVision04, "k", k, device.Linear{
 			W: w.VisBlocks[i].AttnQkvWeight,
 			X: h,
 			Y: qkv,
@@ -191,12 +186,9 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 			Theta:    float32(10000.0),
 			X:        k,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision04.Name, kVision04.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision04, "k", k)
-		}
-		if err := b.Launch(&kVision05, device.Attention{
+		if err := launch(&kVision05, "a", a, device.Attention{
 			HeadDim: c.VD / c.VH,
 			Heads:   c.VH,
 			K:       k,
@@ -207,44 +199,32 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 			V:       v,
 			Y:       a,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision05.Name, kVision05.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision05, "a", a)
-		}
-		if err := b.Launch(&kVision06, device.Linear{
+		if err := launch(&kVision06, "proj", x2, device.Linear{
 			Res: x2,
 			W:   w.VisBlocks[i].AttnProjWeight,
 			X:   a,
 			Y:   x2,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision06.Name, kVision06.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision06, "proj", x2)
-		}
-		if err := b.Launch(&kVision07, device.RMSNorm{
+		if err := launch(&kVision07, "h", h, device.RMSNorm{
 			Eps: float32(c.Veps),
 			W:   w.VisBlocks[i].Norm2Weight,
 			X:   x2,
 			Y:   h,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision07.Name, kVision07.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision07, "h", h)
-		}
-		if err := b.Launch(&kVision08, device.Linear{
+		if err := launch(&kVision08, "fc3", fc3, device.Linear{
 			W: w.VisBlocks[i].MlpFc3Weight,
 			X: h,
 			Y: fc3,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision08.Name, kVision08.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision08, "fc3", fc3)
-		}
-		if err := b.Launch(&kVision09, device.Linear{
+		if err := launch(&kVision09, "swiglu", fc1, device.Linear{
 			Act: device.ActSiLU,
 			W:   w.VisBlocks[i].MlpFc1Weight,
 			X:   h,
@@ -254,68 +234,50 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 			B: fc3,
 			Y: fc1,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision09.Name, kVision09.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kVision09, "swiglu", fc1)
-		}
-		if err := b.Launch(&kVision10, device.Linear{
+		if err := launch(&kVision10, "fc2", x2, device.Linear{
 			Res: x2,
 			W:   w.VisBlocks[i].MlpFc2Weight,
 			X:   fc1,
 			Y:   x2,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kVision10.Name, kVision10.Source, err)
-		}
-		if m.Trace != nil {
-			m.Trace(&kVision10, "fc2", x2)
+			return nil, err
 		}
 	} // graphs/dots_ocr.graph:107
-	if err := b.Launch(&kVision11, device.RMSNorm{
+	if err := launch(&kVision11, "x", x, device.RMSNorm{
 		Eps: float32(c.Veps),
 		W:   w.VisPostTrunkNormWeight,
 		X:   x2,
 		Y:   x,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kVision11.Name, kVision11.Source, err)
+		return nil, err
 	}
-	if m.Trace != nil {
-		m.Trace(&kVision11, "x", x)
-	}
-	if err := b.Launch(&kVision12, device.LayerNorm{
+	if err := launch(&kVision12, "ln_q", lnQ, device.LayerNorm{
 		B:   w.VisMergerLnQBias,
 		Eps: float32(1e-06),
 		W:   w.VisMergerLnQWeight,
 		X:   x,
 		Y:   lnQ,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kVision12.Name, kVision12.Source, err)
+		return nil, err
 	}
-	if m.Trace != nil {
-		m.Trace(&kVision12, "ln_q", lnQ)
-	}
-	if err := b.Launch(&kVision13, device.Linear{
+	if err := launch(&kVision13, "mlp0", mlp0, device.Linear{
 		Act: device.ActGELU,
 		B:   w.VisMergerMlp0Bias,
 		W:   w.VisMergerMlp0Weight,
 		X:   x3,
 		Y:   mlp0,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kVision13.Name, kVision13.Source, err)
+		return nil, err
 	}
-	if m.Trace != nil {
-		m.Trace(&kVision13, "mlp0", mlp0)
-	}
-	if err := b.Launch(&kVision14, device.Linear{
+	if err := launch(&kVision14, "out", outT, device.Linear{
 		B: w.VisMergerMlp2Bias,
 		W: w.VisMergerMlp2Weight,
 		X: mlp0,
 		Y: outT,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kVision14.Name, kVision14.Source, err)
-	}
-	if m.Trace != nil {
-		m.Trace(&kVision14, "out", outT)
+		return nil, err
 	}
 	out := make([]float32, outT.Rows*outT.Cols)
 	if err := b.Sync(); err != nil {
@@ -332,6 +294,10 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 // Forward runs graph decode (graphs/dots_ocr.graph:126) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
+	launch := model.Launcher{
+		B:     b,
+		Trace: m.Trace,
+	}.Launch
 	p := &m.decode
 	_, _, _ = c, w, p
 	if r == nil || len(r.Tokens) == 0 {
@@ -349,17 +315,17 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	if S > m.lim.Rows {
 		return nil, fmt.Errorf("dots_ocr: S = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", S, m.lim.Rows)
 	}
-	ids := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: R,
-		Off:  p.Ids,
-		Rows: 1,
-	}
 	x := device.Tensor{
 		Buf:  m.decodeF32,
 		Cols: c.D,
 		Off:  p.X,
 		Rows: R,
+	}
+	ids := device.Tensor{
+		Buf:  m.decodeI32,
+		Cols: R,
+		Off:  p.Ids,
+		Rows: 1,
 	}
 	imageRows := device.Tensor{
 		Buf:  m.decodeF32,
@@ -445,17 +411,17 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		Off:  p.KProj,
 		Rows: R,
 	}
-	logitRows := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: S,
-		Off:  p.LogitRows,
-		Rows: 1,
-	}
 	gather := device.Tensor{
 		Buf:  m.decodeF32,
 		Cols: c.D,
 		Off:  p.ImageRows,
 		Rows: S,
+	}
+	logitRows := device.Tensor{
+		Buf:  m.decodeI32,
+		Cols: S,
+		Off:  p.LogitRows,
+		Rows: 1,
 	}
 	x2 := device.Tensor{
 		Buf:  m.decodeF32,
@@ -533,41 +499,32 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 			return nil, fmt.Errorf("dots_ocr: writing input rows_pages: %w", err)
 		}
 	}
-	if err := b.Launch(&kDecode01, device.Embed{
+	if err := launch(&kDecode01, "embed", x, device.Embed{
 		Ids:   ids,
 		Table: w.LmEmbedTokensWeight,
 		Y:     x,
 	}); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", kDecode01.Name, kDecode01.Source, err)
-	}
-	if m.Trace != nil {
-		m.Trace(&kDecode01, "embed", x)
+		return nil, err
 	}
 	if I > 0 {
-		if err := b.Launch(&kDecode02, device.Scatter{
+		if err := launch(&kDecode02, "x", x, device.Scatter{
 			Index: imageAt,
 			Src:   imageRows,
 			Y:     x,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode02.Name, kDecode02.Source, err)
-		}
-		if m.Trace != nil {
-			m.Trace(&kDecode02, "x", x)
+			return nil, err
 		}
 	}
 	for i := 0; i < c.L; i++ {
-		if err := b.Launch(&kDecode03, device.RMSNorm{
+		if err := launch(&kDecode03, "h", h, device.RMSNorm{
 			Eps: float32(c.Eps),
 			W:   w.LmLayers[i].InputLayernormWeight,
 			X:   x,
 			Y:   h,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode03.Name, kDecode03.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode03, "h", h)
-		}
-		if err := b.Launch(&kDecode04, device.Linear{
+		if err := launch(&kDecode04, "q", qProj, device.Linear{
 			B: w.LmLayers[i].SelfAttnQProjBias,
 			W: w.LmLayers[i].SelfAttnQProjWeight,
 			X: h,
@@ -581,12 +538,9 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 			Theta:    float32(c.Theta),
 			X:        qProj,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode04.Name, kDecode04.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode04, "q", qProj)
-		}
-		if err := b.Launch(&kDecode05, device.Linear{
+		if err := launch(&kDecode05, "k", kProj, device.Linear{
 			B: w.LmLayers[i].SelfAttnKProjBias,
 			W: w.LmLayers[i].SelfAttnKProjWeight,
 			X: h,
@@ -600,23 +554,17 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 			Theta:    float32(c.Theta),
 			X:        kProj,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode05.Name, kDecode05.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode05, "k", kProj)
-		}
-		if err := b.Launch(&kDecode06, device.Linear{
+		if err := launch(&kDecode06, "v", v, device.Linear{
 			B: w.LmLayers[i].SelfAttnVProjBias,
 			W: w.LmLayers[i].SelfAttnVProjWeight,
 			X: h,
 			Y: v,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode06.Name, kDecode06.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode06, "v", v)
-		}
-		if err := b.Launch(&kDecode07, device.Attention{
+		if err := launch(&kDecode07, "a", a, device.Attention{
 			Cache:   &m.kv[i],
 			HeadDim: c.HD,
 			Heads:   c.H,
@@ -628,44 +576,32 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 			V:       v,
 			Y:       a,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode07.Name, kDecode07.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode07, "a", a)
-		}
-		if err := b.Launch(&kDecode08, device.Linear{
+		if err := launch(&kDecode08, "o_proj", x, device.Linear{
 			Res: x,
 			W:   w.LmLayers[i].SelfAttnOProjWeight,
 			X:   a,
 			Y:   x,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode08.Name, kDecode08.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode08, "o_proj", x)
-		}
-		if err := b.Launch(&kDecode09, device.RMSNorm{
+		if err := launch(&kDecode09, "h", h, device.RMSNorm{
 			Eps: float32(c.Eps),
 			W:   w.LmLayers[i].PostAttentionLayernormWeight,
 			X:   x,
 			Y:   h,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode09.Name, kDecode09.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode09, "h", h)
-		}
-		if err := b.Launch(&kDecode10, device.Linear{
+		if err := launch(&kDecode10, "up_proj", upProj, device.Linear{
 			W: w.LmLayers[i].MlpUpProjWeight,
 			X: h,
 			Y: upProj,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode10.Name, kDecode10.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode10, "up_proj", upProj)
-		}
-		if err := b.Launch(&kDecode11, device.Linear{
+		if err := launch(&kDecode11, "swiglu", gateProj, device.Linear{
 			Act: device.ActSiLU,
 			W:   w.LmLayers[i].MlpGateProjWeight,
 			X:   h,
@@ -675,58 +611,43 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 			B: upProj,
 			Y: gateProj,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode11.Name, kDecode11.Source, err)
+			return nil, err
 		}
-		if m.Trace != nil {
-			m.Trace(&kDecode11, "swiglu", gateProj)
-		}
-		if err := b.Launch(&kDecode12, device.Linear{
+		if err := launch(&kDecode12, "down_proj", x, device.Linear{
 			Res: x,
 			W:   w.LmLayers[i].MlpDownProjWeight,
 			X:   gateProj,
 			Y:   x,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode12.Name, kDecode12.Source, err)
-		}
-		if m.Trace != nil {
-			m.Trace(&kDecode12, "down_proj", x)
+			return nil, err
 		}
 	} // graphs/dots_ocr.graph:129
 	if S > 0 {
-		if err := b.Launch(&kDecode13, device.Gather{
+		if err := launch(&kDecode13, "gather", gather, device.Gather{
 			Index: logitRows,
 			X:     x,
 			Y:     gather,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode13.Name, kDecode13.Source, err)
-		}
-		if m.Trace != nil {
-			m.Trace(&kDecode13, "gather", gather)
+			return nil, err
 		}
 	}
 	if S > 0 {
-		if err := b.Launch(&kDecode14, device.RMSNorm{
+		if err := launch(&kDecode14, "x", x2, device.RMSNorm{
 			Eps: float32(c.Eps),
 			W:   w.LmNormWeight,
 			X:   gather,
 			Y:   x2,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode14.Name, kDecode14.Source, err)
-		}
-		if m.Trace != nil {
-			m.Trace(&kDecode14, "x", x2)
+			return nil, err
 		}
 	}
 	if S > 0 {
-		if err := b.Launch(&kDecode15, device.Linear{
+		if err := launch(&kDecode15, "logits", logits, device.Linear{
 			W: pick(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight),
 			X: x2,
 			Y: logits,
 		}); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", kDecode15.Name, kDecode15.Source, err)
-		}
-		if m.Trace != nil {
-			m.Trace(&kDecode15, "logits", logits)
+			return nil, err
 		}
 	}
 	out := make([]float32, logits.Rows*logits.Cols)

@@ -112,3 +112,21 @@ func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
 	}
 	return out, nil
 }
+
+// Launcher launches a family's kernels on one backend: an error names the kernel and its graph
+// lines, and Trace, when set, sees each launch's output by the graph's name for it.
+type Launcher struct {
+	B     device.Backend
+	Trace func(k *device.Kernel, name string, out device.Tensor)
+}
+
+// Launch runs ops as kernel k and shows Trace the output out, named name ("" for none).
+func (l Launcher) Launch(k *device.Kernel, name string, out device.Tensor, ops ...device.Op) error {
+	if err := l.B.Launch(k, ops...); err != nil {
+		return fmt.Errorf("%s (%s): %w", k.Name, k.Source, err)
+	}
+	if l.Trace != nil && name != "" {
+		l.Trace(k, name, out)
+	}
+	return nil
+}

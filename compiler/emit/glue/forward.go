@@ -179,18 +179,15 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 		}
 		source := f.e.p.Source + ":" + strings.Join(lines, ",")
 		f.kvars = append(f.kvars, Id(kv).Op("=").Qual(devicePkg, "Kernel").Values(Dict{Id("Name"): Lit(l.Kernel.Name), Id("Source"): Lit(source)}))
-		args := []Code{Op("&").Id(kv)}
+		// the launch shows its last op's output to Trace by the graph's name for it
+		args := []Code{Op("&").Id(kv), Lit(""), Qual(devicePkg, "Tensor").Values()}
+		if last := l.Ops[len(l.Ops)-1].Out; last != nil {
+			args[1], args[2] = Lit(last.Name), Id(f.tensor(last))
+		}
 		for _, op := range l.Ops {
 			args = append(args, f.op(op))
 		}
-		launch := []Code{If(Err().Op(":=").Id("b").Dot("Launch").Call(args...), Err().Op("!=").Nil()).Block(
-			Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s (%s): %w"), Id(kv).Dot("Name"), Id(kv).Dot("Source"), Err())),
-		)}
-		if last := l.Ops[len(l.Ops)-1].Out; last != nil {
-			launch = append(launch, If(Id("m").Dot("Trace").Op("!=").Nil()).Block(
-				Id("m").Dot("Trace").Call(Op("&").Id(kv), Lit(last.Name), Id(f.tensor(last))),
-			))
-		}
+		launch := []Code{If(Err().Op(":=").Id("launch").Call(args...), Err().Op("!=").Nil()).Block(Return(Nil(), Err()))}
 		// a launch over rows that may number zero (image rows, logit rows) is skipped then
 		if rows := launchRows(l.Ops[0]); rows != nil && f.mayBeZero(rows) {
 			out = append(out, If(Id(f.ref(rows)).Op(">").Lit(0)).Block(launch...))
@@ -241,6 +238,7 @@ func (e *emitter) forward(file *File) error {
 
 		var body []Code
 		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("b").Op(",").Op("&").Id("m").Dot("w"),
+			Id("launch").Op(":=").Qual(modelPkg, "Launcher").Values(Dict{Id("B"): Id("b"), Id("Trace"): Id("m").Dot("Trace")}).Dot("Launch"),
 			Id("p").Op(":=").Op("&").Id("m").Dot(lowerFirst(lower.GoName(g.Name))),
 			Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
 		// dims from the host data
