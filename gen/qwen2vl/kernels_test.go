@@ -3,10 +3,7 @@
 package qwen2vl
 
 import (
-	"fmt"
-	"math"
 	"math/rand"
-	"slices"
 	"testing"
 
 	contracts "tfc/contracts"
@@ -59,7 +56,7 @@ var kernelCases = []struct {
 		t3 := b.Normal(device.BF16, 1, 96, 0.10206207261596577)
 		t4 := b.Out(device.F32, 8, 96)
 		t5 := t4.ColSlice(0, 32)
-		t6 := b.Ints(8, 2, randomInts(b, 16, 64))
+		t6 := b.Ints(8, 2, b.RandomInts(16, 64))
 		t7 := t4.ColSlice(32, 64)
 		return []device.Op{device.Linear{
 			B: t3,
@@ -204,7 +201,7 @@ var kernelCases = []struct {
 	},
 }, {
 	build: func(b *contracts.Builder) []device.Op {
-		t1 := b.Ints(1, 4, randomInts(b, 4, 151936))
+		t1 := b.Ints(1, 4, b.RandomInts(4, 151936))
 		t2 := b.Normal(device.BF16, 151936, 64, 0.125)
 		t3 := b.Out(device.F32, 4, 64)
 		return []device.Op{device.Embed{
@@ -220,7 +217,7 @@ var kernelCases = []struct {
 }, {
 	build: func(b *contracts.Builder) []device.Op {
 		t1 := b.Act(device.F32, 2, 64)
-		t2 := b.Ints(1, 2, distinctInts(b, 2, 4))
+		t2 := b.Ints(1, 2, b.DistinctInts(2, 4))
 		t3 := b.Out(device.F32, 4, 64)
 		return []device.Op{device.Scatter{
 			Index: t2,
@@ -254,7 +251,7 @@ var kernelCases = []struct {
 		t2 := b.Normal(device.BF16, 64, 64, 0.125)
 		t3 := b.Normal(device.BF16, 1, 64, 0.125)
 		t4 := b.Out(device.F32, 4, 64)
-		t5 := b.Ints(4, 3, randomInts(b, 12, 64))
+		t5 := b.Ints(4, 3, b.RandomInts(12, 64))
 		return []device.Op{device.Linear{
 			B: t3,
 			W: t2,
@@ -280,7 +277,7 @@ var kernelCases = []struct {
 		t2 := b.Normal(device.BF16, 32, 64, 0.125)
 		t3 := b.Normal(device.BF16, 1, 32, 0.17677669529663687)
 		t4 := b.Out(device.F32, 4, 32)
-		t5 := b.Ints(4, 3, randomInts(b, 12, 64))
+		t5 := b.Ints(4, 3, b.RandomInts(12, 64))
 		return []device.Op{device.Linear{
 			B: t3,
 			W: t2,
@@ -327,7 +324,7 @@ var kernelCases = []struct {
 			K: b.Normal(device.F32, 64, 32, 1.0),
 			V: b.Normal(device.F32, 64, 32, 1.0),
 		}
-		t6 := roundRows(b, 4, 16)
+		t6 := b.RoundRows(4, 16)
 		return []device.Op{device.Attention{
 			Cache:   t5,
 			HeadDim: 16,
@@ -419,7 +416,7 @@ var kernelCases = []struct {
 }, {
 	build: func(b *contracts.Builder) []device.Op {
 		t1 := b.Act(device.F32, 4, 64)
-		t2 := b.Ints(1, 4, distinctInts(b, 4, 4))
+		t2 := b.Ints(1, 4, b.DistinctInts(4, 4))
 		t3 := b.Out(device.F32, 4, 64)
 		return []device.Op{device.Gather{
 			Index: t2,
@@ -463,7 +460,7 @@ func TestKernelContracts(t *testing.T) {
 			if err := b.Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := checkChain(be, &kc.kernel, ops); err != nil {
+			if err := contracts.CheckLaunch(be, &kc.kernel, ops); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -474,159 +471,15 @@ func TestKernelContracts(t *testing.T) {
 // of every launch must fail every kernel's contract.
 func TestKernelContractsCatchADroppedOp(t *testing.T) {
 	for i, kc := range kernelCases {
-		be := dropLast{Backend: cpu.New()}
+		be := contracts.DropLast{Backend: cpu.New()}
 		b := &contracts.Builder{
 			Backend: be,
 			Rng:     rand.New(rand.NewSource(int64(i + 1))),
 		}
 		ops := kc.build(b)
-		if err := checkChain(be, &kc.kernel, ops); err == nil {
+		if err := contracts.CheckLaunch(be, &kc.kernel, ops); err == nil {
 			t.Errorf("%s: the contract passed a backend that skips the kernel's last op", kc.kernel.Name)
 		}
 		b.Free()
-	}
-}
-
-// dropLast is a broken backend: it skips the last op of every launch.
-type dropLast struct {
-	device.Backend
-}
-
-func (d dropLast) Launch(k *device.Kernel, ops ...device.Op) error {
-	return d.Backend.Launch(k, ops[:len(ops)-1]...)
-}
-
-// checkChain launches ops as one kernel and compares every tensor they write with the float64
-// references of the ops applied in order, each op's outputs rounded to their dtype before the
-// next op reads them; the bound is four times the sum of the ops' contract bounds.
-func checkChain(be device.Backend, k *device.Kernel, ops []device.Op) error {
-	for _, op := range ops {
-		if err := contracts.Poison(be, op); err != nil {
-			return err
-		}
-	}
-	read := contracts.HostRead(be)
-	mirror := map[device.Buffer][]float64{}
-	for _, op := range ops {
-		ins, outs := contracts.Operands(op)
-		for _, n := range append(ins, outs...) {
-			if _, ok := mirror[n.T.Buf]; ok {
-				continue
-			}
-			v, err := read(device.Tensor{
-				Buf:  n.T.Buf,
-				Cols: n.T.Buf.Len(),
-				Rows: 1,
-			})
-			if err != nil {
-				return err
-			}
-			mirror[n.T.Buf] = v
-		}
-	}
-	fromMirror := func(t device.Tensor) ([]float64, error) {
-		out := make([]float64, 0, t.Rows*t.Cols)
-		for r := 0; r < t.Rows; r++ {
-			off := t.Off + r*t.RowStride()
-			out = append(out, mirror[t.Buf][off:off+t.Cols]...)
-		}
-		return out, nil
-	}
-	type final struct {
-		out contracts.Output
-		tol float64
-	}
-	var finals []final
-	tol := 0.0
-	for _, op := range ops {
-		want, err := contracts.Expect(op, fromMirror)
-		if err != nil {
-			return fmt.Errorf("reference of %s: %w", op.OpName(), err)
-		}
-		for _, w := range want {
-			tol += w.Tolerance()
-			m := mirror[w.T.Buf]
-			for r := 0; r < w.T.Rows; r++ {
-				for c := 0; c < w.T.Cols; c++ {
-					m[w.T.Off+r*w.T.RowStride()+c] = contracts.Round(w.T.Buf.DType(), w.Want[r*w.T.Cols+c])
-				}
-			}
-			for i := range finals {
-				if finals[i].out.T == w.T {
-					finals = slices.Delete(finals, i, i+1)
-					break
-				}
-			}
-			finals = append(finals, final{w, tol})
-		}
-	}
-	if err := be.Launch(k, ops...); err != nil {
-		return err
-	}
-	if err := be.Sync(); err != nil {
-		return err
-	}
-	for _, f := range finals {
-		got, err := read(f.out.T)
-		if err != nil {
-			return err
-		}
-		o := f.out
-		// later ops may have rewritten part of the tensor (a rope over columns of a linear's output)
-		o.Want, _ = fromMirror(o.T)
-		f.tol = tol
-		dt := o.T.Buf.DType()
-		for r := 0; r < o.T.Rows; r++ {
-			row := o.Want[r*o.T.Cols : (r+1)*o.T.Cols]
-			scale := 1.1754943508222875e-38
-			for _, w := range row {
-				scale = math.Max(scale, math.Abs(w))
-			}
-			for j, w := range row {
-				g := got[r*o.T.Cols+j]
-				w = contracts.Round(dt, w)
-				if e := math.Abs(g-w) / scale; math.IsNaN(g) || e > 4*f.tol {
-					return fmt.Errorf("%s: %s[%d,%d] = %.9g, want %.9g: error %.3g of the row's scale exceeds %.3g", k.Name, o.Name, r, j, g, w, e, 4*f.tol)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// randomInts returns n values in [0, limit).
-func randomInts(b *contracts.Builder, n, limit int) []int32 {
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(b.Rng.Intn(limit))
-	}
-	return out
-}
-
-// distinctInts returns n distinct values in [0, limit).
-func distinctInts(b *contracts.Builder, n, limit int) []int32 {
-	perm := b.Rng.Perm(limit)
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(perm[i])
-	}
-	return out
-}
-
-// roundRows describes r rows of two sequences (slots 0 and 1) over two pages each, at positions
-// after a cached prefix: slot 0 holds the first half of the rows, slot 1 the rest.
-func roundRows(b *contracts.Builder, r, pageSize int) *device.Rows {
-	seq, pos := make([]int32, r), make([]int32, r)
-	for i := range seq {
-		if i >= r/2 {
-			seq[i] = 1
-		}
-		pos[i] = int32(pageSize - 1 + i)
-	}
-	return &device.Rows{
-		PageSize:  pageSize,
-		PageTable: b.Ints(2, 2, []int32{2, 0, 3, 1}),
-		RowPos:    b.Ints(1, r, pos),
-		RowSeq:    b.Ints(1, r, seq),
 	}
 }

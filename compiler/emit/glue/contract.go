@@ -84,27 +84,27 @@ func (c *contract) tensor(field string, v *lower.Value, op *lower.Op) string {
 	case v.Kind == lower.RowsRef:
 		r := c.int(v.RowSeq.Cols)
 		name := c.fresh()
-		c.body = append(c.body, Id(name).Op(":=").Id("roundRows").Call(Id("b"), Lit(r), Lit(c.spec.PageSize)))
+		c.body = append(c.body, Id(name).Op(":=").Id("b").Dot("RoundRows").Call(Lit(r), Lit(c.spec.PageSize)))
 		c.vars[v] = name
 		return name
 	case v.DType == "I32":
 		rows, cols := c.int(v.Rows), c.int(v.Cols)
 		switch field {
 		case "Pos":
-			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("randomInts").Call(Id("b"), Lit(rows*cols), Lit(64)))
+			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("b").Dot("RandomInts").Call(Lit(rows*cols), Lit(64)))
 		case "Ids":
-			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("randomInts").Call(Id("b"), Lit(rows*cols), Lit(c.int(op.Arg("Table").Rows))))
+			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("b").Dot("RandomInts").Call(Lit(rows*cols), Lit(c.int(op.Arg("Table").Rows))))
 		case "Index":
 			limit := c.int(op.Out.Rows)
 			if op.Kind == "gather" {
 				limit = c.int(op.Arg("X").Rows)
 			}
-			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("distinctInts").Call(Id("b"), Lit(rows*cols), Lit(limit)))
+			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("b").Dot("DistinctInts").Call(Lit(rows*cols), Lit(limit)))
 		case "Spans":
 			n := c.int(op.Arg("Q").Rows)
 			expr = Id("b").Dot("Ints").Call(Lit(1), Lit(3), Index().Int32().Values(Lit(0), Lit(n/2), Lit(n)))
 		default:
-			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("randomInts").Call(Id("b"), Lit(rows*cols), Lit(4)))
+			expr = Id("b").Dot("Ints").Call(Lit(rows), Lit(cols), Id("b").Dot("RandomInts").Call(Lit(rows*cols), Lit(4)))
 		}
 	case c.inner[v.Storage()] && v.Def != nil:
 		expr = Id("b").Dot("Out").Call(Qual(devicePkg, "F32"), Lit(c.int(v.Rows)), Lit(c.int(v.Cols)))
@@ -210,7 +210,7 @@ func ContractTests(p *lower.Program, spec *lower.Spec) ([]byte, error) {
 				Defer().Id("b").Dot("Free").Call(),
 				Id("ops").Op(":=").Id("kc").Dot("build").Call(Id("b")),
 				If(Err().Op(":=").Id("b").Dot("Err").Call(), Err().Op("!=").Nil()).Block(Id("t").Dot("Fatal").Call(Err())),
-				If(Err().Op(":=").Id("checkChain").Call(Id("be"), Op("&").Id("kc").Dot("kernel"), Id("ops")), Err().Op("!=").Nil()).Block(Id("t").Dot("Fatal").Call(Err())),
+				If(Err().Op(":=").Qual(contractsPkg, "CheckLaunch").Call(Id("be"), Op("&").Id("kc").Dot("kernel"), Id("ops")), Err().Op("!=").Nil()).Block(Id("t").Dot("Fatal").Call(Err())),
 			)),
 		),
 	)
@@ -218,21 +218,15 @@ func ContractTests(p *lower.Program, spec *lower.Spec) ([]byte, error) {
 	f.Comment("of every launch must fail every kernel's contract.")
 	f.Func().Id("TestKernelContractsCatchADroppedOp").Params(Id("t").Op("*").Qual("testing", "T")).Block(
 		For(List(Id("i"), Id("kc")).Op(":=").Range().Id("kernelCases")).Block(
-			Id("be").Op(":=").Id("dropLast").Values(Dict{Id("Backend"): Qual(cpuPkg, "New").Call()}),
+			Id("be").Op(":=").Qual(contractsPkg, "DropLast").Values(Dict{Id("Backend"): Qual(cpuPkg, "New").Call()}),
 			Id("b").Op(":=").Op("&").Qual(contractsPkg, "Builder").Values(Dict{Id("Backend"): Id("be"), Id("Rng"): Qual("math/rand", "New").Call(Qual("math/rand", "NewSource").Call(Int64().Call(Id("i").Op("+").Lit(1))))}),
 			Id("ops").Op(":=").Id("kc").Dot("build").Call(Id("b")),
-			If(Err().Op(":=").Id("checkChain").Call(Id("be"), Op("&").Id("kc").Dot("kernel"), Id("ops")), Err().Op("==").Nil()).Block(
+			If(Err().Op(":=").Qual(contractsPkg, "CheckLaunch").Call(Id("be"), Op("&").Id("kc").Dot("kernel"), Id("ops")), Err().Op("==").Nil()).Block(
 				Id("t").Dot("Errorf").Call(Lit("%s: the contract passed a backend that skips the kernel's last op"), Id("kc").Dot("kernel").Dot("Name")),
 			),
 			Id("b").Dot("Free").Call(),
 		),
 	)
-	f.Comment("dropLast is a broken backend: it skips the last op of every launch.")
-	f.Type().Id("dropLast").Struct(Qual(devicePkg, "Backend"))
-	f.Func().Params(Id("d").Id("dropLast")).Id("Launch").Params(Id("k").Op("*").Qual(devicePkg, "Kernel"), Id("ops").Op("...").Qual(devicePkg, "Op")).Error().Block(
-		Return(Id("d").Dot("Backend").Dot("Launch").Call(Id("k"), Id("ops").Index(Op(":").Len(Id("ops")).Op("-").Lit(1)).Op("..."))),
-	)
-	chainHelpers(f)
 	return Render(f)
 }
 
@@ -246,113 +240,4 @@ func sourceLines(k *lower.Kernel) string {
 		}
 	}
 	return out
-}
-
-// chainHelpers writes checkChain and the operand helpers into the test file.
-func chainHelpers(f *File) {
-	T := func() *Statement { return Qual(devicePkg, "Tensor") }
-	f.Comment("checkChain launches ops as one kernel and compares every tensor they write with the float64")
-	f.Comment("references of the ops applied in order, each op's outputs rounded to their dtype before the")
-	f.Comment("next op reads them; the bound is four times the sum of the ops' contract bounds.")
-	f.Func().Id("checkChain").Params(Id("be").Qual(devicePkg, "Backend"), Id("k").Op("*").Qual(devicePkg, "Kernel"), Id("ops").Index().Qual(devicePkg, "Op")).Error().Block(
-		For(List(Id("_"), Id("op")).Op(":=").Range().Id("ops")).Block(
-			If(Err().Op(":=").Qual(contractsPkg, "Poison").Call(Id("be"), Id("op")), Err().Op("!=").Nil()).Block(Return(Err())),
-		),
-		Id("read").Op(":=").Qual(contractsPkg, "HostRead").Call(Id("be")),
-		Id("mirror").Op(":=").Map(Qual(devicePkg, "Buffer")).Index().Float64().Values(),
-		For(List(Id("_"), Id("op")).Op(":=").Range().Id("ops")).Block(
-			List(Id("ins"), Id("outs")).Op(":=").Qual(contractsPkg, "Operands").Call(Id("op")),
-			For(List(Id("_"), Id("n")).Op(":=").Range().Append(Id("ins"), Id("outs").Op("..."))).Block(
-				If(List(Id("_"), Id("ok")).Op(":=").Id("mirror").Index(Id("n").Dot("T").Dot("Buf")), Id("ok")).Block(Continue()),
-				List(Id("v"), Err()).Op(":=").Id("read").Call(T().Values(Dict{Id("Buf"): Id("n").Dot("T").Dot("Buf"), Id("Rows"): Lit(1), Id("Cols"): Id("n").Dot("T").Dot("Buf").Dot("Len").Call()})),
-				If(Err().Op("!=").Nil()).Block(Return(Err())),
-				Id("mirror").Index(Id("n").Dot("T").Dot("Buf")).Op("=").Id("v"),
-			),
-		),
-		Id("fromMirror").Op(":=").Func().Params(Id("t").Add(T())).Params(Index().Float64(), Error()).Block(
-			Id("out").Op(":=").Make(Index().Float64(), Lit(0), Id("t").Dot("Rows").Op("*").Id("t").Dot("Cols")),
-			For(Id("r").Op(":=").Lit(0), Id("r").Op("<").Id("t").Dot("Rows"), Id("r").Op("++")).Block(
-				Id("off").Op(":=").Id("t").Dot("Off").Op("+").Id("r").Op("*").Id("t").Dot("RowStride").Call(),
-				Id("out").Op("=").Append(Id("out"), Id("mirror").Index(Id("t").Dot("Buf")).Index(Id("off").Op(":").Id("off").Op("+").Id("t").Dot("Cols")).Op("...")),
-			),
-			Return(Id("out"), Nil()),
-		),
-		Type().Id("final").Struct(Id("out").Qual(contractsPkg, "Output"), Id("tol").Float64()),
-		Var().Id("finals").Index().Id("final"),
-		Id("tol").Op(":=").Lit(0.0),
-		For(List(Id("_"), Id("op")).Op(":=").Range().Id("ops")).Block(
-			List(Id("want"), Err()).Op(":=").Qual(contractsPkg, "Expect").Call(Id("op"), Id("fromMirror")),
-			If(Err().Op("!=").Nil()).Block(Return(Qual("fmt", "Errorf").Call(Lit("reference of %s: %w"), Id("op").Dot("OpName").Call(), Err()))),
-			For(List(Id("_"), Id("w")).Op(":=").Range().Id("want")).Block(
-				Id("tol").Op("+=").Id("w").Dot("Tolerance").Call(),
-				Id("m").Op(":=").Id("mirror").Index(Id("w").Dot("T").Dot("Buf")),
-				For(Id("r").Op(":=").Lit(0), Id("r").Op("<").Id("w").Dot("T").Dot("Rows"), Id("r").Op("++")).Block(
-					For(Id("c").Op(":=").Lit(0), Id("c").Op("<").Id("w").Dot("T").Dot("Cols"), Id("c").Op("++")).Block(
-						Id("m").Index(Id("w").Dot("T").Dot("Off").Op("+").Id("r").Op("*").Id("w").Dot("T").Dot("RowStride").Call().Op("+").Id("c")).Op("=").
-							Qual(contractsPkg, "Round").Call(Id("w").Dot("T").Dot("Buf").Dot("DType").Call(), Id("w").Dot("Want").Index(Id("r").Op("*").Id("w").Dot("T").Dot("Cols").Op("+").Id("c"))),
-					),
-				),
-				For(Id("i").Op(":=").Range().Id("finals")).Block(
-					If(Id("finals").Index(Id("i")).Dot("out").Dot("T").Op("==").Id("w").Dot("T")).Block(
-						Id("finals").Op("=").Qual("slices", "Delete").Call(Id("finals"), Id("i"), Id("i").Op("+").Lit(1)),
-						Break(),
-					),
-				),
-				Id("finals").Op("=").Append(Id("finals"), Id("final").Values(Id("w"), Id("tol"))),
-			),
-		),
-		If(Err().Op(":=").Id("be").Dot("Launch").Call(Id("k"), Id("ops").Op("...")), Err().Op("!=").Nil()).Block(Return(Err())),
-		If(Err().Op(":=").Id("be").Dot("Sync").Call(), Err().Op("!=").Nil()).Block(Return(Err())),
-		For(List(Id("_"), Id("f")).Op(":=").Range().Id("finals")).Block(
-			List(Id("got"), Err()).Op(":=").Id("read").Call(Id("f").Dot("out").Dot("T")),
-			If(Err().Op("!=").Nil()).Block(Return(Err())),
-			Id("o").Op(":=").Id("f").Dot("out"),
-			Comment("later ops may have rewritten part of the tensor (a rope over columns of a linear's output)"),
-			List(Id("o").Dot("Want"), Id("_")).Op("=").Id("fromMirror").Call(Id("o").Dot("T")),
-			Id("f").Dot("tol").Op("=").Id("tol"),
-			Id("dt").Op(":=").Id("o").Dot("T").Dot("Buf").Dot("DType").Call(),
-			For(Id("r").Op(":=").Lit(0), Id("r").Op("<").Id("o").Dot("T").Dot("Rows"), Id("r").Op("++")).Block(
-				Id("row").Op(":=").Id("o").Dot("Want").Index(Id("r").Op("*").Id("o").Dot("T").Dot("Cols").Op(":").Parens(Id("r").Op("+").Lit(1)).Op("*").Id("o").Dot("T").Dot("Cols")),
-				Id("scale").Op(":=").Lit(0x1p-126),
-				For(List(Id("_"), Id("w")).Op(":=").Range().Id("row")).Block(Id("scale").Op("=").Qual("math", "Max").Call(Id("scale"), Qual("math", "Abs").Call(Id("w")))),
-				For(List(Id("j"), Id("w")).Op(":=").Range().Id("row")).Block(
-					Id("g").Op(":=").Id("got").Index(Id("r").Op("*").Id("o").Dot("T").Dot("Cols").Op("+").Id("j")),
-					Id("w").Op("=").Qual(contractsPkg, "Round").Call(Id("dt"), Id("w")),
-					If(Id("e").Op(":=").Qual("math", "Abs").Call(Id("g").Op("-").Id("w")).Op("/").Id("scale"), Qual("math", "IsNaN").Call(Id("g")).Op("||").Id("e").Op(">").Lit(4).Op("*").Id("f").Dot("tol")).Block(
-						Return(Qual("fmt", "Errorf").Call(Lit("%s: %s[%d,%d] = %.9g, want %.9g: error %.3g of the row's scale exceeds %.3g"), Id("k").Dot("Name"), Id("o").Dot("Name"), Id("r"), Id("j"), Id("g"), Id("w"), Id("e"), Lit(4).Op("*").Id("f").Dot("tol"))),
-					),
-				),
-			),
-		),
-		Return(Nil()),
-	)
-
-	f.Comment("randomInts returns n values in [0, limit).")
-	f.Func().Id("randomInts").Params(Id("b").Op("*").Qual(contractsPkg, "Builder"), Id("n"), Id("limit").Int()).Index().Int32().Block(
-		Id("out").Op(":=").Make(Index().Int32(), Id("n")),
-		For(Id("i").Op(":=").Range().Id("out")).Block(Id("out").Index(Id("i")).Op("=").Int32().Call(Id("b").Dot("Rng").Dot("Intn").Call(Id("limit")))),
-		Return(Id("out")),
-	)
-	f.Comment("distinctInts returns n distinct values in [0, limit).")
-	f.Func().Id("distinctInts").Params(Id("b").Op("*").Qual(contractsPkg, "Builder"), Id("n"), Id("limit").Int()).Index().Int32().Block(
-		Id("perm").Op(":=").Id("b").Dot("Rng").Dot("Perm").Call(Id("limit")),
-		Id("out").Op(":=").Make(Index().Int32(), Id("n")),
-		For(Id("i").Op(":=").Range().Id("out")).Block(Id("out").Index(Id("i")).Op("=").Int32().Call(Id("perm").Index(Id("i")))),
-		Return(Id("out")),
-	)
-	f.Comment("roundRows describes r rows of two sequences (slots 0 and 1) over two pages each, at positions")
-	f.Comment("after a cached prefix: slot 0 holds the first half of the rows, slot 1 the rest.")
-	f.Func().Id("roundRows").Params(Id("b").Op("*").Qual(contractsPkg, "Builder"), Id("r"), Id("pageSize").Int()).Op("*").Qual(devicePkg, "Rows").Block(
-		List(Id("seq"), Id("pos")).Op(":=").List(Make(Index().Int32(), Id("r")), Make(Index().Int32(), Id("r"))),
-		For(Id("i").Op(":=").Range().Id("seq")).Block(
-			If(Id("i").Op(">=").Id("r").Op("/").Lit(2)).Block(Id("seq").Index(Id("i")).Op("=").Lit(1)),
-			Id("pos").Index(Id("i")).Op("=").Int32().Call(Id("pageSize").Op("-").Lit(1).Op("+").Id("i")),
-		),
-		Return(Op("&").Qual(devicePkg, "Rows").Values(Dict{
-			Id("RowSeq"):    Id("b").Dot("Ints").Call(Lit(1), Id("r"), Id("seq")),
-			Id("RowPos"):    Id("b").Dot("Ints").Call(Lit(1), Id("r"), Id("pos")),
-			Id("PageTable"): Id("b").Dot("Ints").Call(Lit(2), Lit(2), Index().Int32().Values(Lit(2), Lit(0), Lit(3), Lit(1))),
-			Id("PageSize"):  Id("pageSize"),
-		})),
-	)
 }
