@@ -197,28 +197,11 @@ func ExpectChain(be device.Backend, k hip.Kernel, ops []device.Op) ([]Stored, er
 		}
 	}
 	read := HostRead(be)
-	mirror := map[device.Buffer][]float64{}
-	for _, op := range ops {
-		ins, outs := Operands(op)
-		for _, n := range append(ins, outs...) {
-			if _, ok := mirror[n.T.Buf]; ok {
-				continue
-			}
-			v, err := read(device.Tensor{Buf: n.T.Buf, Rows: 1, Cols: n.T.Buf.Len()})
-			if err != nil {
-				return nil, err
-			}
-			mirror[n.T.Buf] = v
-		}
+	mirror, err := mirrorOf(read, ops)
+	if err != nil {
+		return nil, err
 	}
-	fromMirror := func(t device.Tensor) ([]float64, error) {
-		out := make([]float64, 0, t.Rows*t.Cols)
-		for r := 0; r < t.Rows; r++ {
-			off := t.Off + r*t.RowStride()
-			out = append(out, mirror[t.Buf][off:off+t.Cols]...)
-		}
-		return out, nil
-	}
+	fromMirror := mirror.read
 	var stored []Stored
 	tol := 0.0
 	for i, op := range ops {
@@ -228,12 +211,7 @@ func ExpectChain(be device.Backend, k hip.Kernel, ops []device.Op) ([]Stored, er
 		}
 		for _, w := range want {
 			tol += w.Tolerance()
-			m := mirror[w.T.Buf]
-			for r := 0; r < w.T.Rows; r++ {
-				for c := 0; c < w.T.Cols; c++ {
-					m[w.T.Off+r*w.T.RowStride()+c] = Round(w.T.Buf.DType(), w.Want[r*w.T.Cols+c])
-				}
-			}
+			mirror.store(w)
 			if k.Ops[i].Flags["internal"] {
 				continue
 			}
@@ -384,4 +362,46 @@ func SubRows(k hip.Kernel, m int) (lo, hi int) {
 		return m - 1, m
 	}
 	return m/2 + 1, min(m, m/2+6)
+}
+
+// hostMirror holds host copies of every buffer some ops touch, updated as their references run.
+type hostMirror map[device.Buffer][]float64
+
+// mirrorOf copies every buffer an operand of ops lies in.
+func mirrorOf(read Read, ops []device.Op) (hostMirror, error) {
+	m := hostMirror{}
+	for _, op := range ops {
+		ins, outs := Operands(op)
+		for _, n := range append(ins, outs...) {
+			if _, ok := m[n.T.Buf]; ok {
+				continue
+			}
+			v, err := read(device.Tensor{Buf: n.T.Buf, Rows: 1, Cols: n.T.Buf.Len()})
+			if err != nil {
+				return nil, err
+			}
+			m[n.T.Buf] = v
+		}
+	}
+	return m, nil
+}
+
+// read is the mirror's copy of t, row-major.
+func (m hostMirror) read(t device.Tensor) ([]float64, error) {
+	out := make([]float64, 0, t.Rows*t.Cols)
+	for r := 0; r < t.Rows; r++ {
+		off := t.Off + r*t.RowStride()
+		out = append(out, m[t.Buf][off:off+t.Cols]...)
+	}
+	return out, nil
+}
+
+// store writes a reference output into the mirror, rounded to its tensor's dtype.
+func (m hostMirror) store(o Output) {
+	v := m[o.T.Buf]
+	for r := 0; r < o.T.Rows; r++ {
+		for c := 0; c < o.T.Cols; c++ {
+			v[o.T.Off+r*o.T.RowStride()+c] = Round(o.T.Buf.DType(), o.Want[r*o.T.Cols+c])
+		}
+	}
 }

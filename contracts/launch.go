@@ -19,28 +19,11 @@ func CheckLaunch(be device.Backend, k *device.Kernel, ops []device.Op) error {
 		}
 	}
 	read := HostRead(be)
-	mirror := map[device.Buffer][]float64{}
-	for _, op := range ops {
-		ins, outs := Operands(op)
-		for _, n := range append(ins, outs...) {
-			if _, ok := mirror[n.T.Buf]; ok {
-				continue
-			}
-			v, err := read(device.Tensor{Buf: n.T.Buf, Cols: n.T.Buf.Len(), Rows: 1})
-			if err != nil {
-				return err
-			}
-			mirror[n.T.Buf] = v
-		}
+	mirror, err := mirrorOf(read, ops)
+	if err != nil {
+		return err
 	}
-	fromMirror := func(t device.Tensor) ([]float64, error) {
-		out := make([]float64, 0, t.Rows*t.Cols)
-		for r := 0; r < t.Rows; r++ {
-			off := t.Off + r*t.RowStride()
-			out = append(out, mirror[t.Buf][off:off+t.Cols]...)
-		}
-		return out, nil
-	}
+	fromMirror := mirror.read
 	var finals []Output
 	tol := 0.0
 	for _, op := range ops {
@@ -50,12 +33,7 @@ func CheckLaunch(be device.Backend, k *device.Kernel, ops []device.Op) error {
 		}
 		for _, w := range want {
 			tol += w.Tolerance()
-			m := mirror[w.T.Buf]
-			for r := 0; r < w.T.Rows; r++ {
-				for c := 0; c < w.T.Cols; c++ {
-					m[w.T.Off+r*w.T.RowStride()+c] = Round(w.T.Buf.DType(), w.Want[r*w.T.Cols+c])
-				}
-			}
+			mirror.store(w)
 			// a later op's output over the same tensor (a rope over a linear's columns) replaces it
 			finals = slices.DeleteFunc(finals, func(f Output) bool { return f.T == w.T })
 			finals = append(finals, w)
