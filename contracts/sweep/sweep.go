@@ -241,24 +241,11 @@ func Weights(cfgJSON []byte, generationConfig string, seed uint64, dtype string)
 	}
 	specs := bound.Manifest()
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
-	var data bytes.Buffer
-	for _, s := range specs {
-		b := draw(s, seed, eos, dtype)
-		header[s.Name] = map[string]any{"dtype": dtype, "shape": s.Shape, "data_offsets": []int{data.Len(), data.Len() + len(b)}}
-		data.Write(b)
+	stored := make([]checkpoint.Stored, len(specs))
+	for i, s := range specs {
+		stored[i] = checkpoint.Stored{Name: s.Name, DType: dtype, Shape: s.Shape, Data: draw(s, seed, eos, dtype)}
 	}
-	text, err := json.Marshal(header)
-	if err != nil {
-		return nil, err
-	}
-	pad := (8 - len(text)%8) % 8
-	var out bytes.Buffer
-	binary.Write(&out, binary.LittleEndian, uint64(len(text)+pad))
-	out.Write(text)
-	out.Write(bytes.Repeat([]byte{' '}, pad))
-	out.Write(data.Bytes())
-	return out.Bytes(), nil
+	return checkpoint.Encode(stored, map[string]string{"format": "pt"}), nil
 }
 
 // loudRow is the end-of-turn id (the largest id of generation_config.json's eos_token_id),
@@ -303,10 +290,7 @@ func draw(s model.TensorSpec, seed uint64, loud int, dtype string) []byte {
 	h := fnv.New64a()
 	h.Write([]byte(s.Name))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
-	n := 1
-	for _, d := range s.Shape {
-		n *= d
-	}
+	n := model.Elements(s.Shape)
 	name := s.Name
 	var base, dev float64
 	rowScale := func(int) float64 { return 1 }
@@ -423,38 +407,29 @@ func (p Picture) PNG() ([]byte, error) {
 		c[3] = uint8(64 + (191*x)/max(1, p.W-1))
 		return c
 	}
-	var img image.Image
+	// one pass over the pixels; set stores a pixel in the picture's colour model
 	r := image.Rect(0, 0, p.W, p.H)
+	var img image.Image
+	var set func(x, y int, c [4]uint8)
 	switch p.Model {
 	case "rgb":
 		m := image.NewRGBA(r)
-		for y := 0; y < p.H; y++ {
-			for x := 0; x < p.W; x++ {
-				c := pix(x, y)
-				m.SetRGBA(x, y, color.RGBA{c[0], c[1], c[2], 255})
-			}
-		}
-		img = m
+		img, set = m, func(x, y int, c [4]uint8) { m.SetRGBA(x, y, color.RGBA{c[0], c[1], c[2], 255}) }
 	case "gray":
 		m := image.NewGray(r)
-		for y := 0; y < p.H; y++ {
-			for x := 0; x < p.W; x++ {
-				c := pix(x, y)
-				m.SetGray(x, y, color.Gray{uint8((int(c[0]) + 2*int(c[1]) + int(c[2])) / 4)})
-			}
+		img, set = m, func(x, y int, c [4]uint8) {
+			m.SetGray(x, y, color.Gray{uint8((int(c[0]) + 2*int(c[1]) + int(c[2])) / 4)})
 		}
-		img = m
 	case "rgba":
 		m := image.NewNRGBA(r)
-		for y := 0; y < p.H; y++ {
-			for x := 0; x < p.W; x++ {
-				c := pix(x, y)
-				m.SetNRGBA(x, y, color.NRGBA{c[0], c[1], c[2], c[3]})
-			}
-		}
-		img = m
+		img, set = m, func(x, y int, c [4]uint8) { m.SetNRGBA(x, y, color.NRGBA{c[0], c[1], c[2], c[3]}) }
 	default:
 		return nil, fmt.Errorf("picture %s: colour model %q is not rgb, gray or rgba", p.Name, p.Model)
+	}
+	for y := 0; y < p.H; y++ {
+		for x := 0; x < p.W; x++ {
+			set(x, y, pix(x, y))
+		}
 	}
 	var buf bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestCompression}

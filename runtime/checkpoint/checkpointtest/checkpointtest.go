@@ -3,13 +3,13 @@
 package checkpointtest
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
 	"testing"
+	"tfc/runtime/checkpoint"
 )
 
 // Tensor is one tensor to write. DType is the safetensors name ("BF16", "F16", "F32", or any
@@ -52,38 +52,15 @@ func (t Tensor) Bytes() []byte {
 
 // Safetensors encodes tensors as a safetensors file, in the order given.
 func Safetensors(tensors []Tensor, metadata map[string]string) []byte {
-	header := map[string]any{}
-	if metadata != nil {
-		header["__metadata__"] = metadata
+	stored := make([]checkpoint.Stored, len(tensors))
+	for i, t := range tensors {
+		stored[i] = checkpoint.Stored{Name: t.Name, DType: t.DType, Shape: t.Shape, Data: t.Bytes()}
 	}
-	var data bytes.Buffer
-	for _, t := range tensors {
-		b := t.Bytes()
-		shape := t.Shape
-		if shape == nil {
-			shape = []int{}
-		}
-		header[t.Name] = map[string]any{"dtype": t.DType, "shape": shape, "data_offsets": []int{data.Len(), data.Len() + len(b)}}
-		data.Write(b)
-	}
-	text, err := json.Marshal(header)
-	if err != nil {
-		panic(err)
-	}
-	return Raw(text, data.Bytes())
+	return checkpoint.Encode(stored, metadata)
 }
 
-// Raw encodes a safetensors file from its header text and data, padding the header with
-// spaces to a multiple of 8 bytes as the reference writer does.
-func Raw(header, data []byte) []byte {
-	pad := (8 - len(header)%8) % 8
-	var out bytes.Buffer
-	binary.Write(&out, binary.LittleEndian, uint64(len(header)+pad))
-	out.Write(header)
-	out.Write(bytes.Repeat([]byte{' '}, pad))
-	out.Write(data)
-	return out.Bytes()
-}
+// Raw encodes a safetensors file from its header text and data (checkpoint.EncodeRaw).
+func Raw(header, data []byte) []byte { return checkpoint.EncodeRaw(header, data) }
 
 // WriteFile writes data to dir/name.
 func WriteFile(t testing.TB, dir, name string, data []byte) {
