@@ -1,11 +1,12 @@
 package kernels
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tfc/kernels/emutest"
 )
 
 // TestMMAEmulated runs the tensor-core GEMM of tfc_kernels.h (tfc_gemm_mma, CUDA only) on the
@@ -40,38 +41,12 @@ func TestAttentionEmulated(t *testing.T) {
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {
-	var cxx string
-	for _, c := range []string{"g++", "clang++-19", "clang++", "c++"} {
-		if p, err := exec.LookPath(c); err == nil {
-			cxx = p
-			break
-		}
-	}
-	if cxx == "" {
-		t.Skip("no C++ compiler")
-	}
-	dir := t.TempDir()
-	files := map[string][]byte{}
+	files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h", main)
 	var err error
 	if files["tfc_kernels.h"], err = Sources.ReadFile("tfc_kernels.h"); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"tfc_hip.h", main} {
-		if files[name], err = os.ReadFile(filepath.Join("testdata", "mmaemu", name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "emu")
-	args := append([]string{"-std=c++20", "-O2", "-Wno-unknown-pragmas"}, flags...)
-	args = append(args, "-o", bin, filepath.Join(dir, main))
-	if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cxx, err, out)
-	}
+	bin := emutest.Build(t, files, main, append([]string{"-O2"}, flags...)...)
 	out, err := exec.Command(bin).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0 failed") {
 		t.Fatalf("%v\n%s", err, out)

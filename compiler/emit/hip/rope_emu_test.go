@@ -2,7 +2,6 @@ package hip_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/kernels"
+	"tfc/kernels/emutest"
 )
 
 // ropeKernels are the kernels kernels/testdata/mmaemu/rope.cpp runs (its comment has their
@@ -93,42 +93,16 @@ func TestRopeEpilogueEmulated(t *testing.T) {
 // runRopeEmulated builds rope.cpp against src (as rope_kernels.hip), the emulating tfc_hip.h and
 // tfc_kernels.h, and returns what it prints.
 func runRopeEmulated(t *testing.T, src []byte, defs []string) (string, error) {
-	var cxx string
-	for _, c := range []string{"g++", "clang++-19", "clang++", "c++"} {
-		if p, err := exec.LookPath(c); err == nil {
-			cxx = p
-			break
-		}
-	}
-	if cxx == "" {
-		t.Skip("no C++ compiler")
-	}
 	if runtime.GOOS != "linux" {
 		t.Skip("rope.cpp places LDS in an ELF section (emu_lds)")
 	}
-	emu := filepath.Join("..", "..", "..", "kernels", "testdata", "mmaemu")
-	dir := t.TempDir()
-	files := map[string][]byte{"rope_kernels.hip": src}
+	files := emutest.Read(t, filepath.Join("..", "..", "..", "kernels", "testdata", "mmaemu"), "tfc_hip.h", "rope.cpp")
+	files["rope_kernels.hip"] = src
 	var err error
 	if files["tfc_kernels.h"], err = kernels.Sources.ReadFile("tfc_kernels.h"); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"tfc_hip.h", "rope.cpp"} {
-		if files[name], err = os.ReadFile(filepath.Join(emu, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "rope")
-	args := append([]string{"-std=c++20", "-O1", "-Wno-unknown-pragmas"}, defs...)
-	args = append(args, "-o", bin, filepath.Join(dir, "rope.cpp"))
-	if out, err := exec.Command(cxx, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cxx, err, out)
-	}
+	bin := emutest.Build(t, files, "rope.cpp", append([]string{"-O1"}, defs...)...)
 	out, err := exec.Command(bin).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
