@@ -62,11 +62,7 @@ func changedQwen2VL(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound, err := fam.Bind(cfg)
+	_, bound, err := engine.Bind(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

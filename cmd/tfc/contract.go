@@ -20,7 +20,7 @@ import (
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/device/cuda"
 	hipdev "tfc/runtime/device/hip"
-	"tfc/runtime/model"
+	"tfc/runtime/engine"
 )
 
 func init() {
@@ -100,11 +100,8 @@ func contractFamily(name, dir, root string) (contracts.Family, error) {
 	if err != nil {
 		return contracts.Family{}, err
 	}
-	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
+	fam, _, err := engine.Bind(cfg)
 	if err != nil {
-		return contracts.Family{}, err
-	}
-	if _, err := fam.Bind(cfg); err != nil {
 		return contracts.Family{}, err
 	}
 	return contracts.ForCheckpoint(fam.Name, root, cfg, 16)

@@ -203,18 +203,14 @@ func top2(v []float32) (int, int) {
 	return a, b
 }
 
-// bindConfig picks the family of a config.json and binds it; err is Bind's (the refusal).
+// bindConfig picks the family of a config.json and binds it; err is the refusal.
 func bindConfig(t *testing.T, cfgJSON []byte) (*model.Family, *checkpoint.Config, error) {
 	t.Helper()
 	cfg, err := checkpoint.ParseConfig("config.json", cfgJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = fam.Bind(cfg)
+	fam, _, err := engine.Bind(cfg)
 	return fam, cfg, err
 }
 

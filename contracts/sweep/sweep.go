@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"tfc/runtime/checkpoint"
+	"tfc/runtime/engine"
 	"tfc/runtime/model"
 )
 
@@ -224,11 +225,7 @@ func Weights(cfgJSON []byte, generationConfig string, seed uint64, dtype string)
 	if err != nil {
 		return nil, err
 	}
-	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
-	if err != nil {
-		return nil, err
-	}
-	bound, err := fam.Bind(cfg)
+	_, bound, err := engine.Bind(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,20 @@ type Engine struct {
 	EOS    map[int]bool
 }
 
+// Bind picks the family serving a config.json and binds it: an unsupported value is refused by
+// name, with the family's graph.
+func Bind(cfg *checkpoint.Config) (*model.Family, model.Bound, error) {
+	fam, err := model.Pick(cfg.ModelType(), cfg.Architectures())
+	if err != nil {
+		return nil, nil, err
+	}
+	bound, err := fam.Bind(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", fam.Graph, err)
+	}
+	return fam, bound, nil
+}
+
 // Validate opens a checkpoint and checks it against its family's manifest; nothing is allocated
 // for weights. The caller closes the returned checkpoint.
 func Validate(dir string) (*checkpoint.Checkpoint, *model.Family, model.Bound, error) {
@@ -33,15 +47,10 @@ func Validate(dir string) (*checkpoint.Checkpoint, *model.Family, model.Bound, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fam, err := model.Pick(ck.ModelType(), ck.Architectures())
+	fam, bound, err := Bind(ck.Config)
 	if err != nil {
 		ck.Close()
 		return nil, nil, nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	bound, err := fam.Bind(ck.Config)
-	if err != nil {
-		ck.Close()
-		return nil, nil, nil, fmt.Errorf("%s: %s: %w", dir, fam.Graph, err)
 	}
 	names := map[string]bool{}
 	for _, n := range ck.Names() {
