@@ -54,30 +54,10 @@ all into a binary: what go generate runs.`,
 				return exitCode(2)
 			}
 			args = fs.Args()
-			if all {
-				if len(args) > 0 || explain || specialize != "" {
-					return fmt.Errorf("-all takes no files, -explain or -specialize: it compiles every graphs/*.graph for its fixture")
-				}
-				if *chdir != "" {
-					if err := os.Chdir(*chdir); err != nil {
-						return fmt.Errorf("-C: %w", err)
-					}
-				}
-				root := outDir
-				if root == "" {
-					r, err := repoRoot()
-					if err != nil {
-						return err
-					}
-					root = r
-				}
-				files, err := compiler.CompileAll(".", pageSize)
-				if err != nil {
-					return err
-				}
-				return writeFiles(root, files)
-			}
-			if len(args) == 0 {
+			switch {
+			case all && (len(args) > 0 || explain || specialize != ""):
+				return fmt.Errorf("-all takes no files, -explain or -specialize: it compiles every graphs/*.graph for its fixture")
+			case !all && len(args) == 0:
 				fs.Usage()
 				return exitCode(2)
 			}
@@ -86,14 +66,6 @@ all into a binary: what go generate runs.`,
 					return fmt.Errorf("-C: %w", err)
 				}
 			}
-			opts := compiler.Options{PageSize: pageSize}
-			if specialize != "" {
-				data, err := os.ReadFile(specialize)
-				if err != nil {
-					return fmt.Errorf("-specialize: %w", err)
-				}
-				opts.Specialize = data
-			}
 			root := outDir
 			if root == "" && !explain {
 				r, err := repoRoot()
@@ -101,6 +73,21 @@ all into a binary: what go generate runs.`,
 					return err
 				}
 				root = r
+			}
+			if all {
+				files, err := compiler.CompileAll(".", pageSize)
+				if err != nil {
+					return err
+				}
+				return writeFiles(root, files)
+			}
+			opts := compiler.Options{PageSize: pageSize}
+			if specialize != "" {
+				data, err := os.ReadFile(specialize)
+				if err != nil {
+					return fmt.Errorf("-specialize: %w", err)
+				}
+				opts.Specialize = data
 			}
 			failed := false
 			for _, file := range args {
