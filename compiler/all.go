@@ -51,7 +51,7 @@ func CompileAll(root string, pageSize int) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: family %s's kernels are specialised for the config of its tiny checkpoint %s, which its oracle writes: %w", name, p.Family, fixture, err)
 		}
-		fs, _, err := Compile(name, src, Options{Specialize: cfg, PageSize: pageSize})
+		fs, err := compileLowered(p, Options{Specialize: cfg, PageSize: pageSize})
 		if err != nil {
 			return nil, err
 		}

@@ -29,16 +29,23 @@ func Compile(filename string, src []byte, opts Options) (map[string][]byte, chec
 	if err != nil || len(diags) > 0 {
 		return nil, diags, err
 	}
+	files, err := compileLowered(p, opts)
+	return files, nil, err
+}
+
+// compileLowered is Compile after lowering.
+func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 	var spec *lower.Spec
+	var err error
 	if opts.Specialize != nil {
 		if spec, err = lower.Specialize(p, opts.Specialize, opts.PageSize); err != nil {
-			return nil, nil, fmt.Errorf("-specialize: %w", err)
+			return nil, fmt.Errorf("-specialize: %w", err)
 		}
 	}
 	files := map[string][]byte{}
 	goFiles, err := glue.Files(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	dir := path.Join("gen", p.Package)
 	for name, data := range goFiles {
@@ -47,16 +54,16 @@ func Compile(filename string, src []byte, opts Options) (map[string][]byte, chec
 	if spec != nil {
 		hipSrc, err := renderHIP(p, spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		files[path.Join("kernels", p.Package+".hip")] = hipSrc
 		tests, err := glue.ContractTests(p, spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		files[path.Join(dir, "kernels_test.go")] = tests
 	}
-	return files, nil, nil
+	return files, nil
 }
 
 // Lower checks and lowers one .graph file.
