@@ -98,8 +98,7 @@ class Qwen2VL:
             m.eval()
             self.models[dtype] = m
         m = self.models[torch.float64]
-        tied = m.lm_head.weight.data_ptr() == m.get_input_embeddings().weight.data_ptr()
-        self.tied = tied
+        self.tied = m.lm_head.weight.data_ptr() == m.get_input_embeddings().weight.data_ptr()
 
     def prepare(self, case):
         import torch
@@ -265,9 +264,6 @@ class DotsOCR:
         ids = self.ref_tok.encode(expanded, add_special_tokens=False).ids
         inputs["input_ids"] = torch.tensor([ids], dtype=torch.int64)
         return prompt, inputs
-
-    def case(self, inputs, dtype):
-        return {"inputs": inputs}
 
     def greedy(self, inputs, dtype, max_new):
         ids, _, _ = self.dots.greedy(self.models[dtype], {"inputs": inputs}, dtype, "cpu", max_new, self.eos)
