@@ -191,28 +191,32 @@ func ExpectChain(be device.Backend, k hip.Kernel, ops []device.Op) ([]Stored, er
 	if len(ops) != len(k.Ops) {
 		return nil, fmt.Errorf("%s: %d ops for a kernel of %d", k.Name, len(ops), len(k.Ops))
 	}
+	return expectOps(be, k.Name, ops, func(i int) bool { return k.Ops[i].Flags["internal"] })
+}
+
+// expectOps is ExpectChain for the ops of kernel name, internal(i) saying whether op i's outputs
+// stay inside the kernel.
+func expectOps(be device.Backend, name string, ops []device.Op, internal func(i int) bool) ([]Stored, error) {
 	for _, op := range ops {
 		if err := Poison(be, op); err != nil {
 			return nil, err
 		}
 	}
-	read := HostRead(be)
-	mirror, err := mirrorOf(read, ops)
+	mirror, err := mirrorOf(HostRead(be), ops)
 	if err != nil {
 		return nil, err
 	}
-	fromMirror := mirror.read
 	var stored []Stored
 	tol := 0.0
 	for i, op := range ops {
-		want, err := Expect(op, fromMirror)
+		want, err := Expect(op, mirror.read)
 		if err != nil {
-			return nil, fmt.Errorf("%s: reference of %s: %w", k.Name, op.OpName(), err)
+			return nil, fmt.Errorf("%s: reference of %s: %w", name, op.OpName(), err)
 		}
 		for _, w := range want {
 			tol += w.Tolerance()
 			mirror.store(w)
-			if k.Ops[i].Flags["internal"] {
+			if internal(i) {
 				continue
 			}
 			// a later op's output over the same tensor (a rope over a linear's columns) replaces it
@@ -230,7 +234,7 @@ func ExpectChain(be device.Backend, k hip.Kernel, ops []device.Op) ([]Stored, er
 	}
 	for i := range stored {
 		// later ops may have rewritten part of the tensor: the mirror holds its final state
-		stored[i].Want, _ = fromMirror(stored[i].T)
+		stored[i].Want, _ = mirror.read(stored[i].T)
 		stored[i].Bound = 4 * tol
 	}
 	return stored, nil
