@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 
 	"tfc/compiler/check"
 	"tfc/compiler/emit/glue"
 	"tfc/compiler/lower"
+	"tfc/runtime/device"
 )
 
 // Options steer a compilation.
@@ -22,7 +24,8 @@ type Options struct {
 }
 
 // Compile checks and lowers one .graph file and returns its generated files by path relative to
-// the repository root: gen/<package>/*.go and, when specialised, kernels/<package>.hip and the
+// the repository root: gen/<package>/*.go and, when specialised, kernels/<package>.hip, its
+// schedule kernels/<package>.schedule.json and the
 // contract tests. Diagnostics are the file's problems; err is any other failure.
 func Compile(filename string, src []byte, opts Options) (map[string][]byte, check.Diagnostics, error) {
 	p, diags, err := Lower(filename, src)
@@ -52,11 +55,16 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 		files[path.Join(dir, name)] = data
 	}
 	if spec != nil {
-		hipSrc, err := renderHIP(p, spec)
+		src, err := renderSource(p, spec)
 		if err != nil {
 			return nil, err
 		}
-		files[path.Join("kernels", p.Package+".hip")] = hipSrc
+		sched, err := device.EncodeSchedules(src.Schedules)
+		if err != nil {
+			return nil, err
+		}
+		files[path.Join("kernels", p.Package+".hip")] = src.HIP
+		files[path.Join("kernels", p.Package+device.ScheduleExt)] = sched
 		tests, err := glue.ContractTests(p, spec)
 		if err != nil {
 			return nil, err
@@ -80,11 +88,41 @@ func Lower(filename string, src []byte) (*lower.Program, check.Diagnostics, erro
 }
 
 // Explain prints the lowered schedule and memory plan of one .graph file.
-func Explain(w io.Writer, filename string, src []byte) (check.Diagnostics, error) {
+func Explain(w io.Writer, filename string, src []byte, opts Options) (check.Diagnostics, error) {
 	p, diags, err := Lower(filename, src)
 	if err != nil || len(diags) > 0 {
 		return diags, err
 	}
 	lower.Explain(w, p)
+	if opts.Specialize == nil {
+		return nil, nil
+	}
+	spec, err := lower.Specialize(p, opts.Specialize, opts.PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("-specialize: %w", err)
+	}
+	src2, err := renderSource(p, spec)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "\nschedules at this config (kernels/%s%s): what a block computes, the parameters, the launches\n", p.Package, device.ScheduleExt)
+	for _, s := range src2.Schedules {
+		var params []string
+		for _, prm := range s.Params {
+			params = append(params, prm.Name)
+		}
+		fmt.Fprintf(w, "  %s: %s\n    params %s\n", s.Kernel, s.Tile, strings.Join(params, " "))
+		for _, l := range s.Launches {
+			x := fmt.Sprintf("ceil(M/%d)", l.RowsPerBlock)
+			if l.PlusSpans {
+				x += " + S"
+			}
+			y := fmt.Sprint(l.GridY)
+			if l.SmallRowsGridY > 0 {
+				y += fmt.Sprintf(" (%d when M ≤ %d)", l.SmallRowsGridY, l.SmallRows)
+			}
+			fmt.Fprintf(w, "    launch %s: grid (%s, %s) × %d threads\n", l.Symbol, x, y, l.Threads)
+		}
+	}
 	return nil, nil
 }

@@ -59,7 +59,7 @@ func compileCase(t *testing.T, dir string) map[string][]byte {
 		out["hip_kernels.json"] = append(data, '\n')
 	}
 	var explain bytes.Buffer
-	if _, err := compiler.Explain(&explain, name, src); err != nil {
+	if _, err := compiler.Explain(&explain, name, src, compiler.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	out["explain.txt"] = explain.Bytes()

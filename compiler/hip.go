@@ -5,6 +5,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
+	"tfc/runtime/device"
 )
 
 // HIPKernels checks, lowers and specialises one .graph file and returns its kernels as the HIP
@@ -37,13 +38,22 @@ func kernelsAt(p *lower.Program, spec *lower.Spec) ([]hip.Kernel, error) {
 	return ks, nil
 }
 
-// renderHIP specialises every kernel of p with spec's constants and renders kernels/<pkg>.hip.
-func renderHIP(p *lower.Program, spec *lower.Spec) ([]byte, error) {
+// renderSource specialises every kernel of p with spec's constants and renders kernels/<pkg>.hip
+// and the schedule beside it.
+func renderSource(p *lower.Program, spec *lower.Spec) (device.Source, error) {
 	ks, err := kernelsAt(p, spec)
 	if err != nil {
-		return nil, err
+		return device.Source{}, err
 	}
-	return hip.Render(p.Family, ks)
+	text, err := hip.Render(p.Family, ks)
+	if err != nil {
+		return device.Source{}, err
+	}
+	sched, err := hip.Schedules(ks)
+	if err != nil {
+		return device.Source{}, err
+	}
+	return device.Source{HIP: text, Schedules: sched}, nil
 }
 
 // HIPKernel is k with its constants evaluated at spec, as the HIP renderer takes it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -24,22 +25,22 @@ func (otherGPU) Name() string { return "other" }
 // specializing is otherGPU that records the kernel sources the glue gives it.
 type specializing struct {
 	otherGPU
-	got  map[string][]byte
+	got  map[string]device.Source
 	fail error
 }
 
-func (s *specializing) SpecializeFamily(family string, hip []byte) error {
+func (s *specializing) SpecializeFamily(family string, src device.Source) error {
 	if s.fail != nil {
 		return s.fail
 	}
-	s.got[family] = hip
+	s.got[family] = src
 	return nil
 }
 
 var _ device.Specializer = (*specializing)(nil)
 
 func newSpecializing() *specializing {
-	return &specializing{otherGPU: otherGPU{cpu.New()}, got: map[string][]byte{}}
+	return &specializing{otherGPU: otherGPU{cpu.New()}, got: map[string]device.Source{}}
 }
 
 // TestLoadSpecializesKernels: loading a checkpoint whose values differ from kernels/qwen2vl.hip's
@@ -57,11 +58,11 @@ func TestLoadSpecializesKernels(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.Close()
-		want, err := compiler.HIPSource(qwen2VLGraph, graph, changedConfig(t), pageSize)
+		want, err := compiler.KernelSource(qwen2VLGraph, graph, changedConfig(t), pageSize)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(be.got) != 1 || !bytes.Equal(be.got["qwen2vl"], want) {
+		if len(be.got) != 1 || !reflect.DeepEqual(be.got["qwen2vl"], want) {
 			t.Errorf("page size %d: the backend was given %d sources, not the kernels rendered for the changed config", pageSize, len(be.got))
 		}
 	}
@@ -75,8 +76,16 @@ func TestLoadSpecializesKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Close()
-	if !bytes.Equal(be.got["qwen2vl"], committed) {
-		t.Error("the tiny checkpoint was not given kernels/qwen2vl.hip as committed")
+	sched, err := fs.ReadFile(kernels.Sources, "qwen2vl"+device.ScheduleExt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	given, err := device.EncodeSchedules(be.got["qwen2vl"].Schedules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(be.got["qwen2vl"].HIP, committed) || !bytes.Equal(given, sched) {
+		t.Error("the tiny checkpoint was not given kernels/qwen2vl.hip and its schedule as committed")
 	}
 }
 

@@ -7,20 +7,25 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
+	"tfc/runtime/device"
 )
 
-// HIPSource checks and lowers one .graph file and renders its HIP kernels specialised for a
-// checkpoint's config.json and a KV cache page size (default 16): the text tfc compile
-// -specialize writes to kernels/<package>.hip.
-func HIPSource(filename string, graph, configJSON []byte, pageSize int) ([]byte, error) {
+// KernelSource checks and lowers one .graph file and renders its HIP kernels specialised for a
+// checkpoint's config.json and a KV cache page size (default 16), with their schedule: what tfc
+// compile -specialize writes to kernels/<package>.hip and kernels/<package>.schedule.json.
+func KernelSource(filename string, graph, configJSON []byte, pageSize int) (device.Source, error) {
 	p, diags, err := Lower(filename, graph)
 	if err != nil {
-		return nil, err
+		return device.Source{}, err
 	}
 	if len(diags) > 0 {
-		return nil, diags
+		return device.Source{}, diags
 	}
-	return specializedHIP(filename, p, configJSON, pageSize)
+	spec, err := lower.Specialize(p, configJSON, pageSize)
+	if err != nil {
+		return device.Source{}, fmt.Errorf("specialising %s: %w", filename, err)
+	}
+	return renderSource(p, spec)
 }
 
 // ConfigValues reads a checkpoint's config.json by dotted path, alternatives separated by '|',
@@ -37,17 +42,17 @@ type ConfigValues interface {
 // weightDTypePaths are where lower.Specialize reads the checkpoint's float type.
 const weightDTypePaths = "torch_dtype|dtype|text_config.torch_dtype|text_config.dtype"
 
-// HIPSourceFrom is HIPSource for a config read through cfg: the values the graph binds and the
-// weight dtype are written back as a config.json of their own, which specialises the kernels.
-func HIPSourceFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) ([]byte, error) {
+// KernelSourceFrom is KernelSource for a config read through cfg: the values the graph binds and
+// the weight dtype are written back as a config.json of their own, which specialises the kernels.
+func KernelSourceFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) (device.Source, error) {
 	p, spec, err := specializeFrom(filename, graph, cfg, pageSize)
 	if err != nil {
-		return nil, err
+		return device.Source{}, err
 	}
-	return renderHIP(p, spec)
+	return renderSource(p, spec)
 }
 
-// HIPKernelsFrom is the kernel list HIPSourceFrom renders: what a GPU backend serving a checkpoint
+// HIPKernelsFrom is the kernel list KernelSourceFrom renders: what a GPU backend serving a checkpoint
 // of config cfg launches, at that checkpoint's shapes.
 func HIPKernelsFrom(filename string, graph []byte, cfg ConfigValues, pageSize int) ([]hip.Kernel, error) {
 	p, spec, err := specializeFrom(filename, graph, cfg, pageSize)
@@ -75,14 +80,6 @@ func specializeFrom(filename string, graph []byte, cfg ConfigValues, pageSize in
 		return nil, nil, fmt.Errorf("specialising %s: %w", filename, err)
 	}
 	return p, spec, nil
-}
-
-func specializedHIP(filename string, p *lower.Program, configJSON []byte, pageSize int) ([]byte, error) {
-	spec, err := lower.Specialize(p, configJSON, pageSize)
-	if err != nil {
-		return nil, fmt.Errorf("specialising %s: %w", filename, err)
-	}
-	return renderHIP(p, spec)
 }
 
 // boundConfig is a config.json holding each value p reads from cfg at the first of its paths,

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"tfc/compiler/audit"
 	"tfc/kernels"
 	"tfc/runtime/checkpoint"
+	"tfc/runtime/device"
 	"tfc/runtime/device/gpu"
 )
 
@@ -34,47 +36,64 @@ func readFile(t *testing.T, name string) []byte {
 }
 
 // hipSource renders graphs/qwen2_vl.graph's kernels for the config.json at cfgPath.
-func hipSource(t *testing.T, cfgPath string, pageSize int) []byte {
+func hipSource(t *testing.T, cfgPath string, pageSize int) device.Source {
 	t.Helper()
-	src, err := compiler.HIPSource(qwen2VLGraph, readFile(t, "../"+qwen2VLGraph), readFile(t, cfgPath), pageSize)
+	src, err := compiler.KernelSource(qwen2VLGraph, readFile(t, "../"+qwen2VLGraph), readFile(t, cfgPath), pageSize)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return src
 }
 
-// symbols is the symbol table of one .hip text.
-func symbols(t *testing.T, hip []byte) map[string]gpu.Entry {
+// kernelTable is the kernel table of one family source, as a GPU backend reads it.
+func kernelTable(t *testing.T, src device.Source) map[string]gpu.Entry {
 	t.Helper()
-	table, err := gpu.SymbolTable(fstest.MapFS{"qwen2vl.hip": {Data: hip}})
+	sched, err := device.EncodeSchedules(src.Schedules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := gpu.KernelTable(fstest.MapFS{"qwen2vl.hip": {Data: src.HIP}, "qwen2vl" + device.ScheduleExt: {Data: sched}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return table
 }
 
-// TestHIPSourceTinyIsTheCommittedOne: rendered for the tiny checkpoint, HIPSource gives exactly
-// kernels/qwen2vl.hip, the text go generate writes.
-func TestHIPSourceTinyIsTheCommittedOne(t *testing.T) {
-	committed, err := fs.ReadFile(kernels.Sources, "qwen2vl.hip")
+// committedSource is kernels/qwen2vl.hip and its schedule as the binary embeds them.
+func committedSource(t *testing.T) device.Source {
+	t.Helper()
+	text, err := fs.ReadFile(kernels.Sources, "qwen2vl.hip")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := hipSource(t, configTiny, 16); !bytes.Equal(got, committed) {
-		t.Fatal("HIPSource for testdata/qwen2-vl-tiny differs from kernels/qwen2vl.hip; run go generate ./graphs")
+	data, err := fs.ReadFile(kernels.Sources, "qwen2vl"+device.ScheduleExt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := device.DecodeSchedules(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return device.Source{HIP: text, Schedules: ss}
+}
+
+// TestHIPSourceTinyIsTheCommittedOne: rendered for the tiny checkpoint, KernelSource gives
+// exactly kernels/qwen2vl.hip and its schedule, the files go generate writes.
+func TestHIPSourceTinyIsTheCommittedOne(t *testing.T) {
+	if got := hipSource(t, configTiny, 16); !reflect.DeepEqual(got, committedSource(t)) {
+		t.Fatal("KernelSource for testdata/qwen2-vl-tiny differs from kernels/qwen2vl.hip and its schedule; run go generate ./graphs")
 	}
 }
 
-// TestHIPSourceQwen2VL2B: the kernels for a checkpoint of Qwen2-VL-2B's shape declare the same
+// TestHIPSourceQwen2VL2B: the kernels for a checkpoint of Qwen2-VL-2B's shape schedule the same
 // kernels with the same parameters as the committed ones (so the glue's launches serve both), and
-// carry the 2B constants instead of the tiny ones.
+// carry the 2B constants and grids instead of the tiny ones.
 func TestHIPSourceQwen2VL2B(t *testing.T) {
-	committed, err := fs.ReadFile(kernels.Sources, "qwen2vl.hip")
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := hipSource(t, config2B, 16)
-	want, got := symbols(t, committed), symbols(t, big)
+	committedSrc := committedSource(t)
+	committed := committedSrc.HIP
+	bigSrc := hipSource(t, config2B, 16)
+	big := bigSrc.HIP
+	want, got := kernelTable(t, committedSrc), kernelTable(t, bigSrc)
 	if len(want) < 20 {
 		t.Fatalf("only %d kernels in kernels/qwen2vl.hip", len(want))
 	}
@@ -82,15 +101,18 @@ func TestHIPSourceQwen2VL2B(t *testing.T) {
 		g, ok := got[name]
 		switch {
 		case !ok:
-			t.Errorf("%s: not declared by the 2B source", name)
-		case !slices.Equal(g.Params, e.Params):
-			t.Errorf("%s: parameters (%s), committed (%s)", name, strings.Join(g.Params, ", "), strings.Join(e.Params, ", "))
+			t.Errorf("%s: not scheduled by the 2B source", name)
+		case !slices.Equal(g.Schedule.Params, e.Schedule.Params):
+			t.Errorf("%s: parameters %v, committed %v", name, g.Schedule.Params, e.Schedule.Params)
 		}
 	}
 	for name := range got {
 		if _, ok := want[name]; !ok {
-			t.Errorf("%s: declared by the 2B source only", name)
+			t.Errorf("%s: scheduled by the 2B source only", name)
 		}
+	}
+	if got["qwen2vl_decode_linear"].Schedule.Launches[0].GridY <= want["qwen2vl_decode_linear"].Schedule.Launches[0].GridY {
+		t.Errorf("the 2B grid of qwen2vl_decode_linear is no wider than the tiny one: %+v", got["qwen2vl_decode_linear"].Schedule.Launches)
 	}
 	if bytes.Equal(big, committed) {
 		t.Fatal("the 2B kernels are the tiny ones")
@@ -111,7 +133,7 @@ func TestHIPSourceQwen2VL2B(t *testing.T) {
 			t.Errorf("the 2B kernels still have the tiny %q", c.tiny)
 		}
 	}
-	if bytes.Equal(hipSource(t, config2B, 32), big) {
+	if bytes.Equal(hipSource(t, config2B, 32).HIP, big) {
 		t.Error("the page size does not reach the kernels")
 	}
 }
@@ -138,16 +160,17 @@ func TestHIPSourceFromReadsTheSameValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := compiler.HIPSource(qwen2VLGraph, graph, c.json, 16)
+		want, err := compiler.KernelSource(qwen2VLGraph, graph, c.json, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := compiler.HIPSourceFrom(qwen2VLGraph, graph, cfg, 16)
+		src, err := compiler.KernelSourceFrom(qwen2VLGraph, graph, cfg, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s: HIPSourceFrom differs from HIPSource", c.name)
+		got := src.HIP
+		if !reflect.DeepEqual(src, want) {
+			t.Errorf("%s: KernelSourceFrom differs from KernelSource", c.name)
 		}
 		if bytes.Equal(got, last) {
 			t.Errorf("%s: renders as the case before it", c.name)
@@ -161,10 +184,10 @@ func TestHIPSourceFromReadsTheSameValues(t *testing.T) {
 func TestHIPSourceRefusals(t *testing.T) {
 	graph := readFile(t, "../"+qwen2VLGraph)
 	bad := strings.Replace(string(readFile(t, config2B)), `"num_key_value_heads": 2`, `"num_key_value_heads": 5`, 1)
-	if _, err := compiler.HIPSource(qwen2VLGraph, graph, []byte(bad), 16); err == nil || !strings.Contains(err.Error(), "H%KV == 0") {
+	if _, err := compiler.KernelSource(qwen2VLGraph, graph, []byte(bad), 16); err == nil || !strings.Contains(err.Error(), "H%KV == 0") {
 		t.Errorf("12 heads over 5 KV heads: %v", err)
 	}
-	if _, err := compiler.HIPSource(qwen2VLGraph, []byte("family broken"), readFile(t, config2B), 16); err == nil {
+	if _, err := compiler.KernelSource(qwen2VLGraph, []byte("family broken"), readFile(t, config2B), 16); err == nil {
 		t.Error("a graph that does not parse rendered")
 	}
 }
@@ -194,15 +217,19 @@ func TestHIPSource2BBuildsForGFX90a(t *testing.T) {
 	}
 	file := filepath.Join(dir, "qwen2vl.hip")
 	big := hipSource(t, config2B, 16)
-	if err := os.WriteFile(file, big, 0o644); err != nil {
+	if err := os.WriteFile(file, big.HIP, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := audit.Run(context.Background(), []string{file}, audit.Options{Targets: []string{"gfx90a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Kernels) != len(symbols(t, big)) {
-		t.Errorf("the gfx90a code object has %d kernels, the source declares %d", len(rep.Kernels), len(symbols(t, big)))
+	launches := 0
+	for _, s := range big.Schedules {
+		launches += len(s.Launches)
+	}
+	if len(rep.Kernels) != launches {
+		t.Errorf("the gfx90a code object has %d kernels, the schedule launches %d", len(rep.Kernels), launches)
 	}
 	for _, k := range rep.Kernels {
 		for _, f := range k.Findings {

@@ -13,6 +13,7 @@ import (
 	"tfc/compiler"
 	"tfc/compiler/emit/hip"
 	"tfc/kernels"
+	"tfc/runtime/device"
 )
 
 // Family is a generated family as the contract checks it: the kernels its schedule launches,
@@ -85,6 +86,18 @@ func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
 		if !bytes.Equal(text, embedded) {
 			return Family{}, fmt.Errorf("family %s: kernels/%s is not what %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, source, graph, specialize)
 		}
+		ss, err := hip.Schedules(ks)
+		if err != nil {
+			return Family{}, err
+		}
+		sched, err := device.EncodeSchedules(ss)
+		if err != nil {
+			return Family{}, err
+		}
+		schedFile := strings.TrimSuffix(source, ".hip") + device.ScheduleExt
+		if embedded, err := fs.ReadFile(kernels.Sources, schedFile); err != nil || !bytes.Equal(sched, embedded) {
+			return Family{}, fmt.Errorf("family %s: kernels/%s is not the schedule %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, schedFile, graph, specialize)
+		}
 		return f, nil
 	}
 }
@@ -124,13 +137,21 @@ func MutantSources(f Family, kernel string, m hip.Mutation) (fs.FS, error) {
 	return renderSources(f, ks, hip.Mutate(kernel, m))
 }
 
-// renderSources renders ks as f's source beside the embedded headers.
+// renderSources renders ks as f's source and schedule beside the embedded headers.
 func renderSources(f Family, ks []hip.Kernel, opts ...hip.Option) (fs.FS, error) {
 	text, err := hip.Render(f.Name, ks, opts...)
 	if err != nil {
 		return nil, err
 	}
-	out := fstest.MapFS{f.Source: {Data: text}}
+	ss, err := hip.Schedules(ks)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := device.EncodeSchedules(ss)
+	if err != nil {
+		return nil, err
+	}
+	out := fstest.MapFS{f.Source: {Data: text}, strings.TrimSuffix(f.Source, ".hip") + device.ScheduleExt: {Data: sched}}
 	hs, err := fs.Glob(kernels.Sources, "*.h")
 	if err != nil {
 		return nil, err

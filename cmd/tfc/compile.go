@@ -29,7 +29,8 @@ repository root (the folder holding go.mod, found from the current directory), o
 With -specialize, the HIP kernels and the kernel contract tests are built for the values of that
 checkpoint config.json; without it only the Go glue is written. -explain prints the lowered
 schedule (each kernel, the graph ops it fuses and their lines, its buffers) and the memory plan
-instead of writing files. -all compiles every graphs/*.graph, each specialised for its tiny
+instead of writing files; with -specialize, also each kernel's schedule at that config (tile,
+parameters, grids), as kernels/<family>.schedule.json hands it to the GPU backends. -all compiles every graphs/*.graph, each specialised for its tiny
 checkpoint testdata/NAME-tiny (underscores as dashes), and writes gen/registry, which links them
 all into a binary: what go generate runs.`,
 		// Go-style flags (-explain as well as --explain): parsed by package flag.
@@ -97,7 +98,7 @@ all into a binary: what go generate runs.`,
 				}
 				name := sourceName(file)
 				if explain {
-					diags, err := compiler.Explain(cmd.OutOrStdout(), name, src)
+					diags, err := compiler.Explain(cmd.OutOrStdout(), name, src, opts)
 					if len(diags) > 0 {
 						fmt.Fprint(cmd.ErrOrStderr(), diags.Format(string(src)))
 						failed = true

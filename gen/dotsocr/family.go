@@ -156,11 +156,11 @@ func (m *bound) specialize(b device.Specializer, l model.Limits) error {
 	if err != nil {
 		return err
 	}
-	hip, err := compiler.HIPSourceFrom("graphs/dots_ocr.graph", src, m.cfg, l.PageSize)
+	ks, err := compiler.KernelSourceFrom("graphs/dots_ocr.graph", src, m.cfg, l.PageSize)
 	if err != nil {
 		return fmt.Errorf("specialising kernels/dotsocr.hip for this checkpoint: %w", err)
 	}
-	return b.SpecializeFamily("dotsocr", hip)
+	return b.SpecializeFamily("dotsocr", ks)
 }
 
 // Info describes the loaded family to the runtime.

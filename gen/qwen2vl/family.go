@@ -156,11 +156,11 @@ func (m *bound) specialize(b device.Specializer, l model.Limits) error {
 	if err != nil {
 		return err
 	}
-	hip, err := compiler.HIPSourceFrom("graphs/qwen2_vl.graph", src, m.cfg, l.PageSize)
+	ks, err := compiler.KernelSourceFrom("graphs/qwen2_vl.graph", src, m.cfg, l.PageSize)
 	if err != nil {
 		return fmt.Errorf("specialising kernels/qwen2vl.hip for this checkpoint: %w", err)
 	}
-	return b.SpecializeFamily("qwen2vl", hip)
+	return b.SpecializeFamily("qwen2vl", ks)
 }
 
 // Info describes the loaded family to the runtime.

@@ -125,9 +125,9 @@ type Backend interface {
 // Specializer is a backend that builds its kernels at run time, so it can run a family's kernels
 // specialised for the checkpoint being loaded instead of the committed kernels/<family>.hip.
 type Specializer interface {
-	// SpecializeFamily makes hip the source of family (kernels/<family>.hip, e.g. "qwen2vl") for
-	// every later launch of its kernels. Giving the source it already has again is a no-op.
-	SpecializeFamily(family string, hip []byte) error
+	// SpecializeFamily makes src the source of family (kernels/<family>.hip and its schedule, e.g.
+	// "qwen2vl") for every later launch of its kernels. Giving the source it has again is a no-op.
+	SpecializeFamily(family string, src Source) error
 }
 
 // Profiler is a backend that can time every kernel launch on the device.

@@ -164,9 +164,9 @@ func (e *emitter) family(f *File) error {
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("specialize").Params(Id("b").Qual(devicePkg, "Specializer"), Id("l").Qual(modelPkg, "Limits")).Error().Block(
 		List(Id("src"), Err()).Op(":=").Qual(graphsPkg, "Source").Call(Lit(p.Source)),
 		If(Err().Op("!=").Nil()).Block(Return(Err())),
-		List(Id("hip"), Err()).Op(":=").Qual(compilerPkg, "HIPSourceFrom").Call(Lit(p.Source), Id("src"), Id("m").Dot("cfg"), Id("l").Dot("PageSize")),
+		List(Id("ks"), Err()).Op(":=").Qual(compilerPkg, "KernelSourceFrom").Call(Lit(p.Source), Id("src"), Id("m").Dot("cfg"), Id("l").Dot("PageSize")),
 		If(Err().Op("!=").Nil()).Block(Return(Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("specialising kernels/%s.hip for this checkpoint: %%w", p.Package)), Err()))),
-		Return(Id("b").Dot("SpecializeFamily").Call(Lit(p.Package), Id("hip"))),
+		Return(Id("b").Dot("SpecializeFamily").Call(Lit(p.Package), Id("ks"))),
 	)
 
 	// Info

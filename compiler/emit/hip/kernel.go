@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"tfc/runtime/device"
 )
 
 // Kernel is one launch of generated code: its symbol, the graph lines it came from, and its ops.
@@ -26,34 +28,10 @@ type Op struct {
 	DTypes map[string]string // operand field → "F32", "BF16" or "F16"; absent means F32
 }
 
-// ParamKind says what a kernel parameter carries.
-type ParamKind uint8
-
-const (
-	Pointer   ParamKind = iota // address of the operand's first element
-	Stride                     // the operand's row stride in elements
-	Rows                       // the operand's row count (the launch's M)
-	SpanCount                  // the operand's column count minus one (spans of an attention)
-)
-
-// Param is one kernel parameter and where its value comes from.
+// Param is one kernel parameter: what the runtime passes (device.Param) and its C type.
 type Param struct {
-	Name  string    // C name
-	Kind  ParamKind //
-	Op    int       // index into Kernel.Ops of the op whose operand it describes
-	Field string    // the operand, as the field path of the op's struct: "X", "Cache.K", "Rows.RowPos"
-	CType string    // C type
-}
-
-// Launch is one kernel launch: grid.x = ceil(M/RowsPerBlock), plus S when PlusSpans; grid.y =
-// GridY, or SmallRowsGridY when that is set and M is at most 8.
-type Launch struct {
-	Symbol         string
-	Threads        int
-	RowsPerBlock   int
-	PlusSpans      bool
-	GridY          int
-	SmallRowsGridY int
+	device.Param
+	CType string
 }
 
 // operand is a Tensor field of a catalog op.
@@ -224,22 +202,52 @@ func Params(k Kernel) ([]Param, error) {
 			}
 			name := paramName(i, x.field)
 			ps = append(ps,
-				Param{Name: name, Kind: Pointer, Op: i, Field: x.field, CType: t + "*"},
-				Param{Name: name + "_ld", Kind: Stride, Op: i, Field: x.field, CType: "int"})
+				Param{device.Param{Name: name, Kind: device.ParamPointer, Op: i, Field: x.field}, t + "*"},
+				Param{device.Param{Name: name + "_ld", Kind: device.ParamStride, Op: i, Field: x.field}, "int"})
 		}
 	}
-	ps = append(ps, Param{Name: "M", Kind: Rows, Op: 0, Field: rowsOperand(k.Ops[0].Kind), CType: "int"})
+	ps = append(ps, Param{device.Param{Name: "M", Kind: device.ParamRows, Op: 0, Field: rowsOperand(k.Ops[0].Kind)}, "int"})
 	if a := k.Ops[0]; a.Kind == "attention" && !a.Flags["cache"] {
-		ps = append(ps, Param{Name: "S", Kind: SpanCount, Op: 0, Field: "Spans", CType: "int"})
+		ps = append(ps, Param{device.Param{Name: "S", Kind: device.ParamSpans, Op: 0, Field: "Spans"}, "int"})
 	}
 	return ps, nil
 }
 
 // Launches returns the launches that run the kernel, in order.
-func Launches(k Kernel) ([]Launch, error) {
-	f, err := planTemplate(k)
+func Launches(k Kernel) ([]device.Launch, error) {
+	s, err := ScheduleOf(k)
 	if err != nil {
 		return nil, err
 	}
-	return f.launches(), nil
+	return s.Launches, nil
+}
+
+// ScheduleOf is how the runtime launches k: its parameters and launches, made here once.
+func ScheduleOf(k Kernel) (device.Schedule, error) {
+	ps, err := Params(k)
+	if err != nil {
+		return device.Schedule{}, err
+	}
+	f, err := planTemplate(k)
+	if err != nil {
+		return device.Schedule{}, err
+	}
+	s := device.Schedule{Kernel: k.Name, Tile: f.tile(), Launches: f.launches()}
+	for _, p := range ps {
+		s.Params = append(s.Params, p.Param)
+	}
+	return s, s.Check()
+}
+
+// Schedules is ScheduleOf of each kernel of ks, in their order: the file beside their source.
+func Schedules(ks []Kernel) ([]device.Schedule, error) {
+	out := make([]device.Schedule, 0, len(ks))
+	for _, k := range ks {
+		s, err := ScheduleOf(k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"tfc/runtime/device"
 )
 
 // Mutation is a planted control: a deliberate bug in one kernel that the contract must catch.
@@ -54,7 +56,8 @@ func Mutate(kernel string, m Mutation) Option {
 
 // template renders kernels built around one kind of producer (a GEMM, a row norm, attention...).
 type template interface {
-	launches() []Launch
+	launches() []device.Launch
+	tile() string          // what a block computes, for the schedule
 	mutations() []Mutation // the mutations that apply
 	body(g *gen) error     // the statements after MUT's declaration
 }
@@ -137,13 +140,13 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 	}
 	ls := f.launches()
 	for _, l := range ls {
-		fmt.Fprintf(&b, "// launch %s: %s\n", l.Symbol, l.describe())
+		fmt.Fprintf(&b, "// launch %s: %s\n", l.Symbol, describe(l))
 	}
 	var sig strings.Builder
 	for i, p := range params {
 		if i > 0 {
 			sig.WriteString(",")
-			if p.Kind == Stride {
+			if p.Kind == device.ParamStride {
 				sig.WriteString(" ")
 			} else {
 				sig.WriteString("\n    ")
@@ -173,7 +176,8 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 	return b.String(), nil
 }
 
-func (l Launch) describe() string {
+// describe is a launch's grid rule in words, for the comment above the kernel.
+func describe(l device.Launch) string {
 	x := fmt.Sprintf("ceil(M/%d)", l.RowsPerBlock)
 	if l.RowsPerBlock == 1 {
 		x = "M"
@@ -182,7 +186,7 @@ func (l Launch) describe() string {
 		x += " + S"
 	}
 	if l.SmallRowsGridY > 0 {
-		return fmt.Sprintf("grid (%s, %d), or (1, %d) when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, smallRows, l.Threads)
+		return fmt.Sprintf("grid (%s, %d), or (1, %d) when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, l.SmallRows, l.Threads)
 	}
 	return fmt.Sprintf("grid (%s, %d), %d threads", x, l.GridY, l.Threads)
 }

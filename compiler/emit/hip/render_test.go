@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"tfc/runtime/device"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/sample.hip and kernels/sample.hip from the renderer")
@@ -110,14 +112,14 @@ func TestParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := ps[len(ps)-1]
-	if last.Name != "S" || last.Kind != SpanCount || ps[len(ps)-3].Field != "Spans" {
+	if last.Name != "S" || last.Kind != device.ParamSpans || ps[len(ps)-3].Field != "Spans" {
 		t.Errorf("attention over spans ends %+v, want Spans then M then S", ps[len(ps)-3:])
 	}
 }
 
 func TestLaunches(t *testing.T) {
-	want := [][]Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRowsGridY: 8}},                                                 // 16-column tiles of rotary pairs at M ≤ 8
+	want := [][]device.Launch{
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRows: 8, SmallRowsGridY: 8}},                                   // 16-column tiles of rotary pairs at M ≤ 8
 		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4}}, // a block a query head
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}

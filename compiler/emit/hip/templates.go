@@ -3,6 +3,8 @@ package hip
 import (
 	"fmt"
 	"strings"
+
+	"tfc/runtime/device"
 )
 
 // threads is the block size of every kernel; the reductions in kernels/tfc_kernels.h assume it.
@@ -104,15 +106,29 @@ func (f *gemm) useMMA() bool {
 // kernels/tfc_kernels.h names them TFC_SMALL_BN and TFC_SMALL_ROWS.
 const smallBN, smallRows = 16, 8
 
-func (f *gemm) launches() []Launch {
-	l := Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
+func (f *gemm) launches() []device.Launch {
+	l := device.Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
 	switch {
 	case len(f.ropeOf) == 0:
-		l.SmallRowsGridY = ceilDiv(f.n, smallBN)
+		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, smallBN)
 	case f.pairs:
-		l.SmallRowsGridY = ceilDiv(f.n, f.bn) * (f.bn / smallBN)
+		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, f.bn)*(f.bn/smallBN)
 	}
-	return []Launch{l}
+	return []device.Launch{l}
+}
+
+func (f *gemm) tile() string {
+	t := fmt.Sprintf("%dx%d C tile, K step %d", f.bm, f.bn, f.bk)
+	switch {
+	case len(f.ropeOf) == 0:
+		t += fmt.Sprintf("; %d columns on at most %d rows", smallBN, smallRows)
+	case f.pairs:
+		t += fmt.Sprintf("; %d rotary pairs on at most %d rows", smallBN/2, smallRows)
+	}
+	if f.mma {
+		t += fmt.Sprintf("; tensor cores on CUDA (mma.sync BF16, K step %d)", mmaBK)
+	}
+	return t
 }
 
 func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride, MissingBarrier} }
@@ -377,8 +393,10 @@ func newRowNorm(k Kernel, norm int) (template, error) {
 	return &rowNorm{k: k, norm: norm, d: d}, nil
 }
 
-func (f *rowNorm) launches() []Launch {
-	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+func (f *rowNorm) tile() string { return fmt.Sprintf("a row of %d a block", f.d) }
+
+func (f *rowNorm) launches() []device.Launch {
+	return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
 }
 
 func (f *rowNorm) mutations() []Mutation {
@@ -458,8 +476,10 @@ func newPointwise(k Kernel) (template, error) {
 	return &pointwise{k: k, n: n}, nil
 }
 
-func (f *pointwise) launches() []Launch {
-	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: ceilDiv(f.n, threads)}}
+func (f *pointwise) tile() string { return fmt.Sprintf("%d columns of a row a block", threads) }
+
+func (f *pointwise) launches() []device.Launch {
+	return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: ceilDiv(f.n, threads)}}
 }
 
 func (f *pointwise) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride} }
@@ -485,8 +505,10 @@ func newRope(k Kernel) (template, error) {
 	return &rope{k: k}, nil
 }
 
-func (f *rope) launches() []Launch {
-	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+func (f *rope) tile() string { return "a row a block" }
+
+func (f *rope) launches() []device.Launch {
+	return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
 }
 
 func (f *rope) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride} }
@@ -553,12 +575,19 @@ func newAttention(k Kernel) (template, error) {
 	return &attention{k: k, groups: spanRows}, nil
 }
 
-func (f *attention) launches() []Launch {
+func (f *attention) tile() string {
+	if f.k.Ops[0].Flags["cache"] {
+		return fmt.Sprintf("store K and V a row a block; then a query row's head a block, keys in tiles of %d over the pages", keyTile)
+	}
+	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d", f.groups, keyTile)
+}
+
+func (f *attention) launches() []device.Launch {
 	o := f.k.Ops[0]
 	if !o.Flags["cache"] {
-		return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads")}}
+		return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads")}}
 	}
-	return []Launch{
+	return []device.Launch{
 		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
 		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads")}, // a block a query head
 	}
@@ -594,8 +623,10 @@ type rowCopy struct{ k Kernel }
 
 func newRowCopy(k Kernel) (template, error) { return &rowCopy{k: k}, nil }
 
-func (f *rowCopy) launches() []Launch {
-	return []Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+func (f *rowCopy) tile() string { return "a row a block" }
+
+func (f *rowCopy) launches() []device.Launch {
+	return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
 }
 
 func (f *rowCopy) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride} }

@@ -70,7 +70,7 @@ var (
 )
 
 // New opens the device, makes its primary context current on the backend's thread, creates the
-// backend's stream and reads the symbol table of the kernel sources. nvcc runs later, on a
+// backend's stream and reads the kernel table (each kernel's schedule) of the kernel sources. nvcc runs later, on a
 // family's first launch.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{srcs: kernels.Sources}

@@ -62,10 +62,32 @@ func TestRefusalsNameCUDA(t *testing.T) {
 // kernelK declares one kernel k(op0_X, op0_X_ld, M) as generated sources do.
 const kernelK = "extern \"C\" __global__ __launch_bounds__(256) void k(\n    const float* op0_X, int op0_X_ld,\n    int M) {\n}\n"
 
+// kernelKSource is kernelK with its schedule.
+func kernelKSource(text string) device.Source {
+	return device.Source{HIP: []byte(text), Schedules: []device.Schedule{{Kernel: "k",
+		Params: []device.Param{
+			{Name: "op0_X", Kind: device.ParamPointer, Op: 0, Field: "X"},
+			{Name: "op0_X_ld", Kind: device.ParamStride, Op: 0, Field: "X"},
+			{Name: "M", Kind: device.ParamRows, Op: 0, Field: "X"}},
+		Launches: []device.Launch{{Symbol: "k", Threads: 256, RowsPerBlock: 1, GridY: 1}}}}}
+}
+
+// kernelKFS holds kernelK as family a, with its schedule, beside files.
+func kernelKFS(t *testing.T, files fstest.MapFS) fstest.MapFS {
+	t.Helper()
+	sched, err := device.EncodeSchedules(kernelKSource(kernelK).Schedules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["a.hip"] = &fstest.MapFile{Data: []byte(kernelK)}
+	files["a"+device.ScheduleExt] = &fstest.MapFile{Data: sched}
+	return files
+}
+
 // TestLaunchRefusalsNameCUDA: a launch the kernel sources do not declare, or whose operands do
 // not match the declaration, is refused with "cuda: " before anything is built.
 func TestLaunchRefusalsNameCUDA(t *testing.T) {
-	be := fakeBackend(t, fstest.MapFS{"a.hip": {Data: []byte(kernelK)}})
+	be := fakeBackend(t, kernelKFS(t, fstest.MapFS{}))
 	buf := &gpu.Buffer{DT: device.F32, N: 8, Owner: be.Backend}
 	x := device.Tensor{Buf: buf, Rows: 2, Cols: 4}
 	for _, c := range []struct {
@@ -73,7 +95,7 @@ func TestLaunchRefusalsNameCUDA(t *testing.T) {
 		want string
 	}{
 		{"missing", "no kernel missing in the kernel sources"},
-		{"k", "declares parameters (op0_X, op0_X_ld, M) but the ops give (op0_X, op0_X_ld, op0_Y, op0_Y_ld, M)"},
+		{"k", "kernel k takes operands (op0.X) but the ops give (op0.X, op0.Y)"},
 	} {
 		err := be.Launch(&device.Kernel{Name: c.name}, device.Copy{X: x, Y: x})
 		if err == nil || !strings.HasPrefix(err.Error(), "cuda: ") || !strings.Contains(err.Error(), c.want) {

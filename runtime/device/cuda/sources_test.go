@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"tfc/runtime/device"
 	"tfc/runtime/device/gpu"
 )
 
@@ -159,13 +160,13 @@ func TestSpecializeFamilyBuildsTheGivenSource(t *testing.T) {
 	if err := os.WriteFile(nvcc, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	be := fakeBackend(t, fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte(kernelK)}})
+	be := fakeBackend(t, kernelKFS(t, fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}}))
 	be.comp = nvccBuild{nvcc: nvcc, arch: "sm_90", cache: gpu.Cache{Dir: filepath.Join(dir, "cubin"), Ext: ".cubin"}}
 	if data, err := be.comp.build(be.Library().Sources(), "a.hip"); err != nil || string(data) != kernelK {
 		t.Fatalf("embedded build: %q %v", data, err)
 	}
 	big := kernelK + "// specialised\n"
-	if err := be.SpecializeFamily("a", []byte(big)); err != nil {
+	if err := be.SpecializeFamily("a", kernelKSource(big)); err != nil {
 		t.Fatal(err)
 	}
 	if data, err := be.comp.build(be.Library().Sources(), "a.hip"); err != nil || string(data) != big {
@@ -174,10 +175,10 @@ func TestSpecializeFamilyBuildsTheGivenSource(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(dir, "cubin", "*.cubin")); len(files) != 2 {
 		t.Fatalf("cache holds %v, want the embedded and the specialised cubin", files)
 	}
-	if err := be.SpecializeFamily("a", []byte(big)); err != nil {
+	if err := be.SpecializeFamily("a", kernelKSource(big)); err != nil {
 		t.Fatalf("the same source again: %v", err)
 	}
-	if err := be.SpecializeFamily("a", []byte("// no kernel\n")); err == nil || !strings.HasPrefix(err.Error(), "cuda: specialising a: ") {
+	if err := be.SpecializeFamily("a", device.Source{HIP: []byte("// no kernel\n")}); err == nil || !strings.HasPrefix(err.Error(), "cuda: specialising a: ") {
 		t.Fatalf("a source without kernels: %v", err)
 	}
 }

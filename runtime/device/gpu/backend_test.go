@@ -16,19 +16,18 @@ import (
 
 var _ Driver = (*gputest.Driver)(nil)
 
-// copyParams are the parameters of a kernel that takes one device.Copy.
-var copyParams = []string{"op0_X", "op0_X_ld", "op0_Y", "op0_Y_ld", "M"}
-
 // fakeBackend is a Backend over the fake driver with kernels a, b and c, each taking one Copy.
 func fakeBackend(t *testing.T, opts ...func(*Config)) (*Backend, *gputest.Driver) {
 	t.Helper()
-	lib, err := NewLibrary("fake", fstest.MapFS{"f.hip": {Data: []byte(decl("a", copyParams...) + decl("b", copyParams...) + decl("c", copyParams...))}})
+	fsys := fstest.MapFS{}
+	addFamily(t, fsys, "f", source("", copySchedule("a", "X", "Y"), copySchedule("b", "X", "Y"), copySchedule("c", "X", "Y")))
+	lib, err := NewLibrary("fake", fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := gputest.New()
 	for _, k := range []string{"a", "b", "c"} {
-		d.ParamCount[k] = len(copyParams)
+		d.ParamCount[k] = len(copySchedule(k, "X", "Y").Params)
 	}
 	c := Config{Name: "fake", Driver: d, Thread: NewThread(), Library: lib, Image: "image",
 		Build: func(fs.FS, string) ([]byte, error) { return []byte("image"), nil }}

@@ -3,42 +3,54 @@ package gpu
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
-	_ "tfc/gen/registry" // the families the contract knows
-	"tfc/kernels"
+	"tfc/gen/registry"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 )
 
-// TestMarshalMatchesEmitter checks, for every kernel of both families' kernels, that the
-// parameters marshalled from device ops are the ones compiler/emit/hip's Params lists (names,
-// addresses, strides, M and S), that they name the parameters the source declares, and that
-// the grid equals its Launches.
-func TestMarshalMatchesEmitter(t *testing.T) {
-	table, err := SymbolTable(kernels.Sources)
-	if err != nil {
-		t.Fatal(err)
+// allKernels is every generated family's kernels with their op chains, as the contract loads
+// them (dots.ocr's head_dim 8: a rope tile holds two heads).
+func allKernels(t *testing.T) []hip.Kernel {
+	t.Helper()
+	var ks []hip.Kernel
+	for _, name := range registry.Families {
+		f, err := contracts.LoadFamily(name.Name, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks = append(ks, f.Kernels...)
 	}
-	ks := familyKernels(t)
-	dots, err := contracts.LoadFamily("dots_ocr", root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks = append(ks, dots.Kernels...) // head_dim 8: a rope tile holds two heads
 	if len(ks) == 0 {
 		t.Fatal("no kernels")
 	}
-	for i, k := range ks {
-		for _, m := range []int{rowsFor(k), 5} { // a contract's rows, and a decode round's
+	return ks
+}
+
+// TestMarshalFollowsSchedule checks, for every kernel of every family, at a contract's rows and a
+// decode round's, that the values marshalled from device ops are the schedule's parameters
+// (addresses, strides, M and S, in its order), that the ops carry exactly its operands, and that
+// each grid is its launch's rule at M.
+func TestMarshalFollowsSchedule(t *testing.T) {
+	for i, k := range allKernels(t) {
+		s, err := hip.ScheduleOf(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []int{rowsFor(k), 5} {
 			t.Run(fmt.Sprintf("%s/M=%d", k.Name, m), func(t *testing.T) {
 				b := &contracts.Builder{Backend: cpu.New(), Rng: rand.New(rand.NewSource(int64(i + 1))), Strided: i%2 == 1}
 				defer b.Free()
 				ops, err := chain(b, k, m)
 				if err != nil {
+					t.Fatal(err)
+				}
+				if err := SameOperands(ops, &s); err != nil {
 					t.Fatal(err)
 				}
 				// each buffer gets a distinct fake device address
@@ -51,79 +63,45 @@ func TestMarshalMatchesEmitter(t *testing.T) {
 					bases[buf] = a
 					return a, nil
 				}
-				args, err := Marshal(ops, addr)
+				vals, grids, err := Marshal(ops, &s, addr)
 				if err != nil {
 					t.Fatal(err)
 				}
-				params, err := hip.Params(k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(args) != len(params) {
-					t.Fatalf("%d arguments marshalled, Params lists %d", len(args), len(params))
-				}
-				for j, p := range params {
-					a := args[j]
-					if a.Name != p.Name {
-						t.Fatalf("argument %d is %s, Params says %s", j, a.Name, p.Name)
-					}
+				spans := 0
+				for j, p := range s.Params {
+					tt := operand(t, ops[p.Op], p.Field)
 					var want uint64
 					switch p.Kind {
-					case hip.Pointer, hip.Stride:
-						tt := operand(t, ops[p.Op], p.Field)
-						if p.Kind == hip.Pointer {
-							base, _ := addr(tt.Buf)
-							want = base + uint64(tt.Off*tt.Buf.DType().Size())
-						} else {
-							want = uint64(tt.RowStride())
+					case device.ParamPointer:
+						base, _ := addr(tt.Buf)
+						want = base + uint64(tt.Off*tt.Buf.DType().Size())
+					case device.ParamStride:
+						want = uint64(tt.RowStride())
+					case device.ParamRows:
+						want = uint64(m)
+						if tt.Rows != m {
+							t.Errorf("M is read from %s.%s with %d rows, want %d", k.Ops[p.Op].Kind, p.Field, tt.Rows, m)
 						}
-					case hip.Rows:
-						want = uint64(operand(t, ops[0], p.Field).Rows)
-					case hip.SpanCount:
-						want = uint64(operand(t, ops[0], p.Field).Cols - 1)
+					case device.ParamSpans:
+						spans = tt.Cols - 1
+						want = uint64(spans)
 					}
-					if a.Value != want {
-						t.Errorf("%s = %#x, want %#x", p.Name, a.Value, want)
+					if vals[j] != want {
+						t.Errorf("%s = %#x, want %#x", p.Name, vals[j], want)
 					}
 				}
-				launches, err := hip.Launches(k)
-				if err != nil {
-					t.Fatal(err)
+				if len(grids) != len(s.Launches) {
+					t.Fatalf("%d grids for %d launches", len(grids), len(s.Launches))
 				}
-				ls, err := Geometry(ops)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(ls) != len(launches) {
-					t.Fatalf("%d launches, Launches gives %d", len(ls), len(launches))
+				for j, l := range s.Launches {
+					x, y := l.Grid(m, spans)
+					if g := grids[j]; g != (Grid{Symbol: l.Symbol, X: x, Y: y, Threads: l.Threads}) {
+						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, l.Symbol, x, y, l.Threads)
+					}
 				}
 				// tfc_attention_paged reads blockIdx.y as the query head
-				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil && ls[len(ls)-1].GridY != a.Heads {
-					t.Errorf("a cached attention launches %d blocks a row, want one a query head (%d)", ls[len(ls)-1].GridY, a.Heads)
-				}
-				s, _ := Spans(ops[0])
-				for j, l := range launches {
-					gx := (m + l.RowsPerBlock - 1) / l.RowsPerBlock
-					if l.PlusSpans {
-						gx += s
-					}
-					if got := k.Name + ls[j].Suffix; got != l.Symbol {
-						t.Errorf("launch %d is %s, Launches says %s", j, got, l.Symbol)
-					}
-					gy := l.GridY
-					if l.SmallRowsGridY > 0 && m <= smallRows {
-						gy = l.SmallRowsGridY
-					}
-					if ls[j].GridX != gx || ls[j].GridY != gy || l.Threads != Threads {
-						t.Errorf("launch %s: grid (%d,%d)×%d, Launches gives (%d,%d)×%d", l.Symbol, ls[j].GridX, ls[j].GridY, Threads, gx, gy, l.Threads)
-					}
-					e, ok := table[l.Symbol]
-					if !ok {
-						t.Fatalf("%s is not declared in kernels/", l.Symbol)
-					}
-					if err := SameParams(l.Symbol, e.Params, args); err != nil {
-						t.Error(err)
-					}
+				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil && grids[len(grids)-1].Y != a.Heads {
+					t.Errorf("a cached attention launches %d blocks a row, want one a query head (%d)", grids[len(grids)-1].Y, a.Heads)
 				}
 			})
 		}
@@ -137,59 +115,54 @@ func operand(t *testing.T, op device.Op, field string) device.Tensor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range ns {
-		if n.Field == field {
-			return n.T
-		}
+	if tt, ok := find(ns, field); ok {
+		return tt
 	}
-	// M's operand may be absent from the marshalled list only if the op lacks it
 	t.Fatalf("%s has no operand %s", op.OpName(), field)
 	return device.Tensor{}
 }
 
-// TestSameParamsNamesTheMismatch: a glue/kernel mismatch is refused with both lists.
-func TestSameParamsNamesTheMismatch(t *testing.T) {
-	err := SameParams("k", []string{"op0_X", "op0_X_ld", "M"}, []Arg{{"op0_X", 0}, {"op0_X_ld", 0}, {"op0_B", 0}, {"op0_B_ld", 0}, {"M", 0}})
-	if err == nil || !strings.Contains(err.Error(), "op0_B") || !strings.Contains(err.Error(), "tfc compile") {
+// TestSameOperandsNamesTheMismatch: ops carrying an operand the schedule does not pass (a bias
+// the kernel was not built with), or lacking one it does, are refused with both lists.
+func TestSameOperandsNamesTheMismatch(t *testing.T) {
+	op, _ := copyOp(t)
+	s := copySchedule("k", "X")
+	err := SameOperands([]device.Op{op}, &s)
+	if err == nil || !strings.Contains(err.Error(), "takes operands (op0.X) but the ops give (op0.X, op0.Y)") || !strings.Contains(err.Error(), "tfc compile") {
 		t.Fatalf("got %v", err)
 	}
-	if err := SameParams("k", []string{"op0_X", "op0_X_ld", "M"}, []Arg{{"op0_X", 1}, {"op0_X_ld", 2}, {"M", 3}}); err != nil {
-		t.Fatal(err)
+	s = copySchedule("k", "X", "Y", "B")
+	if err := SameOperands([]device.Op{op}, &s); err == nil {
+		t.Fatal("a schedule passing an absent operand was accepted")
+	}
+	if _, _, err := Marshal([]device.Op{op}, &s, func(device.Buffer) (uint64, error) { return 0, nil }); err == nil || !strings.Contains(err.Error(), "copy.B, which op 0 lacks") {
+		t.Fatalf("marshalling an absent operand: %v", err)
 	}
 }
 
 // TestOpsByPointer: ops passed by pointer marshal as by value.
 func TestOpsByPointer(t *testing.T) {
-	be := cpu.New()
-	x, _ := be.Alloc(device.F32, 12)
-	y, _ := be.Alloc(device.F32, 12)
-	op := device.Copy{X: device.Tensor{Buf: x, Rows: 3, Cols: 4}, Y: device.Tensor{Buf: y, Off: 1, Rows: 2, Cols: 4, Stride: 5}}
-	addr := func(b device.Buffer) (uint64, error) {
-		if b == x {
-			return 0x1000, nil
-		}
-		return 0x2000, nil
-	}
-	a, err := Marshal([]device.Op{op}, addr)
+	op, addr := copyOp(t)
+	c := op.(device.Copy)
+	c.Y.Off, c.Y.Rows, c.Y.Stride = 1, 2, 5
+	s := copySchedule("k", "X", "Y")
+	a, _, err := Marshal([]device.Op{c}, &s, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Marshal([]device.Op{&op}, addr)
+	p, _, err := Marshal([]device.Op{&c}, &s, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Arg{{"op0_X", 0x1000}, {"op0_X_ld", 4}, {"op0_Y", 0x2004}, {"op0_Y_ld", 5}, {"M", 2}}
-	for i := range want {
-		if a[i] != want[i] || p[i] != want[i] {
-			t.Fatalf("argument %d: by value %v, by pointer %v, want %v", i, a[i], p[i], want[i])
-		}
+	want := []uint64{0x1000, 4, 0x2004, 5, 2}
+	if !slices.Equal(a, want) || !slices.Equal(p, want) {
+		t.Fatalf("by value %v, by pointer %v, want %v", a, p, want)
 	}
 }
 
-// TestRopeGeometry: a linear fused with rope launched on at most 8 rows takes 16-column tiles of
-// 8 rotary pairs where head_dim is a multiple of 16, and whole-head tiles otherwise; the emitter
-// gives the same grids.
-func TestRopeGeometry(t *testing.T) {
+// TestRopeGrids: a linear fused with rope launched on at most 8 rows takes 16-column tiles of 8
+// rotary pairs where head_dim is a multiple of 16, and whole-head tiles otherwise.
+func TestRopeGrids(t *testing.T) {
 	for _, c := range []struct {
 		name                 string
 		n, headDim, heads    int
@@ -207,33 +180,17 @@ func TestRopeGeometry(t *testing.T) {
 			{Kind: "rope", Ints: map[string]int{"heads": c.heads, "head_dim": c.headDim, "sections": 1, "section0": c.headDim / 2},
 				Floats: map[string]float64{"theta": 1e4}},
 		}}
-		launches, err := hip.Launches(k)
+		s, err := hip.ScheduleOf(k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range []int{5, 8, 9, 70} {
-			ops := []device.Op{
-				device.Linear{X: device.Tensor{Rows: m, Cols: 64}, Y: device.Tensor{Rows: m, Cols: c.n}},
-				device.Rope{X: device.Tensor{Rows: m, Cols: c.heads * c.headDim}, Heads: c.heads, HeadDim: c.headDim},
+			wantY := c.wideY
+			if m <= 8 {
+				wantY = c.smallRowY
 			}
-			ls, err := Geometry(ops)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := Launch{GridX: ceilDiv(m, c.bm), GridY: c.wideY}
-			if m <= smallRows {
-				want.GridY = c.smallRowY
-			}
-			if len(ls) != 1 || ls[0] != want {
-				t.Errorf("%s at M=%d: launches %+v, want %+v", c.name, m, ls, want)
-			}
-			l := launches[0]
-			gy := l.GridY
-			if l.SmallRowsGridY > 0 && m <= smallRows {
-				gy = l.SmallRowsGridY
-			}
-			if gx := ceilDiv(m, l.RowsPerBlock); gx != want.GridX || gy != want.GridY {
-				t.Errorf("%s at M=%d: the emitter launches (%d,%d), want (%d,%d)", c.name, m, gx, gy, want.GridX, want.GridY)
+			if x, y := s.Launches[0].Grid(m, 0); len(s.Launches) != 1 || x != (m+c.bm-1)/c.bm || y != wantY {
+				t.Errorf("%s at M=%d: launches %+v give (%d,%d), want (%d,%d)", c.name, m, s.Launches, x, y, (m+c.bm-1)/c.bm, wantY)
 			}
 		}
 	}

@@ -61,34 +61,3 @@ func CopyRows(t device.Tensor, b *Buffer, host []byte, copyRange func(dev uint64
 	}
 	return nil
 }
-
-// Call is one kernel ready to launch: a function and a grid for each of its launches, and the
-// parameter values they share, in the order of the launch rule (each passed in an 8-byte slot).
-type Call struct {
-	Funcs  []uintptr
-	Grids  []Launch
-	Values []uint64
-}
-
-// Prepare marshals the ops of k by the launch rule and finds the function of each of its launches,
-// loading the kernel's family through ld on first use.
-func (l *Library) Prepare(k *device.Kernel, ops []device.Op, address func(device.Buffer) (uint64, error), ld Loader) (*Call, error) {
-	args, err := Marshal(ops, address)
-	if err != nil {
-		return nil, fmt.Errorf("%s: kernel %s: %w", l.name, k.Name, err)
-	}
-	grids, err := Geometry(ops)
-	if err != nil {
-		return nil, fmt.Errorf("%s: kernel %s: %w", l.name, k.Name, err)
-	}
-	c := &Call{Funcs: make([]uintptr, len(grids)), Grids: grids, Values: make([]uint64, len(args))}
-	for i, g := range grids {
-		if c.Funcs[i], err = l.Function(k.Name+g.Suffix, args, ld); err != nil {
-			return nil, err
-		}
-	}
-	for i, a := range args {
-		c.Values[i] = a.Value
-	}
-	return c, nil
-}

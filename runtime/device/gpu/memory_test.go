@@ -73,7 +73,11 @@ func TestOwned(t *testing.T) {
 // TestPrepare: a call holds each launch's function and grid, and a parameter block whose
 // pointers lead to the marshalled values in order.
 func TestPrepare(t *testing.T) {
-	lib, err := NewLibrary("cuda", fstest.MapFS{"a.hip": {Data: []byte(decl("a_copy", "op0_X", "op0_X_ld", "op0_Y", "op0_Y_ld", "M"))}})
+	fsys := fstest.MapFS{}
+	wide := copySchedule("a_copy", "X", "Y")
+	wide.Launches[0].GridY = 3
+	addFamily(t, fsys, "a", source("", wide))
+	lib, err := NewLibrary("cuda", fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,24 +90,12 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := Marshal([]device.Op{op}, address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grids, err := Geometry([]device.Op{op})
-	if err != nil {
-		t.Fatal(err)
-	}
+	grids := []Grid{{Symbol: "a_copy", X: 2, Y: 3, Threads: 256}}
 	if len(c.Funcs) != 1 || c.Funcs[0] == 0 || !slices.Equal(c.Grids, grids) || len(ld.loaded) != 1 {
 		t.Fatalf("call %+v, %d loads", c, len(ld.loaded))
 	}
-	if len(c.Values) != len(args) {
-		t.Fatalf("%d parameter values, want %d", len(c.Values), len(args))
-	}
-	for i, a := range args {
-		if c.Values[i] != a.Value {
-			t.Errorf("parameter %d (%s) = %d, want %d", i, a.Name, c.Values[i], a.Value)
-		}
+	if want := []uint64{4096, 4, 8192, 4, 2}; !slices.Equal(c.Values, want) {
+		t.Errorf("parameter values %v, want %v", c.Values, want)
 	}
 	if _, err := lib.Prepare(&device.Kernel{Name: "a_copy"}, nil, address, &ld); err == nil || !strings.HasPrefix(err.Error(), "cuda: kernel a_copy: ") {
 		t.Errorf("no ops: %v", err)

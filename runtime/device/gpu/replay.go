@@ -33,6 +33,7 @@ type pendingLaunch struct {
 	name         string // symbol with the launch's suffix
 	fn           uintptr
 	gridX, gridY uint32
+	threads      uint32
 	off, n       int
 }
 
@@ -45,15 +46,15 @@ type run struct {
 	sig      []byte
 }
 
-// add appends the launches of c, whose kernel is named name.
-func (r *run) add(name string, c *Call) {
+// add appends the launches of c.
+func (r *run) add(c *Call) {
 	off := len(r.vals)
 	r.vals = append(r.vals, c.Values...)
 	for i, g := range c.Grids {
-		if g.GridX <= 0 || g.GridY <= 0 {
+		if g.X <= 0 || g.Y <= 0 {
 			continue
 		}
-		l := pendingLaunch{name + g.Suffix, c.Funcs[i], uint32(g.GridX), uint32(g.GridY), off, len(c.Values)}
+		l := pendingLaunch{g.Symbol, c.Funcs[i], uint32(g.X), uint32(g.Y), uint32(g.Threads), off, len(c.Values)}
 		r.launches = append(r.launches, l)
 		r.sig = binary.LittleEndian.AppendUint64(r.sig, uint64(l.fn))
 		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.gridX)
@@ -81,7 +82,7 @@ func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
 	if be.closed {
 		return be.wrap(ErrStopped)
 	}
-	be.pending.add(k.Name, c)
+	be.pending.add(c)
 	if len(be.pending.launches) >= be.cfg.RunLen || be.cfg.NoGraphs || be.timing {
 		// without graph replay, holding launches back gains nothing: the device may start now
 		return be.wrap(be.flushLocked())
@@ -176,7 +177,7 @@ func params(ptrs []uintptr, l pendingLaunch) unsafe.Pointer {
 
 // launchOne queues one launch on the stream.
 func (be *Backend) launchOne(l pendingLaunch, ptrs []uintptr) error {
-	if err := be.drv.Launch(l.fn, l.gridX, l.gridY, Threads, params(ptrs, l), be.stream); err != nil {
+	if err := be.drv.Launch(l.fn, l.gridX, l.gridY, l.threads, params(ptrs, l), be.stream); err != nil {
 		return fmt.Errorf("%w: kernel %s grid (%d,%d)", err, l.name, l.gridX, l.gridY)
 	}
 	return nil

@@ -9,62 +9,64 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
+
+	"tfc/runtime/device"
 )
 
-// Entry is one kernel symbol of a family's source: the family file and its parameter names.
+// Entry is one kernel of a family's source: the family's .hip file and the kernel's schedule.
 type Entry struct {
-	Family string // base name of the .hip file
-	Params []string
+	Family   string // base name of the .hip file
+	Schedule device.Schedule
 }
 
-// kernelDecl matches an extern "C" kernel and its parameter list in generated HIP.
-var kernelDecl = regexp.MustCompile(`extern "C" __global__ (?:__launch_bounds__\(\d+\) )?void (\w+)\(([^)]*)\)`)
-
-// SymbolTable reads every .hip file of srcs and maps each kernel symbol to its family and
-// parameter names. A symbol defined in two families is an error.
-func SymbolTable(srcs fs.FS) (map[string]Entry, error) {
-	files, err := fs.Glob(srcs, "*.hip")
+// KernelTable reads the schedule beside every family's .hip in srcs (device.ScheduleExt) and maps
+// each kernel name to its family and schedule; the kernel text is not read. A kernel in two
+// families, or a schedule without its .hip, is an error.
+func KernelTable(srcs fs.FS) (map[string]Entry, error) {
+	files, err := fs.Glob(srcs, "*"+device.ScheduleExt)
 	if err != nil {
 		return nil, err
 	}
 	table := map[string]Entry{}
 	for _, f := range files {
-		text, err := fs.ReadFile(srcs, f)
+		family := strings.TrimSuffix(f, device.ScheduleExt) + ".hip"
+		if _, err := fs.Stat(srcs, family); err != nil {
+			return nil, fmt.Errorf("%s has no %s beside it", f, family)
+		}
+		data, err := fs.ReadFile(srcs, f)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range kernelDecl.FindAllStringSubmatch(string(text), -1) {
-			name := m[1]
-			if prev, ok := table[name]; ok {
-				return nil, fmt.Errorf("kernel %s is defined in both %s and %s", name, prev.Family, f)
+		ss, err := device.DecodeSchedules(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, s := range ss {
+			if prev, ok := table[s.Kernel]; ok {
+				return nil, fmt.Errorf("kernel %s is scheduled in both %s and %s", s.Kernel, prev.Family, family)
 			}
-			var params []string
-			for _, p := range strings.Split(m[2], ",") {
-				words := strings.Fields(p)
-				if len(words) == 0 {
-					continue
-				}
-				params = append(params, strings.TrimLeft(words[len(words)-1], "*"))
-			}
-			table[name] = Entry{Family: f, Params: params}
+			table[s.Kernel] = Entry{Family: family, Schedule: s}
 		}
 	}
 	return table, nil
 }
 
-// Replace returns srcs with the file name (a family's .hip, e.g. "qwen2vl.hip") holding text
-// instead, and the symbol table of the result; srcs itself is unchanged. The new source must
-// declare a kernel, and none that another family declares.
-func Replace(srcs fs.FS, name string, text []byte) (fs.FS, map[string]Entry, error) {
+// Replace returns srcs with the family file name (a family's .hip, e.g. "qwen2vl.hip") and its
+// schedule holding src instead, and the kernel table of the result; srcs itself is unchanged.
+// The new source must schedule a kernel, and none that another family schedules.
+func Replace(srcs fs.FS, name string, src device.Source) (fs.FS, map[string]Entry, error) {
 	if path.Ext(name) != ".hip" || strings.Contains(name, "/") {
 		return nil, nil, fmt.Errorf("%s is not a family's .hip file", name)
 	}
+	sched, err := device.EncodeSchedules(src.Schedules)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := memFS{}
-	for _, pattern := range []string{"*.h", "*.hip"} {
+	for _, pattern := range []string{"*.h", "*.hip", "*" + device.ScheduleExt} {
 		names, err := fs.Glob(srcs, pattern)
 		if err != nil {
 			return nil, nil, err
@@ -75,8 +77,9 @@ func Replace(srcs fs.FS, name string, text []byte) (fs.FS, map[string]Entry, err
 			}
 		}
 	}
-	out[name] = bytes.Clone(text)
-	table, err := SymbolTable(out)
+	out[name] = bytes.Clone(src.HIP)
+	out[scheduleFile(name)] = sched
+	table, err := KernelTable(out)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,13 +88,21 @@ func Replace(srcs fs.FS, name string, text []byte) (fs.FS, map[string]Entry, err
 			return out, table, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("the source given for %s declares no extern \"C\" __global__ kernel", name)
+	return nil, nil, fmt.Errorf("the source given for %s schedules no kernel", name)
 }
 
-// SameSource reports whether srcs holds exactly text as name.
-func SameSource(srcs fs.FS, name string, text []byte) bool {
+// scheduleFile is the schedule's name beside a family's .hip.
+func scheduleFile(hip string) string { return strings.TrimSuffix(hip, ".hip") + device.ScheduleExt }
+
+// SameSource reports whether srcs holds exactly src as the family file name and its schedule.
+func SameSource(srcs fs.FS, name string, src device.Source) bool {
 	data, err := fs.ReadFile(srcs, name)
-	return err == nil && bytes.Equal(data, text)
+	if err != nil || !bytes.Equal(data, src.HIP) {
+		return false
+	}
+	sched, err := device.EncodeSchedules(src.Schedules)
+	have, err2 := fs.ReadFile(srcs, scheduleFile(name))
+	return err == nil && err2 == nil && bytes.Equal(have, sched)
 }
 
 // memFS is a flat set of files held in memory.
@@ -147,19 +158,6 @@ func (i memInfo) Mode() fs.FileMode  { return 0o444 }
 func (i memInfo) ModTime() time.Time { return time.Time{} }
 func (i memInfo) IsDir() bool        { return false }
 func (i memInfo) Sys() any           { return nil }
-
-// SameParams checks marshalled arguments against a kernel's declared parameter names.
-func SameParams(symbol string, declared []string, args []Arg) error {
-	got := make([]string, len(args))
-	for i, a := range args {
-		got[i] = a.Name
-	}
-	if strings.Join(got, ",") != strings.Join(declared, ",") {
-		return fmt.Errorf("kernel %s declares parameters (%s) but the ops give (%s); the glue and kernels/ are out of step: regenerate both with tfc compile",
-			symbol, strings.Join(declared, ", "), strings.Join(got, ", "))
-	}
-	return nil
-}
 
 // SourceFiles are the files a family's build reads: every header, then its .hip.
 func SourceFiles(srcs fs.FS, family string) ([]string, error) {

@@ -2,7 +2,11 @@ package gpu
 
 import (
 	"errors"
+	"io/fs"
+	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -11,59 +15,59 @@ import (
 	"tfc/kernels"
 )
 
-// TestSymbolTable: every launch symbol of the family's kernels is declared in kernels/qwen2vl.hip
-// with the parameter names Params gives.
-func TestSymbolTable(t *testing.T) {
-	table, err := SymbolTable(kernels.Sources)
+// kernelDecl matches an extern "C" kernel and its parameter list in generated HIP.
+var kernelDecl = regexp.MustCompile(`extern "C" __global__ (?:__launch_bounds__\((\d+)\) )?void (\w+)\(([^)]*)\)`)
+
+// TestKernelTable: every kernel of the families is in the kernel table with the schedule the
+// compiler makes for it, and its source declares each launch symbol with the schedule's
+// parameter names and block size: the runtime reads the schedule, never the text.
+func TestKernelTable(t *testing.T) {
+	table, err := KernelTable(kernels.Sources)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, k := range familyKernels(t) {
-		params, err := hip.Params(k)
+	for _, k := range allKernels(t) {
+		want, err := hip.ScheduleOf(k)
 		if err != nil {
 			t.Fatal(err)
+		}
+		e, ok := table[k.Name]
+		if !ok {
+			t.Errorf("%s: not in the kernel table", k.Name)
+			continue
+		}
+		if !reflect.DeepEqual(e.Schedule, want) {
+			t.Errorf("%s: scheduled %+v, the compiler makes %+v", k.Name, e.Schedule, want)
+		}
+		text, err := fs.ReadFile(kernels.Sources, e.Family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		declared := map[string][]string{}
+		threads := map[string]string{}
+		for _, m := range kernelDecl.FindAllStringSubmatch(string(text), -1) {
+			threads[m[2]] = m[1]
+			for _, p := range strings.Split(m[3], ",") {
+				if w := strings.Fields(p); len(w) > 0 {
+					declared[m[2]] = append(declared[m[2]], strings.TrimLeft(w[len(w)-1], "*"))
+				}
+			}
 		}
 		var names []string
-		for _, p := range params {
+		for _, p := range want.Params {
 			names = append(names, p.Name)
 		}
-		ls, err := hip.Launches(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range ls {
-			e, ok := table[l.Symbol]
-			if !ok {
-				t.Errorf("%s: not in the symbol table", l.Symbol)
-				continue
-			}
+		for _, l := range want.Launches {
 			n++
-			if e.Family != "qwen2vl.hip" {
-				t.Errorf("%s: family %s, want qwen2vl.hip", l.Symbol, e.Family)
-			}
-			if !slices.Equal(e.Params, names) {
-				t.Errorf("%s: declared (%s), Params (%s)", l.Symbol, strings.Join(e.Params, ", "), strings.Join(names, ", "))
+			if !slices.Equal(declared[l.Symbol], names) || threads[l.Symbol] != strconv.Itoa(l.Threads) {
+				t.Errorf("%s: %s declares (%s) with %s threads, the schedule passes (%s) to %d",
+					l.Symbol, e.Family, strings.Join(declared[l.Symbol], ", "), threads[l.Symbol], strings.Join(names, ", "), l.Threads)
 			}
 		}
 	}
-	if n < 20 {
-		t.Fatalf("only %d symbols checked", n)
-	}
-}
-
-func TestSymbolTableRefusesADuplicate(t *testing.T) {
-	k := "extern \"C\" __global__ __launch_bounds__(256) void k(\n    const float* op0_X, int op0_X_ld,\n    int M) {\n}\n"
-	_, err := SymbolTable(fstest.MapFS{"a.hip": {Data: []byte(k)}, "b.hip": {Data: []byte(k)}})
-	if err == nil || !strings.Contains(err.Error(), "a.hip") || !strings.Contains(err.Error(), "b.hip") {
-		t.Fatalf("got %v", err)
-	}
-	table, err := SymbolTable(fstest.MapFS{"a.hip": {Data: []byte(k)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := table["k"].Params; !slices.Equal(got, []string{"op0_X", "op0_X_ld", "M"}) {
-		t.Fatalf("params %v", got)
+	if n < 40 {
+		t.Fatalf("only %d launches checked", n)
 	}
 }
 

@@ -70,7 +70,7 @@ var (
 	_ device.Profiler    = (*Backend)(nil)
 )
 
-// New opens the HIP runtime and the device, creates the backend's stream and reads the symbol
+// New opens the HIP runtime and the device, creates the backend's stream and reads the kernel
 // table of the kernel sources. The compiler runs later, on a family's first launch.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{srcs: kernels.Sources}

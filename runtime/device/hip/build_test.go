@@ -149,13 +149,13 @@ func TestIsCodeObject(t *testing.T) {
 
 // TestBuildsQwen2VL builds kernels/qwen2vl.hip for each target whose device libraries are here
 // with the compiler the backend finds, and checks that the code object is an AMDGPU ELF that
-// defines every kernel of the source's symbol table, and that a second build is the cached one.
+// defines every launch of the source's schedule, and that a second build is the cached one.
 func TestBuildsQwen2VL(t *testing.T) {
 	comp, err := findCompiler()
 	if err != nil {
 		t.Skipf("%v", err)
 	}
-	table, err := gpu.SymbolTable(kernels.Sources)
+	table, err := gpu.KernelTable(kernels.Sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,17 +186,19 @@ func TestBuildsQwen2VL(t *testing.T) {
 				}
 			}
 			n := 0
-			for sym, e := range table {
+			for _, e := range table {
 				if e.Family != "qwen2vl.hip" {
 					continue
 				}
-				n++
-				if !defined[sym] {
-					t.Errorf("%s is not defined in the %s code object", sym, target)
+				for _, l := range e.Schedule.Launches {
+					n++
+					if !defined[l.Symbol] {
+						t.Errorf("%s is not defined in the %s code object", l.Symbol, target)
+					}
 				}
 			}
 			if n < 20 {
-				t.Fatalf("only %d kernels in the symbol table", n)
+				t.Fatalf("only %d launches in the schedule", n)
 			}
 			files, _ := filepath.Glob(filepath.Join(cache, "*.hsaco"))
 			if len(files) != 1 {

@@ -36,7 +36,7 @@ func TestSpecializeFamilyBuilds2B(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big, err := tfccompiler.HIPSource("graphs/qwen2_vl.graph", graph, cfg, 16)
+	big, err := tfccompiler.KernelSource("graphs/qwen2_vl.graph", graph, cfg, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,16 +68,19 @@ func TestSpecializeFamilyBuilds2B(t *testing.T) {
 		}
 	}
 	n := 0
-	for sym, e := range be.Library().Symbols() {
-		if e.Family == "qwen2vl.hip" {
+	for _, e := range be.Library().Kernels() {
+		if e.Family != "qwen2vl.hip" {
+			continue
+		}
+		for _, l := range e.Schedule.Launches {
 			n++
-			if !defined[sym] {
-				t.Errorf("%s is not defined in the specialised %s code object", sym, target)
+			if !defined[l.Symbol] {
+				t.Errorf("%s is not defined in the specialised %s code object", l.Symbol, target)
 			}
 		}
 	}
 	if n < 20 {
-		t.Fatalf("only %d kernels in the specialised symbol table", n)
+		t.Fatalf("only %d launches in the specialised schedule", n)
 	}
 	if files, _ := filepath.Glob(filepath.Join(cache, "*.hsaco")); len(files) != 2 {
 		t.Fatalf("cache holds %v, want the committed and the specialised code object", files)

@@ -1,0 +1,164 @@
+package device
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Schedule is how one generated kernel is launched, made by the compiler beside its source
+// (compiler/emit/hip) and read by the GPU backends, which derive nothing from the kernel's text:
+// its parameters in order, each naming what it carries, and one grid rule a launch.
+type Schedule struct {
+	Kernel   string   `json:"kernel"`
+	Tile     string   `json:"tile,omitempty"` // what a block computes, for -explain and profiles
+	Params   []Param  `json:"params"`
+	Launches []Launch `json:"launches"`
+}
+
+// ParamKind says what a kernel parameter carries.
+type ParamKind string
+
+const (
+	ParamPointer ParamKind = "pointer" // the address of the operand's first element
+	ParamStride  ParamKind = "stride"  // the operand's row stride in elements
+	ParamRows    ParamKind = "rows"    // the operand's row count: the launch's M
+	ParamSpans   ParamKind = "spans"   // the operand's column count minus one: an attention's spans S
+)
+
+// Param is one kernel parameter and the operand its value comes from.
+type Param struct {
+	Name  string    `json:"name"`  // C name
+	Kind  ParamKind `json:"kind"`  //
+	Op    int       `json:"op"`    // index of the kernel's op whose operand it describes
+	Field string    `json:"field"` // the operand's field path in the op's struct: "X", "Cache.K"
+}
+
+// Launch is one launch of a kernel: Threads a block, grid.x = ceil(M/RowsPerBlock) plus S when
+// PlusSpans, grid.y = GridY, or SmallRowsGridY when that is set and M is at most SmallRows.
+type Launch struct {
+	Symbol         string `json:"symbol"`
+	Threads        int    `json:"threads"`
+	RowsPerBlock   int    `json:"rows_per_block"`
+	PlusSpans      bool   `json:"plus_spans,omitempty"`
+	GridY          int    `json:"grid_y"`
+	SmallRows      int    `json:"small_rows,omitempty"`
+	SmallRowsGridY int    `json:"small_rows_grid_y,omitempty"`
+}
+
+// Grid is the launch's grid for M rows and S spans.
+func (l Launch) Grid(m, s int) (x, y int) {
+	x = (m + l.RowsPerBlock - 1) / l.RowsPerBlock
+	if l.PlusSpans {
+		x += s
+	}
+	y = l.GridY
+	if l.SmallRowsGridY > 0 && m <= l.SmallRows {
+		y = l.SmallRowsGridY
+	}
+	return x, y
+}
+
+// Check reports a schedule the launch rule cannot follow.
+func (s *Schedule) Check() error {
+	if s.Kernel == "" || len(s.Launches) == 0 {
+		return fmt.Errorf("schedule of kernel %q: a kernel needs a name and a launch", s.Kernel)
+	}
+	rows := 0
+	for _, p := range s.Params {
+		switch p.Kind {
+		case ParamPointer, ParamStride, ParamSpans:
+		case ParamRows:
+			rows++
+		default:
+			return fmt.Errorf("schedule of kernel %s: parameter %s has kind %q", s.Kernel, p.Name, p.Kind)
+		}
+		if p.Op < 0 || p.Name == "" || p.Field == "" {
+			return fmt.Errorf("schedule of kernel %s: parameter %q names no operand", s.Kernel, p.Name)
+		}
+	}
+	if rows != 1 {
+		return fmt.Errorf("schedule of kernel %s: %d parameters carry M; want one", s.Kernel, rows)
+	}
+	for _, l := range s.Launches {
+		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) {
+			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
+		}
+	}
+	return nil
+}
+
+// EncodeSchedules writes schedules as the JSON file that stands beside a family's source: a
+// kernel's name and tile on a line, then a line a parameter and a line a launch.
+func EncodeSchedules(ss []Schedule) ([]byte, error) {
+	var b bytes.Buffer
+	item := func(v any, last bool, indent string) error {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		b.WriteString(indent)
+		b.Write(data)
+		if !last {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+		return nil
+	}
+	b.WriteString("[\n")
+	for i, s := range ss {
+		head, err := json.Marshal(struct {
+			Kernel string `json:"kernel"`
+			Tile   string `json:"tile,omitempty"`
+		}{s.Kernel, s.Tile})
+		if err != nil {
+			return nil, err
+		}
+		b.Write(head[:len(head)-1])
+		b.WriteString(",\n \"params\": [\n")
+		for j, p := range s.Params {
+			if err := item(p, j == len(s.Params)-1, "  "); err != nil {
+				return nil, err
+			}
+		}
+		b.WriteString(" ],\n \"launches\": [\n")
+		for j, l := range s.Launches {
+			if err := item(l, j == len(s.Launches)-1, "  "); err != nil {
+				return nil, err
+			}
+		}
+		b.WriteString(" ]}")
+		if i < len(ss)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("]\n")
+	return b.Bytes(), nil
+}
+
+// DecodeSchedules reads what EncodeSchedules wrote, refusing unknown fields and any schedule
+// that Check refuses.
+func DecodeSchedules(data []byte) ([]Schedule, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var ss []Schedule
+	if err := dec.Decode(&ss); err != nil {
+		return nil, err
+	}
+	for i := range ss {
+		if err := ss[i].Check(); err != nil {
+			return nil, err
+		}
+	}
+	return ss, nil
+}
+
+// ScheduleExt ends the name of the schedule file beside a family's .hip: qwen2vl.schedule.json.
+const ScheduleExt = ".schedule.json"
+
+// Source is a family's generated kernels: the HIP text and the schedule of each kernel in it.
+type Source struct {
+	HIP       []byte
+	Schedules []Schedule
+}
