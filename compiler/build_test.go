@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,8 +25,8 @@ func TestGoldenGlueBuilds(t *testing.T) {
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	dirs, _ := filepath.Glob("../testdata/compile/*/want/gen/*")
 	for _, dir := range dirs {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go.golden"))
-		if len(files) == 0 {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.golden")) // Go files and the program.json they embed
+		if len(files) == 0 || !hasGo(files) {
 			continue
 		}
 		name := strings.TrimPrefix(filepath.ToSlash(dir), "../testdata/compile/")
@@ -54,5 +55,44 @@ func TestGoldenGlueBuilds(t *testing.T) {
 				t.Logf("go %s: %s", args[0], strings.TrimSpace(string(out)))
 			}
 		})
+	}
+}
+
+// hasGo reports whether files hold a Go file's golden.
+func hasGo(files []string) bool {
+	for _, f := range files {
+		if strings.HasSuffix(f, ".go.golden") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGlueLinksNoFrontEnd: the generated packages, which a serving binary links, specialise their
+// kernels through package specialize from the program they embed, so they link neither the
+// parser and checker nor the Go emitter and their libraries.
+func TestGlueLinksNoFrontEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "./gen/...")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "tfc/compiler/specialize") {
+		t.Fatal("the glue does not link tfc/compiler/specialize; this test lists the wrong packages")
+	}
+	for _, d := range deps {
+		for _, banned := range []string{"tfc/compiler/syntax", "tfc/compiler/check", "tfc/compiler/emit/glue", "tfc/graphs", "github.com/alecthomas/participle", "github.com/dave/jennifer", "golang.org/x/tools"} {
+			if d == banned || strings.HasPrefix(d, banned+"/") {
+				t.Errorf("the generated packages link %s", d)
+			}
+		}
+		if d == "tfc/compiler" {
+			t.Error("the generated packages link tfc/compiler")
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"tfc/compiler/check"
 	"tfc/compiler/emit/glue"
 	"tfc/compiler/lower"
+	"tfc/compiler/specialize"
 	"tfc/runtime/device"
 )
 
@@ -24,7 +25,8 @@ type Options struct {
 }
 
 // Compile checks and lowers one .graph file and returns its generated files by path relative to
-// the repository root: gen/<package>/*.go and, when specialised, kernels/<package>.hip, its
+// the repository root: gen/<package>/*.go, the program gen/<package>/program.json that the glue
+// specialises its kernels from at load and, when specialised, kernels/<package>.hip, its
 // schedule kernels/<package>.schedule.json and the
 // contract tests. Diagnostics are the file's problems; err is any other failure.
 func Compile(filename string, src []byte, opts Options) (map[string][]byte, check.Diagnostics, error) {
@@ -54,6 +56,11 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 	for name, data := range goFiles {
 		files[path.Join(dir, name)] = data
 	}
+	prog, err := specialize.Encode(specialize.FromLowered(p))
+	if err != nil {
+		return nil, err
+	}
+	files[path.Join(dir, "program.json")] = prog
 	if spec != nil {
 		src, err := renderSource(p, spec)
 		if err != nil {

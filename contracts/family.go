@@ -12,6 +12,7 @@ import (
 
 	"tfc/compiler"
 	"tfc/compiler/emit/hip"
+	"tfc/compiler/lower"
 	"tfc/kernels"
 	"tfc/runtime/device"
 )
@@ -104,7 +105,7 @@ func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
 
 // ForCheckpoint returns family name's kernels specialised for a checkpoint of config cfg, as a GPU
 // backend serving it builds them (dir is the repository root holding the graph).
-func ForCheckpoint(name, dir string, cfg compiler.ConfigValues, pageSize int) (Family, error) {
+func ForCheckpoint(name, dir string, cfg lower.ConfigReader, pageSize int) (Family, error) {
 	g, ok := graphs[name]
 	if !ok {
 		return Family{}, fmt.Errorf("no family %q has a kernel list for the contract; use one of %s", name, strings.Join(Families(), ", "))

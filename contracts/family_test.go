@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"tfc/contracts"
-	_ "tfc/gen/registry" // the families the contract knows
+	_ "tfc/contracts/registered" // the families the contract knows
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 )

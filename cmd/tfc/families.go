@@ -1,5 +1,5 @@
 package main
 
-// Every generated family, registered with runtime/model and the contract (go generate writes the
-// registry from graphs/*.graph).
-import _ "tfc/gen/registry"
+// Every generated family, registered with runtime/model (go generate writes the registry from
+// graphs/*.graph) and with the contract.
+import _ "tfc/contracts/registered"

@@ -12,13 +12,13 @@ import (
 // reference, or an operator applied to arguments. Sizes and offsets of the memory plan, op
 // attributes and config requirements are Exprs; the emitters print them as Go or as text.
 type Expr struct {
-	Op    string // int, float, bool, enum, ref, list, neg, !, + - * / %, == != < <= > >=, && ||, max, sum, ?:
-	Int   int64
-	Float float64
-	Bool  bool
-	Str   string // str: a string literal
-	Name  string // ref: a config value or a dim
-	Args  []*Expr
+	Op    string  `json:"op"` // int, float, bool, enum, ref, list, neg, !, + - * / %, == != < <= > >=, && ||, max, sum, ?:
+	Int   int64   `json:"int,omitempty"`
+	Float float64 `json:"float,omitempty"`
+	Bool  bool    `json:"bool,omitempty"`
+	Str   string  `json:"str,omitempty"`  // str: a string literal
+	Name  string  `json:"name,omitempty"` // ref: a config value or a dim
+	Args  []*Expr `json:"args,omitempty"`
 }
 
 // Int returns the integer literal n.

@@ -28,30 +28,31 @@ type Program struct {
 
 // Pos is a position in the graph file.
 type Pos struct {
-	File      string
-	Line, Col int
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
 }
 
 func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
 
 // Param is one config value: read from config.json paths, derived from others, or defaulted.
 type Param struct {
-	Name    string
-	Type    string   // int, float, bool, ints (an int list), string
-	Len     int      // fixed length of an int list; 0 when free
-	Paths   []string // alternatives in config.json, first present wins; empty when derived
-	Default *Expr    // used when no path is present; nil means required
-	Derived *Expr    // the value computed from other params
-	Pin     *Expr    // the constant a requirement fixes; folded into every kernel
-	Spec    *Expr    // the value the HIP kernels were specialised for; nil when not specialised
-	Pos     Pos
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`              // int, float, bool, ints (an int list), string
+	Len     int      `json:"len,omitempty"`     // fixed length of an int list; 0 when free
+	Paths   []string `json:"paths,omitempty"`   // alternatives in config.json, first present wins; empty when derived
+	Default *Expr    `json:"default,omitempty"` // used when no path is present; nil means required
+	Derived *Expr    `json:"derived,omitempty"` // the value computed from other params
+	Pin     *Expr    `json:"pin,omitempty"`     // the constant a requirement fixes; folded into every kernel
+	Spec    *Expr    `json:"-"`                 // the value the HIP kernels were specialised for; nil when not specialised
+	Pos     Pos      `json:"pos"`
 }
 
 // Require is a condition a checkpoint's config must meet.
 type Require struct {
-	Cond *Expr
-	Src  string // as written
-	Pos  Pos
+	Cond *Expr  `json:"cond"`
+	Src  string `json:"src"` // as written
+	Pos  Pos    `json:"pos"`
 }
 
 // Prefix is a tensor-name prefix with alternatives; the first whose tensors exist is used.

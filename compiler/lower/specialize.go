@@ -15,6 +15,20 @@ type Spec struct {
 	WeightDType string           // the checkpoint's float type: BF16, F16 or F32
 }
 
+// ConfigReader reads a checkpoint's config.json by dotted path, alternatives separated by '|'
+// (runtime/checkpoint.Config, and the glue's model.Config).
+type ConfigReader interface {
+	Has(path string) bool
+	Int(path string) (int, error)
+	Float(path string) (float64, error)
+	Bool(path string) (bool, error)
+	IntList(path string) ([]int, error)
+	String(path string) (string, error)
+}
+
+// WeightDTypePaths are where a checkpoint's config names its float type.
+const WeightDTypePaths = "torch_dtype|dtype|text_config.torch_dtype|text_config.dtype"
+
 // Specialize reads a checkpoint's config.json the way the generated glue will, checks the
 // requirements, and records each read value as the param's specialisation.
 func Specialize(p *Program, configJSON []byte, pageSize int) (*Spec, error) {
@@ -22,11 +36,29 @@ func Specialize(p *Program, configJSON []byte, pageSize int) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := Bind(p.Params, p.Requires, cfg, pageSize)
+	if err != nil {
+		return nil, err
+	}
+	for _, prm := range p.Params {
+		prm.Spec = s.Env[prm.Name]
+	}
+	p.SpecPageSize = s.PageSize
+	return s, nil
+}
+
+// Bind reads each param through cfg (derived ones computed, defaults where cfg is silent), and
+// checks the requirements: the constants kernels are specialised for. It changes nothing.
+func Bind(params []*Param, requires []*Require, cfg ConfigReader, pageSize int) (*Spec, error) {
 	if pageSize <= 0 {
 		pageSize = 16
 	}
 	s := &Spec{Env: map[string]*Expr{}, PageSize: pageSize, WeightDType: "BF16"}
-	if dt, err := cfg.String("torch_dtype|dtype|text_config.torch_dtype|text_config.dtype"); err == nil {
+	if cfg.Has(WeightDTypePaths) {
+		dt, err := cfg.String(WeightDTypePaths)
+		if err != nil {
+			return nil, err
+		}
 		switch dt {
 		case "float16":
 			s.WeightDType = "F16"
@@ -34,8 +66,9 @@ func Specialize(p *Program, configJSON []byte, pageSize int) (*Spec, error) {
 			s.WeightDType = "F32"
 		}
 	}
-	for _, prm := range p.Params {
+	for _, prm := range params {
 		var v *Expr
+		var err error
 		switch {
 		case prm.Derived != nil:
 			if v, err = Eval(prm.Derived, s.Env); err != nil {
@@ -57,9 +90,8 @@ func Specialize(p *Program, configJSON []byte, pageSize int) (*Spec, error) {
 				s.Env[fmt.Sprintf("%s[%d]", prm.Name, k)] = x
 			}
 		}
-		prm.Spec = v
 	}
-	for _, r := range p.Requires {
+	for _, r := range requires {
 		ok, err := Eval(r.Cond, s.Env)
 		if err != nil {
 			return nil, err
@@ -68,7 +100,6 @@ func Specialize(p *Program, configJSON []byte, pageSize int) (*Spec, error) {
 			return nil, fmt.Errorf("config.json does not meet %s (%s)", r.Src, r.Pos)
 		}
 	}
-	p.SpecPageSize = pageSize
 	return s, nil
 }
 
@@ -83,7 +114,7 @@ func joinPaths(paths []string) string {
 	return out
 }
 
-func readParam(cfg *checkpoint.Config, prm *Param) (*Expr, error) {
+func readParam(cfg ConfigReader, prm *Param) (*Expr, error) {
 	path := joinPaths(prm.Paths)
 	switch prm.Type {
 	case "int":

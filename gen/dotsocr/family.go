@@ -3,12 +3,12 @@
 package dotsocr
 
 import (
+	_ "embed"
 	"fmt"
 	"math"
 	"strings"
 
-	"tfc/compiler"
-	"tfc/graphs"
+	"tfc/compiler/specialize"
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
@@ -149,14 +149,20 @@ func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]
 	return md, nil
 }
 
-// specialize compiles the kernels of graphs/dots_ocr.graph for this checkpoint's config and l's page size and
-// gives them to b as kernels/dotsocr.hip.
+// program is graphs/dots_ocr.graph compiled for specialising at load (package specialize): its config
+// values, requirements and kernels with symbolic constants.
+//
+//go:embed program.json
+var program []byte
+
+// specialize renders the kernels of graphs/dots_ocr.graph for this checkpoint's config and l's page size and
+// gives them to b as kernels/dotsocr.hip and its schedule.
 func (m *bound) specialize(b device.Specializer, l model.Limits) error {
-	src, err := graphs.Source("graphs/dots_ocr.graph")
+	prog, err := specialize.Decode(program)
 	if err != nil {
 		return err
 	}
-	ks, err := compiler.KernelSourceFrom("graphs/dots_ocr.graph", src, m.cfg, l.PageSize)
+	ks, err := prog.Source(m.cfg, l.PageSize)
 	if err != nil {
 		return fmt.Errorf("specialising kernels/dotsocr.hip for this checkpoint: %w", err)
 	}

@@ -157,14 +157,19 @@ func (e *emitter) family(f *File) error {
 		Id("get").Func().Params(Id("name").String()).Params(Index().Byte(), Qual(devicePkg, "DType"), Error()),
 	).Params(Qual(modelPkg, "Model"), Error()).Block(load...)
 
-	f.ImportName(graphsPkg, "graphs")
-	f.ImportName(compilerPkg, "compiler")
-	f.Comment(fmt.Sprintf("specialize compiles the kernels of %s for this checkpoint's config and l's page size and", p.Source))
-	f.Comment(fmt.Sprintf("gives them to b as kernels/%s.hip.", p.Package))
+	f.ImportName(specializePkg, "specialize")
+	f.Anon("embed")
+	f.Comment(fmt.Sprintf("program is %s compiled for specialising at load (package specialize): its config", p.Source))
+	f.Comment("values, requirements and kernels with symbolic constants.")
+	f.Comment("")
+	f.Comment("//go:embed program.json")
+	f.Var().Id("program").Index().Byte()
+	f.Comment(fmt.Sprintf("specialize renders the kernels of %s for this checkpoint's config and l's page size and", p.Source))
+	f.Comment(fmt.Sprintf("gives them to b as kernels/%s.hip and its schedule.", p.Package))
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("specialize").Params(Id("b").Qual(devicePkg, "Specializer"), Id("l").Qual(modelPkg, "Limits")).Error().Block(
-		List(Id("src"), Err()).Op(":=").Qual(graphsPkg, "Source").Call(Lit(p.Source)),
+		List(Id("prog"), Err()).Op(":=").Qual(specializePkg, "Decode").Call(Id("program")),
 		If(Err().Op("!=").Nil()).Block(Return(Err())),
-		List(Id("ks"), Err()).Op(":=").Qual(compilerPkg, "KernelSourceFrom").Call(Lit(p.Source), Id("src"), Id("m").Dot("cfg"), Id("l").Dot("PageSize")),
+		List(Id("ks"), Err()).Op(":=").Id("prog").Dot("Source").Call(Id("m").Dot("cfg"), Id("l").Dot("PageSize")),
 		If(Err().Op("!=").Nil()).Block(Return(Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("specialising kernels/%s.hip for this checkpoint: %%w", p.Package)), Err()))),
 		Return(Id("b").Dot("SpecializeFamily").Call(Lit(p.Package), Id("ks"))),
 	)
@@ -239,8 +244,7 @@ func (e *emitter) family(f *File) error {
 }
 
 const (
-	graphsPkg   = "tfc/graphs"
-	compilerPkg = "tfc/compiler"
+	specializePkg = "tfc/compiler/specialize"
 )
 
 func strs(xs []string) Code {

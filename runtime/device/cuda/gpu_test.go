@@ -12,7 +12,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
-	_ "tfc/gen/registry" // the families the contract knows
+	_ "tfc/contracts/registered" // the families the contract knows
 	"tfc/runtime/device"
 	"tfc/runtime/device/gpu/gputest"
 )

@@ -8,7 +8,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
-	_ "tfc/gen/registry" // the families the contract knows
+	_ "tfc/contracts/registered" // the families the contract knows
 	"tfc/kernels"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"

@@ -10,7 +10,7 @@ import (
 
 	emit "tfc/compiler/emit/hip"
 	"tfc/contracts"
-	_ "tfc/gen/registry" // the families the contract knows
+	_ "tfc/contracts/registered" // the families the contract knows
 	"tfc/runtime/device"
 	"tfc/runtime/device/gpu/gputest"
 )

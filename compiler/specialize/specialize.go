@@ -1,0 +1,233 @@
+// Package specialize renders a family's kernels for one checkpoint: the step a GPU backend needs
+// at load time. It takes the compiled program (Program: the family's config values, requirements
+// and kernels with symbolic constants, which the generated glue embeds as program.json) and a
+// config, never the .graph text, so a binary that serves needs none of the compiler's front end.
+package specialize
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"tfc/compiler/emit/hip"
+	"tfc/compiler/lower"
+	"tfc/runtime/device"
+)
+
+// Program is what specialising a family needs of its lowered form.
+type Program struct {
+	Family   string           `json:"family"`
+	Package  string           `json:"package"`
+	Params   []*lower.Param   `json:"params"`
+	Requires []*lower.Require `json:"requires"`
+	Kernels  []Kernel         `json:"kernels"`
+}
+
+// Kernel is a kernel whose constants are expressions over the config values.
+type Kernel struct {
+	Name   string   `json:"name"`
+	Role   string   `json:"role,omitempty"`
+	Source []string `json:"source"` // graph file:line of each fused op
+	Ops    []Op     `json:"ops"`
+}
+
+// Op is one op of a kernel, as hip.Op with its constants still symbolic.
+type Op struct {
+	Kind   string                 `json:"kind"`
+	Act    string                 `json:"act,omitempty"`
+	Ints   map[string]*lower.Expr `json:"ints,omitempty"`
+	Floats map[string]*lower.Expr `json:"floats,omitempty"`
+	Flags  map[string]bool        `json:"flags,omitempty"`
+	// Sections is a rope's int list, spread as Ints sections, section0, section1...
+	Sections *lower.Expr `json:"sections,omitempty"`
+	// Weights are the operand fields that read weights: they take the checkpoint's float type.
+	Weights []string `json:"weights,omitempty"`
+	// Paged says the op reads the paged KV cache: Ints page_size is the cache's page rows.
+	Paged bool `json:"paged,omitempty"`
+}
+
+// FromLowered is the part of a lowered family that specialising reads.
+func FromLowered(p *lower.Program) Program {
+	out := Program{Family: p.Family, Package: p.Package, Params: p.Params, Requires: p.Requires}
+	for _, k := range p.Kernels {
+		out.Kernels = append(out.Kernels, kernelOf(k))
+	}
+	return out
+}
+
+// kernelOf keeps of k what its HIP rendering needs, constants as expressions.
+func kernelOf(k *lower.Kernel) Kernel {
+	sk := Kernel{Name: k.Name, Role: k.Role}
+	seen := map[string]bool{}
+	for _, s := range k.Sources {
+		line := fmt.Sprintf("%s:%d", s.File, s.Line)
+		if !seen[line] {
+			seen[line] = true
+			sk.Source = append(sk.Source, line)
+		}
+	}
+	internal := k.Internal()
+	for i, op := range k.Ops {
+		o := Op{Kind: op.Kind, Ints: map[string]*lower.Expr{}, Floats: map[string]*lower.Expr{}, Flags: map[string]bool{}}
+		if a := op.Attr("Act"); a != nil {
+			o.Act = a.Name
+		}
+		for _, a := range op.Args {
+			if a.Value.Kind == lower.WeightRef || a.Value.Kind == lower.Select {
+				o.Weights = append(o.Weights, a.Field)
+			}
+		}
+		if internal[i] {
+			o.Flags["internal"] = true
+		}
+		switch op.Kind {
+		case "linear":
+			o.Ints["N"], o.Ints["K"] = op.Arg("W").Rows, op.Arg("X").Cols
+			o.Flags["has_bias"] = op.Arg("B") != nil
+			o.Flags["has_res"] = op.Arg("Res") != nil
+		case "rmsnorm":
+			o.Ints["D"] = op.Arg("X").Cols
+			o.Floats["eps"] = op.Attr("Eps")
+			o.Flags["has_res"] = op.Arg("Res") != nil
+		case "layernorm":
+			o.Ints["D"] = op.Arg("X").Cols
+			o.Floats["eps"] = op.Attr("Eps")
+			o.Flags["has_bias"] = op.Arg("B") != nil
+		case "rope":
+			o.Ints["heads"], o.Ints["head_dim"] = op.Attr("Heads"), op.Attr("HeadDim")
+			o.Floats["theta"] = op.Attr("Theta")
+			o.Sections = op.Attr("Sections")
+			o.Flags["per_axis"] = op.Attr("Mode") != nil && op.Attr("Mode").Name == "per_axis"
+			if x := op.Arg("X"); i > 0 && x.Kind == lower.View && x.ColLo != nil {
+				o.Ints["col"] = x.ColLo
+			} else if i > 0 {
+				o.Ints["col"] = lower.Int(0)
+			}
+		case "attention":
+			o.Ints["heads"], o.Ints["kv_heads"], o.Ints["head_dim"] = op.Attr("Heads"), op.Attr("KVHeads"), op.Attr("HeadDim")
+			o.Floats["scale"] = op.Attr("Scale")
+			if op.Arg("Cache") != nil {
+				o.Flags["cache"] = true
+				o.Paged = true
+			}
+		case "add", "mul", "activate", "glu", "copy":
+			o.Ints["N"] = op.Out.Cols
+		case "embed":
+			o.Ints["D"], o.Ints["V"] = op.Out.Cols, op.Arg("Table").Rows
+		case "gather", "scatter":
+			o.Ints["D"] = op.Out.Cols
+		}
+		sk.Ops = append(sk.Ops, o)
+	}
+	return sk
+}
+
+// At is k with its constants evaluated at spec, as the HIP renderer takes it.
+func (k Kernel) At(spec *lower.Spec) (hip.Kernel, error) {
+	hk := hip.Kernel{Name: k.Name, Role: k.Role, Source: k.Source}
+	for _, o := range k.Ops {
+		h := hip.Op{Kind: o.Kind, Act: o.Act, Ints: map[string]int{}, Floats: map[string]float64{}, Flags: map[string]bool{}, DTypes: map[string]string{}}
+		for f, v := range o.Flags {
+			h.Flags[f] = v
+		}
+		for _, f := range o.Weights {
+			h.DTypes[f] = spec.WeightDType
+		}
+		for name, e := range o.Ints {
+			n, err := spec.EvalInt(e)
+			if err != nil {
+				return hk, fmt.Errorf("kernel %s: %v", k.Name, err)
+			}
+			h.Ints[name] = n
+		}
+		for name, e := range o.Floats {
+			f, err := spec.EvalFloat(e)
+			if err != nil {
+				return hk, fmt.Errorf("kernel %s: %v", k.Name, err)
+			}
+			h.Floats[name] = f
+		}
+		if o.Sections != nil {
+			secs, err := lower.Eval(o.Sections, spec.Env)
+			if err != nil {
+				return hk, fmt.Errorf("kernel %s: sections: %v", k.Name, err)
+			}
+			h.Ints["sections"] = len(secs.Args)
+			for j, s := range secs.Args {
+				h.Ints[fmt.Sprintf("section%d", j)] = int(s.Int)
+			}
+		}
+		if o.Paged {
+			h.Ints["page_size"] = spec.PageSize
+		}
+		hk.Ops = append(hk.Ops, h)
+	}
+	return hk, nil
+}
+
+// KernelsAt is every kernel of p with its constants evaluated at spec.
+func (p Program) KernelsAt(spec *lower.Spec) ([]hip.Kernel, error) {
+	ks := make([]hip.Kernel, 0, len(p.Kernels))
+	for _, k := range p.Kernels {
+		hk, err := k.At(spec)
+		if err != nil {
+			return nil, err
+		}
+		ks = append(ks, hk)
+	}
+	return ks, nil
+}
+
+// KernelsFor binds p to the config cfg reads (refusing one its requirements refuse) and returns its
+// kernels at that config and a KV cache of pageSize-row pages (0: 16).
+func (p Program) KernelsFor(cfg lower.ConfigReader, pageSize int) ([]hip.Kernel, error) {
+	spec, err := lower.Bind(p.Params, p.Requires, cfg, pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("specialising %s: %w", p.Family, err)
+	}
+	return p.KernelsAt(spec)
+}
+
+// Source is kernels/<package>.hip and its schedule for the config cfg reads.
+func (p Program) Source(cfg lower.ConfigReader, pageSize int) (device.Source, error) {
+	ks, err := p.KernelsFor(cfg, pageSize)
+	if err != nil {
+		return device.Source{}, err
+	}
+	return Render(p.Family, ks)
+}
+
+// Render is the HIP text and the schedule of the kernels ks of family.
+func Render(family string, ks []hip.Kernel) (device.Source, error) {
+	text, err := hip.Render(family, ks)
+	if err != nil {
+		return device.Source{}, err
+	}
+	sched, err := hip.Schedules(ks)
+	if err != nil {
+		return device.Source{}, err
+	}
+	return device.Source{HIP: text, Schedules: sched}, nil
+}
+
+// Encode writes p as the program.json the glue embeds.
+func Encode(p Program) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Decode reads what Encode wrote, refusing unknown fields.
+func Decode(data []byte) (Program, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Program
+	if err := dec.Decode(&p); err != nil {
+		return Program{}, fmt.Errorf("program.json: %w", err)
+	}
+	return p, nil
+}
