@@ -72,7 +72,7 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 		}
 		files[path.Join("kernels", p.Package+".hip")] = src.HIP
 		files[path.Join("kernels", p.Package+device.ScheduleExt)] = sched
-		tests, err := glue.ContractTests(p, spec)
+		tests, err := glue.ContractTests(p)
 		if err != nil {
 			return nil, err
 		}

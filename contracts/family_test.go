@@ -23,12 +23,8 @@ func TestFamilyContractOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := cpu.New()
-	target := contracts.Target{Name: "cpu", Backend: be, Controls: contracts.HostControls(f),
-		Plant: func(c contracts.Control) (device.Backend, func(), error) {
-			m, err := contracts.HostPlant(be, c)
-			return m, func() {}, err
-		}}
+	target := contracts.CPUTarget(f)
+	be := target.Backend.(*cpu.Backend)
 	var log strings.Builder
 	r := contracts.Run(target, f, s, &log)
 	t.Log("\n" + log.String())

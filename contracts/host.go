@@ -3,9 +3,13 @@ package contracts
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"tfc/compiler/emit/hip"
 	"tfc/runtime/device"
+	"tfc/runtime/device/cpu"
 )
 
 // Controls of a backend that runs no generated source (the CPU backend): the mutation is
@@ -289,4 +293,52 @@ func pastFirstRow(op device.Op) bool {
 		}
 	}
 	return false
+}
+
+// CPUTarget is the CPU backend under contract, its controls planted on the host (HostControls).
+func CPUTarget(f Family) Target {
+	be := cpu.New()
+	return Target{Name: "cpu", Backend: be, Controls: HostControls(f),
+		Plant: func(c Control) (device.Backend, func(), error) {
+			m, err := HostPlant(be, c)
+			return m, func() {}, err
+		}}
+}
+
+// RunOnCPU runs the contract of the registered family name on the CPU backend (the repository
+// root found from the working directory up): every kernel through gates 1-4, every control red.
+// It returns the summary, or an error holding the log when a kernel fails or a control stays green.
+func RunOnCPU(name string, seed int64) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	f, err := LoadFamily(name, root)
+	if err != nil {
+		return "", err
+	}
+	var log strings.Builder
+	r := Run(CPUTarget(f), f, seed, &log)
+	if !r.OK() {
+		return "", fmt.Errorf("%s\n%s", r.Summary(), log.String())
+	}
+	return r.Summary(), nil
+}
+
+// repoRoot is the nearest folder holding go.mod, from the working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
 }

@@ -115,13 +115,8 @@ func contractTarget(name string, f contracts.Family) (contracts.Target, contract
 	}
 	switch name {
 	case "cpu":
-		be := cpu.New()
-		t := contracts.Target{Name: "cpu", Backend: be, Controls: contracts.HostControls(f),
-			Plant: func(c contracts.Control) (device.Backend, func(), error) {
-				m, err := contracts.HostPlant(be, c)
-				return m, func() {}, err
-			}}
-		m := contracts.Machine{Device: contracts.CPUModel(), Backend: be.Describe(), Compiler: runtime.Version() + " (the CPU backend runs no generated source)"}
+		t := contracts.CPUTarget(f)
+		m := contracts.Machine{Device: contracts.CPUModel(), Backend: t.Backend.(*cpu.Backend).Describe(), Compiler: runtime.Version() + " (the CPU backend runs no generated source)"}
 		return t, m, func() {}, nil
 	case "cuda":
 		be, err := cuda.New(cuda.Sources(srcs))

@@ -13,10 +13,8 @@ import (
 // Vision runs graph vision (graphs/qwen2_vl.graph:110) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
-	launch := model.Launcher{
-		B:     b,
-		Trace: m.Trace,
-	}.Launch
+	l := &model.Launcher{B: b, Trace: m.Trace}
+	launch := l.Launch
 	p := &m.vision
 	_, _, _ = c, w, p
 	if len(grids) == 0 {
@@ -37,212 +35,44 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	if !(N%(c.M*c.M) == 0) {
 		return nil, fmt.Errorf("qwen2_vl: graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:111); here M = %v, N = %v", c.M, N)
 	}
-	x := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.VD,
-		Off:  p.X,
-		Rows: N,
-	}
-	px := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.C * c.P * c.P * c.TP,
-		Off:  p.Px,
-		Rows: N,
-	}
-	h := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.VD,
-		Off:  p.Px,
-		Rows: N,
-	}
-	qkv := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: 3 * c.VD,
-		Off:  p.Qkv,
-		Rows: N,
-	}
+	x := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
+	px := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
+	h := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
+	qkv := device.Tensor{Buf: m.visionF32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
 	k := qkv.ColSlice(c.VD, 2*c.VD)
 	q := qkv.ColSlice(0, c.VD)
-	pos := device.Tensor{
-		Buf:  m.visionI32,
-		Cols: 2,
-		Off:  p.Pos,
-		Rows: N,
-	}
-	a := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.VD,
-		Off:  p.Px,
-		Rows: N,
-	}
+	pos := device.Tensor{Buf: m.visionI32, Off: p.Pos, Rows: N, Cols: 2}
+	a := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
 	v := qkv.ColSlice(2*c.VD, 3*c.VD)
-	spans := device.Tensor{
-		Buf:  m.visionI32,
-		Cols: len(spanData),
-		Off:  p.Spans,
-		Rows: 1,
-	}
-	fc1 := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.VF,
-		Off:  p.Qkv,
-		Rows: N,
-	}
-	lnQ := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.VD,
-		Off:  p.Px,
-		Rows: N,
-	}
-	mlp0 := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.MD,
-		Off:  p.X,
-		Rows: N / (c.M * c.M),
-	}
+	spans := device.Tensor{Buf: m.visionI32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
+	fc1 := device.Tensor{Buf: m.visionF32, Off: p.Qkv, Rows: N, Cols: c.VF}
+	lnQ := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
+	mlp0 := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
 	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	outT := device.Tensor{
-		Buf:  m.visionF32,
-		Cols: c.D,
-		Off:  p.Px,
-		Rows: N / (c.M * c.M),
-	}
-	if len(pixels) != px.Rows*px.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input px has %d values; it must be [N, C * P * P * TP] = %d", len(pixels), px.Rows*px.Cols)
-	}
-	if len(pixels) > 0 {
-		if err := b.Write(px, pixels, device.F32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input px: %w", err)
-		}
-	}
-	if len(posData) != pos.Rows*pos.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input pos has %d values; it must be [N, 2] = %d", len(posData), pos.Rows*pos.Cols)
-	}
-	if len(posData) > 0 {
-		if err := b.Write(pos, posData, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input pos: %w", err)
-		}
-	}
-	if len(spanData) > 0 {
-		if err := b.Write(spans, spanData, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input spans: %w", err)
-		}
-	}
-	if err := launch(&kVision01, "x", x, device.Linear{
-		W: w.VisPatchEmbedProjWeight,
-		X: px,
-		Y: x,
-	}); err != nil {
+	outT := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
+	if err := model.WriteInput(b, px, pixels, device.F32, "qwen2_vl", "px", "[N, C * P * P * TP]"); err != nil {
 		return nil, err
 	}
+	if err := model.WriteInput(b, pos, posData, device.I32, "qwen2_vl", "pos", "[N, 2]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, spans, spanData, device.I32, "qwen2_vl", "spans", "[1, N + 1]"); err != nil {
+		return nil, err
+	}
+	launch(&kVision01, "x", x, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: x})
 	for i := 0; i < c.VL; i++ {
-		if err := launch(&kVision02, "h", h, device.LayerNorm{
-			B:   w.VisBlocks[i].Norm1Bias,
-			Eps: float32(1e-06),
-			W:   w.VisBlocks[i].Norm1Weight,
-			X:   x,
-			Y:   h,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kVision03, "k", k, device.Linear{
-			B: w.VisBlocks[i].AttnQkvBias,
-			W: w.VisBlocks[i].AttnQkvWeight,
-			X: h,
-			Y: qkv,
-		}, device.Rope{
-			HeadDim:  c.VD / c.VH,
-			Heads:    c.VH,
-			Mode:     device.RopePerAxis,
-			Pos:      pos,
-			Sections: []int{c.VHD / 4, c.VHD / 4},
-			Theta:    float32(c.Vtheta),
-			X:        q,
-		}, device.Rope{
-			HeadDim:  c.VD / c.VH,
-			Heads:    c.VH,
-			Mode:     device.RopePerAxis,
-			Pos:      pos,
-			Sections: []int{c.VHD / 4, c.VHD / 4},
-			Theta:    float32(c.Vtheta),
-			X:        k,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kVision04, "a", a, device.Attention{
-			HeadDim: c.VD / c.VH,
-			Heads:   c.VH,
-			K:       k,
-			KVHeads: c.VH,
-			Q:       q,
-			Scale:   float32(rsqrt(c.VD / c.VH)),
-			Spans:   spans,
-			V:       v,
-			Y:       a,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kVision05, "proj", x, device.Linear{
-			B:   w.VisBlocks[i].AttnProjBias,
-			Res: x,
-			W:   w.VisBlocks[i].AttnProjWeight,
-			X:   a,
-			Y:   x,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kVision06, "h", h, device.LayerNorm{
-			B:   w.VisBlocks[i].Norm2Bias,
-			Eps: float32(1e-06),
-			W:   w.VisBlocks[i].Norm2Weight,
-			X:   x,
-			Y:   h,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kVision07, "fc1", fc1, device.Linear{
-			Act: device.ActQuickGELU,
-			B:   w.VisBlocks[i].MlpFc1Bias,
-			W:   w.VisBlocks[i].MlpFc1Weight,
-			X:   h,
-			Y:   fc1,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kVision08, "fc2", x, device.Linear{
-			B:   w.VisBlocks[i].MlpFc2Bias,
-			Res: x,
-			W:   w.VisBlocks[i].MlpFc2Weight,
-			X:   fc1,
-			Y:   x,
-		}); err != nil {
-			return nil, err
-		}
+		launch(&kVision02, "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm1Weight, B: w.VisBlocks[i].Norm1Bias, Y: h, Eps: float32(1e-06)})
+		launch(&kVision03, "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		launch(&kVision04, "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(rsqrt(c.VD / c.VH))})
+		launch(&kVision05, "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
+		launch(&kVision06, "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
+		launch(&kVision07, "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
+		launch(&kVision08, "fc2", x, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, B: w.VisBlocks[i].MlpFc2Bias, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:113
-	if err := launch(&kVision09, "ln_q", lnQ, device.LayerNorm{
-		B:   w.VisMergerLnQBias,
-		Eps: float32(1e-06),
-		W:   w.VisMergerLnQWeight,
-		X:   x,
-		Y:   lnQ,
-	}); err != nil {
-		return nil, err
-	}
-	if err := launch(&kVision10, "mlp0", mlp0, device.Linear{
-		Act: device.ActGELU,
-		B:   w.VisMergerMlp0Bias,
-		W:   w.VisMergerMlp0Weight,
-		X:   x2,
-		Y:   mlp0,
-	}); err != nil {
-		return nil, err
-	}
-	if err := launch(&kVision11, "out", outT, device.Linear{
-		B: w.VisMergerMlp2Bias,
-		W: w.VisMergerMlp2Weight,
-		X: mlp0,
-		Y: outT,
-	}); err != nil {
+	launch(&kVision09, "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
+	launch(&kVision10, "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	launch(&kVision11, "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
+	if err := l.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]float32, outT.Rows*outT.Cols)
@@ -260,10 +90,8 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 // Forward runs graph decode (graphs/qwen2_vl.graph:133) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.b, &m.w
-	launch := model.Launcher{
-		B:     b,
-		Trace: m.Trace,
-	}.Launch
+	l := &model.Launcher{B: b, Trace: m.Trace}
+	launch := l.Launch
 	p := &m.decode
 	_, _, _ = c, w, p
 	if r == nil || len(r.Tokens) == 0 {
@@ -281,340 +109,77 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	if S > m.lim.Rows {
 		return nil, fmt.Errorf("qwen2_vl: S = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", S, m.lim.Rows)
 	}
-	x := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.D,
-		Off:  p.X,
-		Rows: R,
-	}
-	ids := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: R,
-		Off:  p.Ids,
-		Rows: 1,
-	}
-	imageRows := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.D,
-		Off:  p.ImageRows,
-		Rows: I,
-	}
-	imageAt := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: I,
-		Off:  p.ImageAt,
-		Rows: 1,
-	}
-	h := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.D,
-		Off:  p.ImageRows,
-		Rows: R,
-	}
-	qProj := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.H * c.HD,
-		Off:  p.QProj,
-		Rows: R,
-	}
-	pos := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: 3,
-		Off:  p.Pos,
-		Rows: R,
-	}
-	kProj := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.HD * c.KV,
-		Off:  p.KProj,
-		Rows: R,
-	}
-	v := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.HD * c.KV,
-		Off:  p.V,
-		Rows: R,
-	}
-	a := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.H * c.HD,
-		Off:  p.ImageRows,
-		Rows: R,
-	}
-	rowsSeq := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: R,
-		Off:  p.RowsSeq,
-		Rows: 1,
-	}
-	rowsPos := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: R,
-		Off:  p.RowsPos,
-		Rows: 1,
-	}
-	rowsPages := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: (m.lim.Context + m.lim.PageSize - 1) / m.lim.PageSize,
-		Off:  p.RowsPages,
-		Rows: m.lim.Parallel,
-	}
-	rows := device.Rows{
-		PageSize:  m.lim.PageSize,
-		PageTable: rowsPages,
-		RowPos:    rowsPos,
-		RowSeq:    rowsSeq,
-	}
-	upProj := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.F,
-		Off:  p.QProj,
-		Rows: R,
-	}
-	gateProj := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.F,
-		Off:  p.KProj,
-		Rows: R,
-	}
-	gather := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.D,
-		Off:  p.ImageRows,
-		Rows: S,
-	}
-	logitRows := device.Tensor{
-		Buf:  m.decodeI32,
-		Cols: S,
-		Off:  p.LogitRows,
-		Rows: 1,
-	}
-	x2 := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.D,
-		Off:  p.X,
-		Rows: S,
-	}
-	logits := device.Tensor{
-		Buf:  m.decodeF32,
-		Cols: c.V,
-		Off:  p.ImageRows,
-		Rows: S,
-	}
-	if len(r.Tokens) != ids.Rows*ids.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input ids has %d values; it must be [1, R] = %d", len(r.Tokens), ids.Rows*ids.Cols)
-	}
-	if len(r.Tokens) > 0 {
-		if err := b.Write(ids, r.Tokens, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input ids: %w", err)
-		}
-	}
-	if len(r.Positions) != pos.Rows*pos.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input pos has %d values; it must be [R, 3] = %d", len(r.Positions), pos.Rows*pos.Cols)
-	}
-	if len(r.Positions) > 0 {
-		if err := b.Write(pos, r.Positions, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input pos: %w", err)
-		}
-	}
-	if len(r.ImageRows) != imageRows.Rows*imageRows.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input image_rows has %d values; it must be [I, D] = %d", len(r.ImageRows), imageRows.Rows*imageRows.Cols)
-	}
-	if len(r.ImageRows) > 0 {
-		if err := b.Write(imageRows, r.ImageRows, device.F32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input image_rows: %w", err)
-		}
-	}
-	if len(r.ImageAt) != imageAt.Rows*imageAt.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input image_at has %d values; it must be [1, I] = %d", len(r.ImageAt), imageAt.Rows*imageAt.Cols)
-	}
-	if len(r.ImageAt) > 0 {
-		if err := b.Write(imageAt, r.ImageAt, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input image_at: %w", err)
-		}
-	}
-	if len(r.LogitRows) != logitRows.Rows*logitRows.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input logit_rows has %d values; it must be [1, S] = %d", len(r.LogitRows), logitRows.Rows*logitRows.Cols)
-	}
-	if len(r.LogitRows) > 0 {
-		if err := b.Write(logitRows, r.LogitRows, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input logit_rows: %w", err)
-		}
-	}
-	if len(r.Seq) != rowsSeq.Rows*rowsSeq.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input rows_seq has %d values; it must be [1, R] = %d", len(r.Seq), rowsSeq.Rows*rowsSeq.Cols)
-	}
-	if len(r.Seq) > 0 {
-		if err := b.Write(rowsSeq, r.Seq, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input rows_seq: %w", err)
-		}
-	}
-	if len(r.Pos) != rowsPos.Rows*rowsPos.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input rows_pos has %d values; it must be [1, R] = %d", len(r.Pos), rowsPos.Rows*rowsPos.Cols)
-	}
-	if len(r.Pos) > 0 {
-		if err := b.Write(rowsPos, r.Pos, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input rows_pos: %w", err)
-		}
-	}
-	if len(r.PageTable) != rowsPages.Rows*rowsPages.Cols {
-		return nil, fmt.Errorf("qwen2_vl: input rows_pages has %d values; it must be [Parallel, (Context + PageSize - 1) / PageSize] = %d", len(r.PageTable), rowsPages.Rows*rowsPages.Cols)
-	}
-	if len(r.PageTable) > 0 {
-		if err := b.Write(rowsPages, r.PageTable, device.I32); err != nil {
-			return nil, fmt.Errorf("qwen2_vl: writing input rows_pages: %w", err)
-		}
-	}
-	if err := launch(&kDecode01, "embed", x, device.Embed{
-		Ids:   ids,
-		Table: w.LmEmbedTokensWeight,
-		Y:     x,
-	}); err != nil {
+	x := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: R, Cols: c.D}
+	ids := device.Tensor{Buf: m.decodeI32, Off: p.Ids, Rows: 1, Cols: R}
+	imageRows := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: I, Cols: c.D}
+	imageAt := device.Tensor{Buf: m.decodeI32, Off: p.ImageAt, Rows: 1, Cols: I}
+	h := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.D}
+	qProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
+	pos := device.Tensor{Buf: m.decodeI32, Off: p.Pos, Rows: R, Cols: 3}
+	kProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
+	v := device.Tensor{Buf: m.decodeF32, Off: p.V, Rows: R, Cols: c.HD * c.KV}
+	a := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
+	rowsSeq := device.Tensor{Buf: m.decodeI32, Off: p.RowsSeq, Rows: 1, Cols: R}
+	rowsPos := device.Tensor{Buf: m.decodeI32, Off: p.RowsPos, Rows: 1, Cols: R}
+	rowsPages := device.Tensor{Buf: m.decodeI32, Off: p.RowsPages, Rows: m.lim.Parallel, Cols: (m.lim.Context + m.lim.PageSize - 1) / m.lim.PageSize}
+	rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: m.lim.PageSize}
+	upProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.F}
+	gateProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.F}
+	gather := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.D}
+	logitRows := device.Tensor{Buf: m.decodeI32, Off: p.LogitRows, Rows: 1, Cols: S}
+	x2 := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: S, Cols: c.D}
+	logits := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.V}
+	if err := model.WriteInput(b, ids, r.Tokens, device.I32, "qwen2_vl", "ids", "[1, R]"); err != nil {
 		return nil, err
 	}
+	if err := model.WriteInput(b, pos, r.Positions, device.I32, "qwen2_vl", "pos", "[R, 3]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, imageRows, r.ImageRows, device.F32, "qwen2_vl", "image_rows", "[I, D]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, imageAt, r.ImageAt, device.I32, "qwen2_vl", "image_at", "[1, I]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, logitRows, r.LogitRows, device.I32, "qwen2_vl", "logit_rows", "[1, S]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, rowsSeq, r.Seq, device.I32, "qwen2_vl", "rows_seq", "[1, R]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, rowsPos, r.Pos, device.I32, "qwen2_vl", "rows_pos", "[1, R]"); err != nil {
+		return nil, err
+	}
+	if err := model.WriteInput(b, rowsPages, r.PageTable, device.I32, "qwen2_vl", "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]"); err != nil {
+		return nil, err
+	}
+	launch(&kDecode01, "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
 	if I > 0 {
-		if err := launch(&kDecode02, "x", x, device.Scatter{
-			Index: imageAt,
-			Src:   imageRows,
-			Y:     x,
-		}); err != nil {
-			return nil, err
-		}
+		launch(&kDecode02, "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
 	}
 	for i := 0; i < c.L; i++ {
-		if err := launch(&kDecode03, "h", h, device.RMSNorm{
-			Eps: float32(c.Eps),
-			W:   w.LmLayers[i].InputLayernormWeight,
-			X:   x,
-			Y:   h,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode04, "q", qProj, device.Linear{
-			B: w.LmLayers[i].SelfAttnQProjBias,
-			W: w.LmLayers[i].SelfAttnQProjWeight,
-			X: h,
-			Y: qProj,
-		}, device.Rope{
-			HeadDim:  c.HD,
-			Heads:    c.H,
-			Mode:     device.RopeSections,
-			Pos:      pos,
-			Sections: []int{c.Sect[0], c.Sect[1], c.Sect[2]},
-			Theta:    float32(c.Theta),
-			X:        qProj,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode05, "k", kProj, device.Linear{
-			B: w.LmLayers[i].SelfAttnKProjBias,
-			W: w.LmLayers[i].SelfAttnKProjWeight,
-			X: h,
-			Y: kProj,
-		}, device.Rope{
-			HeadDim:  c.HD,
-			Heads:    c.KV,
-			Mode:     device.RopeSections,
-			Pos:      pos,
-			Sections: []int{c.Sect[0], c.Sect[1], c.Sect[2]},
-			Theta:    float32(c.Theta),
-			X:        kProj,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode06, "v", v, device.Linear{
-			B: w.LmLayers[i].SelfAttnVProjBias,
-			W: w.LmLayers[i].SelfAttnVProjWeight,
-			X: h,
-			Y: v,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode07, "a", a, device.Attention{
-			Cache:   &m.kv[i],
-			HeadDim: c.HD,
-			Heads:   c.H,
-			K:       kProj,
-			KVHeads: c.KV,
-			Q:       qProj,
-			Rows:    &rows,
-			Scale:   float32(rsqrt(c.HD)),
-			V:       v,
-			Y:       a,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode08, "o_proj", x, device.Linear{
-			Res: x,
-			W:   w.LmLayers[i].SelfAttnOProjWeight,
-			X:   a,
-			Y:   x,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode09, "h", h, device.RMSNorm{
-			Eps: float32(c.Eps),
-			W:   w.LmLayers[i].PostAttentionLayernormWeight,
-			X:   x,
-			Y:   h,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode10, "up_proj", upProj, device.Linear{
-			W: w.LmLayers[i].MlpUpProjWeight,
-			X: h,
-			Y: upProj,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode11, "swiglu", gateProj, device.Linear{
-			Act: device.ActSiLU,
-			W:   w.LmLayers[i].MlpGateProjWeight,
-			X:   h,
-			Y:   gateProj,
-		}, device.Mul{
-			A: gateProj,
-			B: upProj,
-			Y: gateProj,
-		}); err != nil {
-			return nil, err
-		}
-		if err := launch(&kDecode12, "down_proj", x, device.Linear{
-			Res: x,
-			W:   w.LmLayers[i].MlpDownProjWeight,
-			X:   gateProj,
-			Y:   x,
-		}); err != nil {
-			return nil, err
-		}
+		launch(&kDecode03, "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		launch(&kDecode04, "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.Sect[0], c.Sect[1], c.Sect[2]}, Mode: device.RopeSections})
+		launch(&kDecode05, "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.Sect[0], c.Sect[1], c.Sect[2]}, Mode: device.RopeSections})
+		launch(&kDecode06, "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
+		launch(&kDecode07, "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &m.kv[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(rsqrt(c.HD))})
+		launch(&kDecode08, "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
+		launch(&kDecode09, "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		launch(&kDecode10, "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
+		launch(&kDecode11, "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
+		launch(&kDecode12, "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:136
 	if S > 0 {
-		if err := launch(&kDecode13, "gather", gather, device.Gather{
-			Index: logitRows,
-			X:     x,
-			Y:     gather,
-		}); err != nil {
-			return nil, err
-		}
+		launch(&kDecode13, "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
 	}
 	if S > 0 {
-		if err := launch(&kDecode14, "x", x2, device.RMSNorm{
-			Eps: float32(c.Eps),
-			W:   w.LmNormWeight,
-			X:   gather,
-			Y:   x2,
-		}); err != nil {
-			return nil, err
-		}
+		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
 	}
 	if S > 0 {
-		if err := launch(&kDecode15, "logits", logits, device.Linear{
-			W: pick(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight),
-			X: x2,
-			Y: logits,
-		}); err != nil {
-			return nil, err
-		}
+		launch(&kDecode15, "logits", logits, device.Linear{X: x2, W: pick(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+	}
+	if err := l.Err(); err != nil {
+		return nil, err
 	}
 	out := make([]float32, logits.Rows*logits.Cols)
 	if err := b.Sync(); err != nil {

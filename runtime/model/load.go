@@ -113,20 +113,52 @@ func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
 	return out, nil
 }
 
-// Launcher launches a family's kernels on one backend: an error names the kernel and its graph
-// lines, and Trace, when set, sees each launch's output by the graph's name for it.
+// Launcher launches a graph's kernels on one backend. The first error is kept, naming the kernel
+// and its graph lines, and every later launch is skipped: the generated forward launches without
+// checking each one and asks Err once, before it reads a result.
 type Launcher struct {
 	B     device.Backend
 	Trace func(k *device.Kernel, name string, out device.Tensor)
+	err   error
 }
 
 // Launch runs ops as kernel k and shows Trace the output out, named name ("" for none).
-func (l Launcher) Launch(k *device.Kernel, name string, out device.Tensor, ops ...device.Op) error {
+func (l *Launcher) Launch(k *device.Kernel, name string, out device.Tensor, ops ...device.Op) {
+	if l.err != nil {
+		return
+	}
 	if err := l.B.Launch(k, ops...); err != nil {
-		return fmt.Errorf("%s (%s): %w", k.Name, k.Source, err)
+		l.err = fmt.Errorf("%s (%s): %w", k.Name, k.Source, err)
+		return
 	}
 	if l.Trace != nil && name != "" {
 		l.Trace(k, name, out)
+	}
+}
+
+// Err is the first launch's error, or nil.
+func (l *Launcher) Err() error { return l.err }
+
+// WriteInput checks that data ([]float32 or []int32 of element type dt) fills t, and writes it;
+// an empty input writes nothing. family, name and shape word the errors.
+func WriteInput(b device.Backend, t device.Tensor, data any, dt device.DType, family, name, shape string) error {
+	n := 0
+	switch d := data.(type) {
+	case []float32:
+		n = len(d)
+	case []int32:
+		n = len(d)
+	default:
+		return fmt.Errorf("%s: input %s is %T, not []float32 or []int32", family, name, data)
+	}
+	if n != t.Rows*t.Cols {
+		return fmt.Errorf("%s: input %s has %d values; it must be %s = %d", family, name, n, shape, t.Rows*t.Cols)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := b.Write(t, data, dt); err != nil {
+		return fmt.Errorf("%s: writing input %s: %w", family, name, err)
 	}
 	return nil
 }

@@ -61,10 +61,9 @@ func (f *fwd) tensor(v *lower.Value) string {
 		}
 		name := f.fresh(v.Name)
 		f.byVal[v] = name
-		f.decls = append(f.decls, Id(name).Op(":=").Qual(devicePkg, "Rows").Values(Dict{
-			Id("RowSeq"): Id(f.tensor(v.RowSeq)), Id("RowPos"): Id(f.tensor(v.RowPos)), Id("PageTable"): Id(f.tensor(v.PageTable)),
-			Id("PageSize"): Id("m.lim.PageSize"),
-		}))
+		f.decls = append(f.decls, Id(name).Op(":=").Qual(devicePkg, "Rows").Values(
+			field("RowSeq", Id(f.tensor(v.RowSeq))), field("RowPos", Id(f.tensor(v.RowPos))), field("PageTable", Id(f.tensor(v.PageTable))),
+			field("PageSize", Id("m.lim.PageSize"))))
 		return "&" + name
 	}
 	if name, ok := f.byVal[v]; ok {
@@ -88,12 +87,8 @@ func (f *fwd) tensor(v *lower.Value) string {
 		if v.Role == "spans" {
 			cols = "len(spanData)"
 		}
-		decl = Qual(devicePkg, "Tensor").Values(Dict{
-			Id("Buf"):  Id("m." + arenaField(f.g, arenaOf(f.g, buf))),
-			Id("Off"):  Id("p." + lower.GoName(buf.Name)),
-			Id("Rows"): Id(rows),
-			Id("Cols"): Id(cols),
-		})
+		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id("m."+arenaField(f.g, arenaOf(f.g, buf)))),
+			field("Off", Id("p."+lower.GoName(buf.Name))), field("Rows", Id(rows)), field("Cols", Id(cols)))
 	}
 	if name, ok := f.vars[key]; ok {
 		f.byVal[v] = name
@@ -142,19 +137,23 @@ func (f *fwd) attr(field string, x *lower.Expr) Code {
 	return Id(f.ref(x))
 }
 
-// op is the device op struct literal of one lowered op.
+// op is the device op struct literal of one lowered op, on one line: operands in field order,
+// then attributes.
 func (f *fwd) op(op *lower.Op) Code {
-	d := Dict{}
+	var fs []Code
 	for _, a := range op.Args {
-		d[Id(a.Field)] = Id(f.tensor(a.Value))
+		fs = append(fs, field(a.Field, Id(f.tensor(a.Value))))
 	}
 	for _, a := range op.Attrs {
 		if a.Value != nil {
-			d[Id(a.Field)] = f.attr(a.Field, a.Value)
+			fs = append(fs, field(a.Field, f.attr(a.Field, a.Value)))
 		}
 	}
-	return Qual(devicePkg, deviceOps[op.Kind]).Values(d)
+	return Qual(devicePkg, deviceOps[op.Kind]).Values(fs...)
 }
+
+// field is one key: value of a struct literal written on one line.
+func field(name string, v Code) Code { return Id(name).Op(":").Add(v) }
 
 func (f *fwd) steps(steps []*lower.Step) []Code {
 	var out []Code
@@ -187,7 +186,7 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 		for _, op := range l.Ops {
 			args = append(args, f.op(op))
 		}
-		launch := []Code{If(Err().Op(":=").Id("launch").Call(args...), Err().Op("!=").Nil()).Block(Return(Nil(), Err()))}
+		launch := []Code{Id("launch").Call(args...)}
 		// a launch over rows that may number zero (image rows, logit rows) is skipped then
 		if rows := launchRows(l.Ops[0]); rows != nil && f.mayBeZero(rows) {
 			out = append(out, If(Id(f.ref(rows)).Op(">").Lit(0)).Block(launch...))
@@ -238,7 +237,8 @@ func (e *emitter) forward(file *File) error {
 
 		var body []Code
 		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("b").Op(",").Op("&").Id("m").Dot("w"),
-			Id("launch").Op(":=").Qual(modelPkg, "Launcher").Values(Dict{Id("B"): Id("b"), Id("Trace"): Id("m").Dot("Trace")}).Dot("Launch"),
+			Id("l").Op(":=").Op("&").Qual(modelPkg, "Launcher").Values(field("B", Id("b")), field("Trace", Id("m").Dot("Trace"))),
+			Id("launch").Op(":=").Id("l").Dot("Launch"),
 			Id("p").Op(":=").Op("&").Id("m").Dot(lowerFirst(lower.GoName(g.Name))),
 			Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
 		// dims from the host data
@@ -334,21 +334,14 @@ func (e *emitter) forward(file *File) error {
 				continue
 			}
 			t := f.tensor(in)
-			if in.Role != "spans" {
-				writes = append(writes, If(Len(Id(data)).Op("!=").Id(t).Dot("Rows").Op("*").Id(t).Dot("Cols")).Block(
-					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: input %s has %%d values; it must be [%s, %s] = %%d", e.p.Family, in.Name, in.Rows, in.Cols)), Len(Id(data)), Id(t).Dot("Rows").Op("*").Id(t).Dot("Cols"))),
-				))
-			}
-			writes = append(writes, If(Len(Id(data)).Op(">").Lit(0)).Block(
-				If(Err().Op(":=").Id("b").Dot("Write").Call(Id(t), Id(data), Qual(devicePkg, dt)), Err().Op("!=").Nil()).Block(
-					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: writing input %s: %%w", e.p.Family, in.Name)), Err())),
-				),
-			))
+			writes = append(writes, If(Err().Op(":=").Qual(modelPkg, "WriteInput").Call(Id("b"), Id(t), Id(data), Qual(devicePkg, dt),
+				Lit(e.p.Family), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", in.Rows, in.Cols))), Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
 		}
 		body = append(body, f.decls...)
 		body = append(body, writes...)
 		body = append(body, launches...)
 		body = append(body,
+			If(Err().Op(":=").Id("l").Dot("Err").Call(), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 			Id("out").Op(":=").Make(Index().Float32(), Id(result).Dot("Rows").Op("*").Id(result).Dot("Cols")),
 			If(Err().Op(":=").Id("b").Dot("Sync").Call(), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
 			If(Len(Id("out")).Op(">").Lit(0)).Block(
