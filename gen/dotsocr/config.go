@@ -10,35 +10,70 @@ import (
 
 // Config holds the values graphs/dots_ocr.graph binds from config.json.
 type Config struct {
-	D          int     // hidden_size
-	L          int     // num_hidden_layers
-	H          int     // num_attention_heads
-	KV         int     // num_key_value_heads | num_attention_heads
-	F          int     // intermediate_size
-	V          int     // vocab_size
-	Eps        float64 // rms_norm_eps
-	Theta      float64 // rope_parameters.rope_theta | rope_theta
-	Tied       bool    // tie_word_embeddings
-	ImageToken int     // image_token_id
-	VD         int     // vision_config.embed_dim
-	VO         int     // vision_config.hidden_size
-	VF         int     // vision_config.intermediate_size
-	VL         int     // vision_config.num_hidden_layers
-	VH         int     // vision_config.num_attention_heads
-	C          int     // vision_config.num_channels
-	P          int     // vision_config.patch_size
-	TP         int     // vision_config.temporal_patch_size
-	M          int     // vision_config.spatial_merge_size
-	Veps       float64 // vision_config.rms_norm_eps
-	Post       bool    // vision_config.post_norm
-	Vbias      bool    // vision_config.use_bias
-	HD         int     // HD = D / H
-	VHD        int     // VHD = VD / VH
-	MD         int     // MD = M * M * VD
-	Act        string  // hidden_act
-	Sliding    bool    // use_sliding_window
-	Causal     bool    // vision_config.is_causal
-	Rtype      string  // rope_parameters.rope_type | rope_scaling.rope_type | rope_scaling.type
+	D          int     // graphs/dots_ocr.graph:11
+	L          int     // graphs/dots_ocr.graph:12
+	H          int     // graphs/dots_ocr.graph:13
+	KV         int     // graphs/dots_ocr.graph:14
+	F          int     // graphs/dots_ocr.graph:15
+	V          int     // graphs/dots_ocr.graph:16
+	Eps        float64 // graphs/dots_ocr.graph:17
+	Theta      float64 // graphs/dots_ocr.graph:18
+	Tied       bool    // graphs/dots_ocr.graph:19
+	ImageToken int     // graphs/dots_ocr.graph:20
+	VD         int     // graphs/dots_ocr.graph:22
+	VO         int     // graphs/dots_ocr.graph:23
+	VF         int     // graphs/dots_ocr.graph:24
+	VL         int     // graphs/dots_ocr.graph:25
+	VH         int     // graphs/dots_ocr.graph:26
+	C          int     // graphs/dots_ocr.graph:27
+	P          int     // graphs/dots_ocr.graph:28
+	TP         int     // graphs/dots_ocr.graph:29
+	M          int     // graphs/dots_ocr.graph:30
+	Veps       float64 // graphs/dots_ocr.graph:31
+	Post       bool    // graphs/dots_ocr.graph:32
+	Vbias      bool    // graphs/dots_ocr.graph:33
+	HD         int     // graphs/dots_ocr.graph:35
+	VHD        int     // graphs/dots_ocr.graph:36
+	MD         int     // graphs/dots_ocr.graph:37
+	Act        string  // graphs/dots_ocr.graph:45
+	Sliding    bool    // graphs/dots_ocr.graph:46
+	Causal     bool    // graphs/dots_ocr.graph:47
+	Rtype      string  // graphs/dots_ocr.graph:50
+}
+
+// table lists every value graphs/dots_ocr.graph binds, in declaration order, over c's fields.
+func (c *Config) table() []model.ConfigValue {
+	return []model.ConfigValue{
+		{Name: "D", Path: "hidden_size", Into: &c.D, Kernels: 32},
+		{Name: "L", Path: "num_hidden_layers", Into: &c.L},
+		{Name: "H", Path: "num_attention_heads", Into: &c.H, Kernels: 4},
+		{Name: "KV", Path: "num_key_value_heads|num_attention_heads", Into: &c.KV, Kernels: 2},
+		{Name: "F", Path: "intermediate_size", Into: &c.F, Kernels: 128},
+		{Name: "V", Path: "vocab_size", Into: &c.V, Kernels: 151936},
+		{Name: "eps", Path: "rms_norm_eps", Into: &c.Eps, Kernels: float64(1e-06)},
+		{Name: "theta", Path: "rope_parameters.rope_theta|rope_theta", Into: &c.Theta, Default: float64(10000.0), Kernels: float64(1e+06)},
+		{Name: "tied", Path: "tie_word_embeddings", Into: &c.Tied, Default: false},
+		{Name: "image_token", Path: "image_token_id", Into: &c.ImageToken, Default: 151665},
+		{Name: "VD", Path: "vision_config.embed_dim", Into: &c.VD, Default: 1536, Kernels: 32},
+		{Name: "VO", Path: "vision_config.hidden_size", Into: &c.VO, Default: 1536},
+		{Name: "VF", Path: "vision_config.intermediate_size", Into: &c.VF, Default: 4224, Kernels: 64},
+		{Name: "VL", Path: "vision_config.num_hidden_layers", Into: &c.VL, Default: 42},
+		{Name: "VH", Path: "vision_config.num_attention_heads", Into: &c.VH, Default: 12, Kernels: 2},
+		{Name: "C", Path: "vision_config.num_channels", Into: &c.C, Default: 3, Kernels: 3},
+		{Name: "P", Path: "vision_config.patch_size", Into: &c.P, Default: 14, Kernels: 14},
+		{Name: "TP", Path: "vision_config.temporal_patch_size", Into: &c.TP, Default: 1},
+		{Name: "M", Path: "vision_config.spatial_merge_size", Into: &c.M, Default: 2, Kernels: 2},
+		{Name: "veps", Path: "vision_config.rms_norm_eps", Into: &c.Veps, Default: float64(1e-05), Kernels: float64(1e-05)},
+		{Name: "post", Path: "vision_config.post_norm", Into: &c.Post, Default: true},
+		{Name: "vbias", Path: "vision_config.use_bias", Into: &c.Vbias, Default: false},
+		{Name: "HD", Derived: "D / H", Into: &c.HD},
+		{Name: "VHD", Derived: "VD / VH", Into: &c.VHD},
+		{Name: "MD", Derived: "M * M * VD", Into: &c.MD},
+		{Name: "act", Path: "hidden_act", Into: &c.Act, Default: "silu"},
+		{Name: "sliding", Path: "use_sliding_window", Into: &c.Sliding, Default: false},
+		{Name: "causal", Path: "vision_config.is_causal", Into: &c.Causal, Default: false},
+		{Name: "rtype", Path: "rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", Into: &c.Rtype, Default: "default"},
+	}
 }
 
 // readConfig reads config.json through cfg, fills the derived values and checks the requirements;
@@ -50,184 +85,12 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 		}
 	}()
 	c = &Config{}
-	if !cfg.Has("hidden_size") {
-		return nil, fmt.Errorf("config.json has no hidden_size; dots_ocr needs it as D")
-	}
-	if c.D, err = cfg.Int("hidden_size"); err != nil {
-		return nil, fmt.Errorf("config.json: D (hidden_size): %w", err)
-	}
-	if !cfg.Has("num_hidden_layers") {
-		return nil, fmt.Errorf("config.json has no num_hidden_layers; dots_ocr needs it as L")
-	}
-	if c.L, err = cfg.Int("num_hidden_layers"); err != nil {
-		return nil, fmt.Errorf("config.json: L (num_hidden_layers): %w", err)
-	}
-	if !cfg.Has("num_attention_heads") {
-		return nil, fmt.Errorf("config.json has no num_attention_heads; dots_ocr needs it as H")
-	}
-	if c.H, err = cfg.Int("num_attention_heads"); err != nil {
-		return nil, fmt.Errorf("config.json: H (num_attention_heads): %w", err)
-	}
-	if !cfg.Has("num_key_value_heads|num_attention_heads") {
-		return nil, fmt.Errorf("config.json has no num_key_value_heads or num_attention_heads; dots_ocr needs it as KV")
-	}
-	if c.KV, err = cfg.Int("num_key_value_heads|num_attention_heads"); err != nil {
-		return nil, fmt.Errorf("config.json: KV (num_key_value_heads | num_attention_heads): %w", err)
-	}
-	if !cfg.Has("intermediate_size") {
-		return nil, fmt.Errorf("config.json has no intermediate_size; dots_ocr needs it as F")
-	}
-	if c.F, err = cfg.Int("intermediate_size"); err != nil {
-		return nil, fmt.Errorf("config.json: F (intermediate_size): %w", err)
-	}
-	if !cfg.Has("vocab_size") {
-		return nil, fmt.Errorf("config.json has no vocab_size; dots_ocr needs it as V")
-	}
-	if c.V, err = cfg.Int("vocab_size"); err != nil {
-		return nil, fmt.Errorf("config.json: V (vocab_size): %w", err)
-	}
-	if !cfg.Has("rms_norm_eps") {
-		return nil, fmt.Errorf("config.json has no rms_norm_eps; dots_ocr needs it as eps")
-	}
-	if c.Eps, err = cfg.Float("rms_norm_eps"); err != nil {
-		return nil, fmt.Errorf("config.json: eps (rms_norm_eps): %w", err)
-	}
-	if cfg.Has("rope_parameters.rope_theta|rope_theta") {
-		if c.Theta, err = cfg.Float("rope_parameters.rope_theta|rope_theta"); err != nil {
-			return nil, fmt.Errorf("config.json: theta (rope_parameters.rope_theta | rope_theta): %w", err)
-		}
-	} else {
-		c.Theta = 10000.0
-	}
-	if cfg.Has("tie_word_embeddings") {
-		if c.Tied, err = cfg.Bool("tie_word_embeddings"); err != nil {
-			return nil, fmt.Errorf("config.json: tied (tie_word_embeddings): %w", err)
-		}
-	} else {
-		c.Tied = false
-	}
-	if cfg.Has("image_token_id") {
-		if c.ImageToken, err = cfg.Int("image_token_id"); err != nil {
-			return nil, fmt.Errorf("config.json: image_token (image_token_id): %w", err)
-		}
-	} else {
-		c.ImageToken = 151665
-	}
-	if cfg.Has("vision_config.embed_dim") {
-		if c.VD, err = cfg.Int("vision_config.embed_dim"); err != nil {
-			return nil, fmt.Errorf("config.json: VD (vision_config.embed_dim): %w", err)
-		}
-	} else {
-		c.VD = 1536
-	}
-	if cfg.Has("vision_config.hidden_size") {
-		if c.VO, err = cfg.Int("vision_config.hidden_size"); err != nil {
-			return nil, fmt.Errorf("config.json: VO (vision_config.hidden_size): %w", err)
-		}
-	} else {
-		c.VO = 1536
-	}
-	if cfg.Has("vision_config.intermediate_size") {
-		if c.VF, err = cfg.Int("vision_config.intermediate_size"); err != nil {
-			return nil, fmt.Errorf("config.json: VF (vision_config.intermediate_size): %w", err)
-		}
-	} else {
-		c.VF = 4224
-	}
-	if cfg.Has("vision_config.num_hidden_layers") {
-		if c.VL, err = cfg.Int("vision_config.num_hidden_layers"); err != nil {
-			return nil, fmt.Errorf("config.json: VL (vision_config.num_hidden_layers): %w", err)
-		}
-	} else {
-		c.VL = 42
-	}
-	if cfg.Has("vision_config.num_attention_heads") {
-		if c.VH, err = cfg.Int("vision_config.num_attention_heads"); err != nil {
-			return nil, fmt.Errorf("config.json: VH (vision_config.num_attention_heads): %w", err)
-		}
-	} else {
-		c.VH = 12
-	}
-	if cfg.Has("vision_config.num_channels") {
-		if c.C, err = cfg.Int("vision_config.num_channels"); err != nil {
-			return nil, fmt.Errorf("config.json: C (vision_config.num_channels): %w", err)
-		}
-	} else {
-		c.C = 3
-	}
-	if cfg.Has("vision_config.patch_size") {
-		if c.P, err = cfg.Int("vision_config.patch_size"); err != nil {
-			return nil, fmt.Errorf("config.json: P (vision_config.patch_size): %w", err)
-		}
-	} else {
-		c.P = 14
-	}
-	if cfg.Has("vision_config.temporal_patch_size") {
-		if c.TP, err = cfg.Int("vision_config.temporal_patch_size"); err != nil {
-			return nil, fmt.Errorf("config.json: TP (vision_config.temporal_patch_size): %w", err)
-		}
-	} else {
-		c.TP = 1
-	}
-	if cfg.Has("vision_config.spatial_merge_size") {
-		if c.M, err = cfg.Int("vision_config.spatial_merge_size"); err != nil {
-			return nil, fmt.Errorf("config.json: M (vision_config.spatial_merge_size): %w", err)
-		}
-	} else {
-		c.M = 2
-	}
-	if cfg.Has("vision_config.rms_norm_eps") {
-		if c.Veps, err = cfg.Float("vision_config.rms_norm_eps"); err != nil {
-			return nil, fmt.Errorf("config.json: veps (vision_config.rms_norm_eps): %w", err)
-		}
-	} else {
-		c.Veps = 1e-05
-	}
-	if cfg.Has("vision_config.post_norm") {
-		if c.Post, err = cfg.Bool("vision_config.post_norm"); err != nil {
-			return nil, fmt.Errorf("config.json: post (vision_config.post_norm): %w", err)
-		}
-	} else {
-		c.Post = true
-	}
-	if cfg.Has("vision_config.use_bias") {
-		if c.Vbias, err = cfg.Bool("vision_config.use_bias"); err != nil {
-			return nil, fmt.Errorf("config.json: vbias (vision_config.use_bias): %w", err)
-		}
-	} else {
-		c.Vbias = false
+	if err := model.ReadConfig(cfg, "dots_ocr", c.table()); err != nil {
+		return nil, err
 	}
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.MD = c.M * c.M * c.VD
-	if cfg.Has("hidden_act") {
-		if c.Act, err = cfg.String("hidden_act"); err != nil {
-			return nil, fmt.Errorf("config.json: act (hidden_act): %w", err)
-		}
-	} else {
-		c.Act = "silu"
-	}
-	if cfg.Has("use_sliding_window") {
-		if c.Sliding, err = cfg.Bool("use_sliding_window"); err != nil {
-			return nil, fmt.Errorf("config.json: sliding (use_sliding_window): %w", err)
-		}
-	} else {
-		c.Sliding = false
-	}
-	if cfg.Has("vision_config.is_causal") {
-		if c.Causal, err = cfg.Bool("vision_config.is_causal"); err != nil {
-			return nil, fmt.Errorf("config.json: causal (vision_config.is_causal): %w", err)
-		}
-	} else {
-		c.Causal = false
-	}
-	if cfg.Has("rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type") {
-		if c.Rtype, err = cfg.String("rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type"); err != nil {
-			return nil, fmt.Errorf("config.json: rtype (rope_parameters.rope_type | rope_scaling.rope_type | rope_scaling.type): %w", err)
-		}
-	} else {
-		c.Rtype = "default"
-	}
 	if !(c.D%c.H == 0) {
 		return nil, fmt.Errorf("dots_ocr requires D%%H == 0 (graphs/dots_ocr.graph:39); this checkpoint has D = %v, H = %v", c.D, c.H)
 	}
@@ -275,171 +138,10 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 
 // values lists the bound values in declaration order.
 func (c *Config) values() []model.Value {
-	return []model.Value{{
-		Name:  "D",
-		Path:  "hidden_size",
-		Value: c.D,
-	}, {
-		Name:  "L",
-		Path:  "num_hidden_layers",
-		Value: c.L,
-	}, {
-		Name:  "H",
-		Path:  "num_attention_heads",
-		Value: c.H,
-	}, {
-		Name:  "KV",
-		Path:  "num_key_value_heads|num_attention_heads",
-		Value: c.KV,
-	}, {
-		Name:  "F",
-		Path:  "intermediate_size",
-		Value: c.F,
-	}, {
-		Name:  "V",
-		Path:  "vocab_size",
-		Value: c.V,
-	}, {
-		Name:  "eps",
-		Path:  "rms_norm_eps",
-		Value: c.Eps,
-	}, {
-		Name:  "theta",
-		Path:  "rope_parameters.rope_theta|rope_theta",
-		Value: c.Theta,
-	}, {
-		Name:  "tied",
-		Path:  "tie_word_embeddings",
-		Value: c.Tied,
-	}, {
-		Name:  "image_token",
-		Path:  "image_token_id",
-		Value: c.ImageToken,
-	}, {
-		Name:  "VD",
-		Path:  "vision_config.embed_dim",
-		Value: c.VD,
-	}, {
-		Name:  "VO",
-		Path:  "vision_config.hidden_size",
-		Value: c.VO,
-	}, {
-		Name:  "VF",
-		Path:  "vision_config.intermediate_size",
-		Value: c.VF,
-	}, {
-		Name:  "VL",
-		Path:  "vision_config.num_hidden_layers",
-		Value: c.VL,
-	}, {
-		Name:  "VH",
-		Path:  "vision_config.num_attention_heads",
-		Value: c.VH,
-	}, {
-		Name:  "C",
-		Path:  "vision_config.num_channels",
-		Value: c.C,
-	}, {
-		Name:  "P",
-		Path:  "vision_config.patch_size",
-		Value: c.P,
-	}, {
-		Name:  "TP",
-		Path:  "vision_config.temporal_patch_size",
-		Value: c.TP,
-	}, {
-		Name:  "M",
-		Path:  "vision_config.spatial_merge_size",
-		Value: c.M,
-	}, {
-		Name:  "veps",
-		Path:  "vision_config.rms_norm_eps",
-		Value: c.Veps,
-	}, {
-		Name:  "post",
-		Path:  "vision_config.post_norm",
-		Value: c.Post,
-	}, {
-		Name:  "vbias",
-		Path:  "vision_config.use_bias",
-		Value: c.Vbias,
-	}, {
-		Name:  "HD",
-		Path:  "= D / H",
-		Value: c.HD,
-	}, {
-		Name:  "VHD",
-		Path:  "= VD / VH",
-		Value: c.VHD,
-	}, {
-		Name:  "MD",
-		Path:  "= M * M * VD",
-		Value: c.MD,
-	}, {
-		Name:  "act",
-		Path:  "hidden_act",
-		Value: c.Act,
-	}, {
-		Name:  "sliding",
-		Path:  "use_sliding_window",
-		Value: c.Sliding,
-	}, {
-		Name:  "causal",
-		Path:  "vision_config.is_causal",
-		Value: c.Causal,
-	}, {
-		Name:  "rtype",
-		Path:  "rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type",
-		Value: c.Rtype,
-	}}
+	return model.Values(c.table())
 }
 
 // unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
-func (c *Config) unpinned(l model.Limits) (bad []string) {
-	if c.D != 32 {
-		bad = append(bad, fmt.Sprintf("D = %v (hidden_size), the kernels have 32", c.D))
-	}
-	if c.H != 4 {
-		bad = append(bad, fmt.Sprintf("H = %v (num_attention_heads), the kernels have 4", c.H))
-	}
-	if c.KV != 2 {
-		bad = append(bad, fmt.Sprintf("KV = %v (num_key_value_heads | num_attention_heads), the kernels have 2", c.KV))
-	}
-	if c.F != 128 {
-		bad = append(bad, fmt.Sprintf("F = %v (intermediate_size), the kernels have 128", c.F))
-	}
-	if c.V != 151936 {
-		bad = append(bad, fmt.Sprintf("V = %v (vocab_size), the kernels have 151936", c.V))
-	}
-	if c.Eps != 1e-06 {
-		bad = append(bad, fmt.Sprintf("eps = %v (rms_norm_eps), the kernels have 1e-06", c.Eps))
-	}
-	if c.Theta != 1e+06 {
-		bad = append(bad, fmt.Sprintf("theta = %v (rope_parameters.rope_theta | rope_theta), the kernels have 1e+06", c.Theta))
-	}
-	if c.VD != 32 {
-		bad = append(bad, fmt.Sprintf("VD = %v (vision_config.embed_dim), the kernels have 32", c.VD))
-	}
-	if c.VF != 64 {
-		bad = append(bad, fmt.Sprintf("VF = %v (vision_config.intermediate_size), the kernels have 64", c.VF))
-	}
-	if c.VH != 2 {
-		bad = append(bad, fmt.Sprintf("VH = %v (vision_config.num_attention_heads), the kernels have 2", c.VH))
-	}
-	if c.C != 3 {
-		bad = append(bad, fmt.Sprintf("C = %v (vision_config.num_channels), the kernels have 3", c.C))
-	}
-	if c.P != 14 {
-		bad = append(bad, fmt.Sprintf("P = %v (vision_config.patch_size), the kernels have 14", c.P))
-	}
-	if c.M != 2 {
-		bad = append(bad, fmt.Sprintf("M = %v (vision_config.spatial_merge_size), the kernels have 2", c.M))
-	}
-	if c.Veps != 1e-05 {
-		bad = append(bad, fmt.Sprintf("veps = %v (vision_config.rms_norm_eps), the kernels have 1e-05", c.Veps))
-	}
-	if l.PageSize != 16 {
-		bad = append(bad, fmt.Sprintf("PageSize = %d, the kernels have 16", l.PageSize))
-	}
-	return
+func (c *Config) unpinned(l model.Limits) []string {
+	return model.Unpinned(c.table(), "dots_ocr", l.PageSize, 16)
 }

@@ -4,44 +4,80 @@ package qwen2vl
 
 import (
 	"fmt"
-	"slices"
 
 	"tfc/runtime/model"
 )
 
 // Config holds the values graphs/qwen2_vl.graph binds from config.json.
 type Config struct {
-	D           int     // text_config.hidden_size | hidden_size
-	L           int     // text_config.num_hidden_layers | num_hidden_layers
-	H           int     // text_config.num_attention_heads | num_attention_heads
-	KV          int     // text_config.num_key_value_heads | num_key_value_heads | text_config.num_attention_heads | num_attention_heads
-	F           int     // text_config.intermediate_size | intermediate_size
-	V           int     // text_config.vocab_size | vocab_size
-	Eps         float64 // text_config.rms_norm_eps | rms_norm_eps
-	Theta       float64 // text_config.rope_parameters.rope_theta | text_config.rope_theta | rope_parameters.rope_theta | rope_theta
-	Sect        []int   // text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section
-	Tied        bool    // tie_word_embeddings | text_config.tie_word_embeddings
-	ImageToken  int     // image_token_id
-	VisionStart int     // vision_start_token_id
-	VD          int     // vision_config.embed_dim
-	VL          int     // vision_config.depth
-	VH          int     // vision_config.num_heads
-	Ratio       int     // vision_config.mlp_ratio
-	C           int     // vision_config.in_channels | vision_config.in_chans
-	P           int     // vision_config.patch_size
-	TP          int     // vision_config.temporal_patch_size
-	M           int     // vision_config.spatial_merge_size
-	VO          int     // vision_config.hidden_size
-	Vtheta      float64 // vision_config.rope_parameters.rope_theta
-	HD          int     // HD = D / H
-	VHD         int     // VHD = VD / VH
-	VF          int     // VF = VD * ratio
-	MD          int     // MD = M * M * VD
-	Act         string  // text_config.hidden_act | hidden_act
-	Vact        string  // vision_config.hidden_act
-	Sliding     bool    // text_config.use_sliding_window | use_sliding_window
-	Rtype       string  // text_config.rope_parameters.rope_type | rope_parameters.rope_type
-	Rstype      string  // text_config.rope_scaling.type | rope_scaling.type
+	D           int     // graphs/qwen2_vl.graph:13
+	L           int     // graphs/qwen2_vl.graph:14
+	H           int     // graphs/qwen2_vl.graph:15
+	KV          int     // graphs/qwen2_vl.graph:16
+	F           int     // graphs/qwen2_vl.graph:17
+	V           int     // graphs/qwen2_vl.graph:18
+	Eps         float64 // graphs/qwen2_vl.graph:19
+	Theta       float64 // graphs/qwen2_vl.graph:20
+	Sect        []int   // graphs/qwen2_vl.graph:21
+	Tied        bool    // graphs/qwen2_vl.graph:22
+	ImageToken  int     // graphs/qwen2_vl.graph:23
+	VisionStart int     // graphs/qwen2_vl.graph:24
+	VD          int     // graphs/qwen2_vl.graph:26
+	VL          int     // graphs/qwen2_vl.graph:27
+	VH          int     // graphs/qwen2_vl.graph:28
+	Ratio       int     // graphs/qwen2_vl.graph:29
+	C           int     // graphs/qwen2_vl.graph:30
+	P           int     // graphs/qwen2_vl.graph:31
+	TP          int     // graphs/qwen2_vl.graph:32
+	M           int     // graphs/qwen2_vl.graph:33
+	VO          int     // graphs/qwen2_vl.graph:34
+	Vtheta      float64 // graphs/qwen2_vl.graph:35
+	HD          int     // graphs/qwen2_vl.graph:37
+	VHD         int     // graphs/qwen2_vl.graph:38
+	VF          int     // graphs/qwen2_vl.graph:39
+	MD          int     // graphs/qwen2_vl.graph:40
+	Act         string  // graphs/qwen2_vl.graph:46
+	Vact        string  // graphs/qwen2_vl.graph:47
+	Sliding     bool    // graphs/qwen2_vl.graph:48
+	Rtype       string  // graphs/qwen2_vl.graph:52
+	Rstype      string  // graphs/qwen2_vl.graph:53
+}
+
+// table lists every value graphs/qwen2_vl.graph binds, in declaration order, over c's fields.
+func (c *Config) table() []model.ConfigValue {
+	return []model.ConfigValue{
+		{Name: "D", Path: "text_config.hidden_size|hidden_size", Into: &c.D, Kernels: 64},
+		{Name: "L", Path: "text_config.num_hidden_layers|num_hidden_layers", Into: &c.L},
+		{Name: "H", Path: "text_config.num_attention_heads|num_attention_heads", Into: &c.H, Kernels: 4},
+		{Name: "KV", Path: "text_config.num_key_value_heads|num_key_value_heads|text_config.num_attention_heads|num_attention_heads", Into: &c.KV, Kernels: 2},
+		{Name: "F", Path: "text_config.intermediate_size|intermediate_size", Into: &c.F, Kernels: 128},
+		{Name: "V", Path: "text_config.vocab_size|vocab_size", Into: &c.V, Kernels: 151936},
+		{Name: "eps", Path: "text_config.rms_norm_eps|rms_norm_eps", Into: &c.Eps, Kernels: float64(1e-06)},
+		{Name: "theta", Path: "text_config.rope_parameters.rope_theta|text_config.rope_theta|rope_parameters.rope_theta|rope_theta", Into: &c.Theta, Default: float64(1e+06), Kernels: float64(1e+06)},
+		{Name: "sect", Path: "text_config.rope_parameters.mrope_section|text_config.rope_scaling.mrope_section|rope_parameters.mrope_section|rope_scaling.mrope_section", Into: &c.Sect, Len: 3, Kernels: []int{2, 3, 3}},
+		{Name: "tied", Path: "tie_word_embeddings|text_config.tie_word_embeddings", Into: &c.Tied, Default: false},
+		{Name: "image_token", Path: "image_token_id", Into: &c.ImageToken},
+		{Name: "vision_start", Path: "vision_start_token_id", Into: &c.VisionStart},
+		{Name: "VD", Path: "vision_config.embed_dim", Into: &c.VD, Kernels: 32},
+		{Name: "VL", Path: "vision_config.depth", Into: &c.VL},
+		{Name: "VH", Path: "vision_config.num_heads", Into: &c.VH, Kernels: 2},
+		{Name: "ratio", Path: "vision_config.mlp_ratio", Into: &c.Ratio, Default: 4, Kernels: 4},
+		{Name: "C", Path: "vision_config.in_channels|vision_config.in_chans", Into: &c.C, Default: 3, Kernels: 3},
+		{Name: "P", Path: "vision_config.patch_size", Into: &c.P, Default: 14, Kernels: 14},
+		{Name: "TP", Path: "vision_config.temporal_patch_size", Into: &c.TP, Default: 2, Kernels: 2},
+		{Name: "M", Path: "vision_config.spatial_merge_size", Into: &c.M, Default: 2, Kernels: 2},
+		{Name: "VO", Path: "vision_config.hidden_size", Into: &c.VO},
+		{Name: "vtheta", Path: "vision_config.rope_parameters.rope_theta", Into: &c.Vtheta, Default: float64(10000.0), Kernels: float64(10000.0)},
+		{Name: "HD", Derived: "D / H", Into: &c.HD},
+		{Name: "VHD", Derived: "VD / VH", Into: &c.VHD},
+		{Name: "VF", Derived: "VD * ratio", Into: &c.VF},
+		{Name: "MD", Derived: "M * M * VD", Into: &c.MD},
+		{Name: "act", Path: "text_config.hidden_act|hidden_act", Into: &c.Act, Default: "silu"},
+		{Name: "vact", Path: "vision_config.hidden_act", Into: &c.Vact, Default: "quick_gelu"},
+		{Name: "sliding", Path: "text_config.use_sliding_window|use_sliding_window", Into: &c.Sliding, Default: false},
+		{Name: "rtype", Path: "text_config.rope_parameters.rope_type|rope_parameters.rope_type", Into: &c.Rtype, Default: "default"},
+		{Name: "rstype", Path: "text_config.rope_scaling.type|rope_scaling.type", Into: &c.Rstype, Default: "mrope"},
+	}
 }
 
 // readConfig reads config.json through cfg, fills the derived values and checks the requirements;
@@ -53,188 +89,13 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 		}
 	}()
 	c = &Config{}
-	if !cfg.Has("text_config.hidden_size|hidden_size") {
-		return nil, fmt.Errorf("config.json has no text_config.hidden_size or hidden_size; qwen2_vl needs it as D")
-	}
-	if c.D, err = cfg.Int("text_config.hidden_size|hidden_size"); err != nil {
-		return nil, fmt.Errorf("config.json: D (text_config.hidden_size | hidden_size): %w", err)
-	}
-	if !cfg.Has("text_config.num_hidden_layers|num_hidden_layers") {
-		return nil, fmt.Errorf("config.json has no text_config.num_hidden_layers or num_hidden_layers; qwen2_vl needs it as L")
-	}
-	if c.L, err = cfg.Int("text_config.num_hidden_layers|num_hidden_layers"); err != nil {
-		return nil, fmt.Errorf("config.json: L (text_config.num_hidden_layers | num_hidden_layers): %w", err)
-	}
-	if !cfg.Has("text_config.num_attention_heads|num_attention_heads") {
-		return nil, fmt.Errorf("config.json has no text_config.num_attention_heads or num_attention_heads; qwen2_vl needs it as H")
-	}
-	if c.H, err = cfg.Int("text_config.num_attention_heads|num_attention_heads"); err != nil {
-		return nil, fmt.Errorf("config.json: H (text_config.num_attention_heads | num_attention_heads): %w", err)
-	}
-	if !cfg.Has("text_config.num_key_value_heads|num_key_value_heads|text_config.num_attention_heads|num_attention_heads") {
-		return nil, fmt.Errorf("config.json has no text_config.num_key_value_heads or num_key_value_heads or text_config.num_attention_heads or num_attention_heads; qwen2_vl needs it as KV")
-	}
-	if c.KV, err = cfg.Int("text_config.num_key_value_heads|num_key_value_heads|text_config.num_attention_heads|num_attention_heads"); err != nil {
-		return nil, fmt.Errorf("config.json: KV (text_config.num_key_value_heads | num_key_value_heads | text_config.num_attention_heads | num_attention_heads): %w", err)
-	}
-	if !cfg.Has("text_config.intermediate_size|intermediate_size") {
-		return nil, fmt.Errorf("config.json has no text_config.intermediate_size or intermediate_size; qwen2_vl needs it as F")
-	}
-	if c.F, err = cfg.Int("text_config.intermediate_size|intermediate_size"); err != nil {
-		return nil, fmt.Errorf("config.json: F (text_config.intermediate_size | intermediate_size): %w", err)
-	}
-	if !cfg.Has("text_config.vocab_size|vocab_size") {
-		return nil, fmt.Errorf("config.json has no text_config.vocab_size or vocab_size; qwen2_vl needs it as V")
-	}
-	if c.V, err = cfg.Int("text_config.vocab_size|vocab_size"); err != nil {
-		return nil, fmt.Errorf("config.json: V (text_config.vocab_size | vocab_size): %w", err)
-	}
-	if !cfg.Has("text_config.rms_norm_eps|rms_norm_eps") {
-		return nil, fmt.Errorf("config.json has no text_config.rms_norm_eps or rms_norm_eps; qwen2_vl needs it as eps")
-	}
-	if c.Eps, err = cfg.Float("text_config.rms_norm_eps|rms_norm_eps"); err != nil {
-		return nil, fmt.Errorf("config.json: eps (text_config.rms_norm_eps | rms_norm_eps): %w", err)
-	}
-	if cfg.Has("text_config.rope_parameters.rope_theta|text_config.rope_theta|rope_parameters.rope_theta|rope_theta") {
-		if c.Theta, err = cfg.Float("text_config.rope_parameters.rope_theta|text_config.rope_theta|rope_parameters.rope_theta|rope_theta"); err != nil {
-			return nil, fmt.Errorf("config.json: theta (text_config.rope_parameters.rope_theta | text_config.rope_theta | rope_parameters.rope_theta | rope_theta): %w", err)
-		}
-	} else {
-		c.Theta = 1e+06
-	}
-	if !cfg.Has("text_config.rope_parameters.mrope_section|text_config.rope_scaling.mrope_section|rope_parameters.mrope_section|rope_scaling.mrope_section") {
-		return nil, fmt.Errorf("config.json has no text_config.rope_parameters.mrope_section or text_config.rope_scaling.mrope_section or rope_parameters.mrope_section or rope_scaling.mrope_section; qwen2_vl needs it as sect")
-	}
-	if c.Sect, err = cfg.IntList("text_config.rope_parameters.mrope_section|text_config.rope_scaling.mrope_section|rope_parameters.mrope_section|rope_scaling.mrope_section"); err != nil {
-		return nil, fmt.Errorf("config.json: sect (text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section): %w", err)
-	}
-	if len(c.Sect) != 3 {
-		return nil, fmt.Errorf("sect (text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section) has %d values; qwen2_vl needs 3", len(c.Sect))
-	}
-	if cfg.Has("tie_word_embeddings|text_config.tie_word_embeddings") {
-		if c.Tied, err = cfg.Bool("tie_word_embeddings|text_config.tie_word_embeddings"); err != nil {
-			return nil, fmt.Errorf("config.json: tied (tie_word_embeddings | text_config.tie_word_embeddings): %w", err)
-		}
-	} else {
-		c.Tied = false
-	}
-	if !cfg.Has("image_token_id") {
-		return nil, fmt.Errorf("config.json has no image_token_id; qwen2_vl needs it as image_token")
-	}
-	if c.ImageToken, err = cfg.Int("image_token_id"); err != nil {
-		return nil, fmt.Errorf("config.json: image_token (image_token_id): %w", err)
-	}
-	if !cfg.Has("vision_start_token_id") {
-		return nil, fmt.Errorf("config.json has no vision_start_token_id; qwen2_vl needs it as vision_start")
-	}
-	if c.VisionStart, err = cfg.Int("vision_start_token_id"); err != nil {
-		return nil, fmt.Errorf("config.json: vision_start (vision_start_token_id): %w", err)
-	}
-	if !cfg.Has("vision_config.embed_dim") {
-		return nil, fmt.Errorf("config.json has no vision_config.embed_dim; qwen2_vl needs it as VD")
-	}
-	if c.VD, err = cfg.Int("vision_config.embed_dim"); err != nil {
-		return nil, fmt.Errorf("config.json: VD (vision_config.embed_dim): %w", err)
-	}
-	if !cfg.Has("vision_config.depth") {
-		return nil, fmt.Errorf("config.json has no vision_config.depth; qwen2_vl needs it as VL")
-	}
-	if c.VL, err = cfg.Int("vision_config.depth"); err != nil {
-		return nil, fmt.Errorf("config.json: VL (vision_config.depth): %w", err)
-	}
-	if !cfg.Has("vision_config.num_heads") {
-		return nil, fmt.Errorf("config.json has no vision_config.num_heads; qwen2_vl needs it as VH")
-	}
-	if c.VH, err = cfg.Int("vision_config.num_heads"); err != nil {
-		return nil, fmt.Errorf("config.json: VH (vision_config.num_heads): %w", err)
-	}
-	if cfg.Has("vision_config.mlp_ratio") {
-		if c.Ratio, err = cfg.Int("vision_config.mlp_ratio"); err != nil {
-			return nil, fmt.Errorf("config.json: ratio (vision_config.mlp_ratio): %w", err)
-		}
-	} else {
-		c.Ratio = 4
-	}
-	if cfg.Has("vision_config.in_channels|vision_config.in_chans") {
-		if c.C, err = cfg.Int("vision_config.in_channels|vision_config.in_chans"); err != nil {
-			return nil, fmt.Errorf("config.json: C (vision_config.in_channels | vision_config.in_chans): %w", err)
-		}
-	} else {
-		c.C = 3
-	}
-	if cfg.Has("vision_config.patch_size") {
-		if c.P, err = cfg.Int("vision_config.patch_size"); err != nil {
-			return nil, fmt.Errorf("config.json: P (vision_config.patch_size): %w", err)
-		}
-	} else {
-		c.P = 14
-	}
-	if cfg.Has("vision_config.temporal_patch_size") {
-		if c.TP, err = cfg.Int("vision_config.temporal_patch_size"); err != nil {
-			return nil, fmt.Errorf("config.json: TP (vision_config.temporal_patch_size): %w", err)
-		}
-	} else {
-		c.TP = 2
-	}
-	if cfg.Has("vision_config.spatial_merge_size") {
-		if c.M, err = cfg.Int("vision_config.spatial_merge_size"); err != nil {
-			return nil, fmt.Errorf("config.json: M (vision_config.spatial_merge_size): %w", err)
-		}
-	} else {
-		c.M = 2
-	}
-	if !cfg.Has("vision_config.hidden_size") {
-		return nil, fmt.Errorf("config.json has no vision_config.hidden_size; qwen2_vl needs it as VO")
-	}
-	if c.VO, err = cfg.Int("vision_config.hidden_size"); err != nil {
-		return nil, fmt.Errorf("config.json: VO (vision_config.hidden_size): %w", err)
-	}
-	if cfg.Has("vision_config.rope_parameters.rope_theta") {
-		if c.Vtheta, err = cfg.Float("vision_config.rope_parameters.rope_theta"); err != nil {
-			return nil, fmt.Errorf("config.json: vtheta (vision_config.rope_parameters.rope_theta): %w", err)
-		}
-	} else {
-		c.Vtheta = 10000.0
+	if err := model.ReadConfig(cfg, "qwen2_vl", c.table()); err != nil {
+		return nil, err
 	}
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
-	if cfg.Has("text_config.hidden_act|hidden_act") {
-		if c.Act, err = cfg.String("text_config.hidden_act|hidden_act"); err != nil {
-			return nil, fmt.Errorf("config.json: act (text_config.hidden_act | hidden_act): %w", err)
-		}
-	} else {
-		c.Act = "silu"
-	}
-	if cfg.Has("vision_config.hidden_act") {
-		if c.Vact, err = cfg.String("vision_config.hidden_act"); err != nil {
-			return nil, fmt.Errorf("config.json: vact (vision_config.hidden_act): %w", err)
-		}
-	} else {
-		c.Vact = "quick_gelu"
-	}
-	if cfg.Has("text_config.use_sliding_window|use_sliding_window") {
-		if c.Sliding, err = cfg.Bool("text_config.use_sliding_window|use_sliding_window"); err != nil {
-			return nil, fmt.Errorf("config.json: sliding (text_config.use_sliding_window | use_sliding_window): %w", err)
-		}
-	} else {
-		c.Sliding = false
-	}
-	if cfg.Has("text_config.rope_parameters.rope_type|rope_parameters.rope_type") {
-		if c.Rtype, err = cfg.String("text_config.rope_parameters.rope_type|rope_parameters.rope_type"); err != nil {
-			return nil, fmt.Errorf("config.json: rtype (text_config.rope_parameters.rope_type | rope_parameters.rope_type): %w", err)
-		}
-	} else {
-		c.Rtype = "default"
-	}
-	if cfg.Has("text_config.rope_scaling.type|rope_scaling.type") {
-		if c.Rstype, err = cfg.String("text_config.rope_scaling.type|rope_scaling.type"); err != nil {
-			return nil, fmt.Errorf("config.json: rstype (text_config.rope_scaling.type | rope_scaling.type): %w", err)
-		}
-	} else {
-		c.Rstype = "mrope"
-	}
 	if !(c.D%c.H == 0) {
 		return nil, fmt.Errorf("qwen2_vl requires D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
 	}
@@ -279,185 +140,10 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 
 // values lists the bound values in declaration order.
 func (c *Config) values() []model.Value {
-	return []model.Value{{
-		Name:  "D",
-		Path:  "text_config.hidden_size|hidden_size",
-		Value: c.D,
-	}, {
-		Name:  "L",
-		Path:  "text_config.num_hidden_layers|num_hidden_layers",
-		Value: c.L,
-	}, {
-		Name:  "H",
-		Path:  "text_config.num_attention_heads|num_attention_heads",
-		Value: c.H,
-	}, {
-		Name:  "KV",
-		Path:  "text_config.num_key_value_heads|num_key_value_heads|text_config.num_attention_heads|num_attention_heads",
-		Value: c.KV,
-	}, {
-		Name:  "F",
-		Path:  "text_config.intermediate_size|intermediate_size",
-		Value: c.F,
-	}, {
-		Name:  "V",
-		Path:  "text_config.vocab_size|vocab_size",
-		Value: c.V,
-	}, {
-		Name:  "eps",
-		Path:  "text_config.rms_norm_eps|rms_norm_eps",
-		Value: c.Eps,
-	}, {
-		Name:  "theta",
-		Path:  "text_config.rope_parameters.rope_theta|text_config.rope_theta|rope_parameters.rope_theta|rope_theta",
-		Value: c.Theta,
-	}, {
-		Name:  "sect",
-		Path:  "text_config.rope_parameters.mrope_section|text_config.rope_scaling.mrope_section|rope_parameters.mrope_section|rope_scaling.mrope_section",
-		Value: c.Sect,
-	}, {
-		Name:  "tied",
-		Path:  "tie_word_embeddings|text_config.tie_word_embeddings",
-		Value: c.Tied,
-	}, {
-		Name:  "image_token",
-		Path:  "image_token_id",
-		Value: c.ImageToken,
-	}, {
-		Name:  "vision_start",
-		Path:  "vision_start_token_id",
-		Value: c.VisionStart,
-	}, {
-		Name:  "VD",
-		Path:  "vision_config.embed_dim",
-		Value: c.VD,
-	}, {
-		Name:  "VL",
-		Path:  "vision_config.depth",
-		Value: c.VL,
-	}, {
-		Name:  "VH",
-		Path:  "vision_config.num_heads",
-		Value: c.VH,
-	}, {
-		Name:  "ratio",
-		Path:  "vision_config.mlp_ratio",
-		Value: c.Ratio,
-	}, {
-		Name:  "C",
-		Path:  "vision_config.in_channels|vision_config.in_chans",
-		Value: c.C,
-	}, {
-		Name:  "P",
-		Path:  "vision_config.patch_size",
-		Value: c.P,
-	}, {
-		Name:  "TP",
-		Path:  "vision_config.temporal_patch_size",
-		Value: c.TP,
-	}, {
-		Name:  "M",
-		Path:  "vision_config.spatial_merge_size",
-		Value: c.M,
-	}, {
-		Name:  "VO",
-		Path:  "vision_config.hidden_size",
-		Value: c.VO,
-	}, {
-		Name:  "vtheta",
-		Path:  "vision_config.rope_parameters.rope_theta",
-		Value: c.Vtheta,
-	}, {
-		Name:  "HD",
-		Path:  "= D / H",
-		Value: c.HD,
-	}, {
-		Name:  "VHD",
-		Path:  "= VD / VH",
-		Value: c.VHD,
-	}, {
-		Name:  "VF",
-		Path:  "= VD * ratio",
-		Value: c.VF,
-	}, {
-		Name:  "MD",
-		Path:  "= M * M * VD",
-		Value: c.MD,
-	}, {
-		Name:  "act",
-		Path:  "text_config.hidden_act|hidden_act",
-		Value: c.Act,
-	}, {
-		Name:  "vact",
-		Path:  "vision_config.hidden_act",
-		Value: c.Vact,
-	}, {
-		Name:  "sliding",
-		Path:  "text_config.use_sliding_window|use_sliding_window",
-		Value: c.Sliding,
-	}, {
-		Name:  "rtype",
-		Path:  "text_config.rope_parameters.rope_type|rope_parameters.rope_type",
-		Value: c.Rtype,
-	}, {
-		Name:  "rstype",
-		Path:  "text_config.rope_scaling.type|rope_scaling.type",
-		Value: c.Rstype,
-	}}
+	return model.Values(c.table())
 }
 
 // unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
-func (c *Config) unpinned(l model.Limits) (bad []string) {
-	if c.D != 64 {
-		bad = append(bad, fmt.Sprintf("D = %v (text_config.hidden_size | hidden_size), the kernels have 64", c.D))
-	}
-	if c.H != 4 {
-		bad = append(bad, fmt.Sprintf("H = %v (text_config.num_attention_heads | num_attention_heads), the kernels have 4", c.H))
-	}
-	if c.KV != 2 {
-		bad = append(bad, fmt.Sprintf("KV = %v (text_config.num_key_value_heads | num_key_value_heads | text_config.num_attention_heads | num_attention_heads), the kernels have 2", c.KV))
-	}
-	if c.F != 128 {
-		bad = append(bad, fmt.Sprintf("F = %v (text_config.intermediate_size | intermediate_size), the kernels have 128", c.F))
-	}
-	if c.V != 151936 {
-		bad = append(bad, fmt.Sprintf("V = %v (text_config.vocab_size | vocab_size), the kernels have 151936", c.V))
-	}
-	if c.Eps != 1e-06 {
-		bad = append(bad, fmt.Sprintf("eps = %v (text_config.rms_norm_eps | rms_norm_eps), the kernels have 1e-06", c.Eps))
-	}
-	if c.Theta != 1e+06 {
-		bad = append(bad, fmt.Sprintf("theta = %v (text_config.rope_parameters.rope_theta | text_config.rope_theta | rope_parameters.rope_theta | rope_theta), the kernels have 1e+06", c.Theta))
-	}
-	if !slices.Equal(c.Sect, []int{2, 3, 3}) {
-		bad = append(bad, fmt.Sprintf("sect = %v (text_config.rope_parameters.mrope_section | text_config.rope_scaling.mrope_section | rope_parameters.mrope_section | rope_scaling.mrope_section), the kernels have [2, 3, 3]", c.Sect))
-	}
-	if c.VD != 32 {
-		bad = append(bad, fmt.Sprintf("VD = %v (vision_config.embed_dim), the kernels have 32", c.VD))
-	}
-	if c.VH != 2 {
-		bad = append(bad, fmt.Sprintf("VH = %v (vision_config.num_heads), the kernels have 2", c.VH))
-	}
-	if c.Ratio != 4 {
-		bad = append(bad, fmt.Sprintf("ratio = %v (vision_config.mlp_ratio), the kernels have 4", c.Ratio))
-	}
-	if c.C != 3 {
-		bad = append(bad, fmt.Sprintf("C = %v (vision_config.in_channels | vision_config.in_chans), the kernels have 3", c.C))
-	}
-	if c.P != 14 {
-		bad = append(bad, fmt.Sprintf("P = %v (vision_config.patch_size), the kernels have 14", c.P))
-	}
-	if c.TP != 2 {
-		bad = append(bad, fmt.Sprintf("TP = %v (vision_config.temporal_patch_size), the kernels have 2", c.TP))
-	}
-	if c.M != 2 {
-		bad = append(bad, fmt.Sprintf("M = %v (vision_config.spatial_merge_size), the kernels have 2", c.M))
-	}
-	if c.Vtheta != 10000.0 {
-		bad = append(bad, fmt.Sprintf("vtheta = %v (vision_config.rope_parameters.rope_theta), the kernels have 10000.0", c.Vtheta))
-	}
-	if l.PageSize != 16 {
-		bad = append(bad, fmt.Sprintf("PageSize = %d, the kernels have 16", l.PageSize))
-	}
-	return
+func (c *Config) unpinned(l model.Limits) []string {
+	return model.Unpinned(c.table(), "qwen2_vl", l.PageSize, 16)
 }

@@ -140,49 +140,58 @@ func goType(prm *lower.Param) Code {
 
 func lineOf(p lower.Pos) string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
 
-// config writes the Config struct, its reader and its requirements.
+// config writes the Config struct, its table of values (model.ConfigValue: where config.json
+// holds each, its default, and the value the committed kernels have), the reader that fills the
+// derived values and checks the requirements, and the listing and pin check over the table.
 func (e *emitter) config(f *File) error {
 	p := e.p
 	var fields []Code
 	for _, prm := range p.Params {
-		c := Id(lower.GoName(prm.Name)).Add(goType(prm))
-		switch {
-		case prm.Derived != nil:
-			c.Comment(prm.Name + " = " + prm.Derived.String())
-		default:
-			c.Comment(strings.Join(prm.Paths, " | "))
-		}
-		fields = append(fields, c)
+		fields = append(fields, Id(lower.GoName(prm.Name)).Add(goType(prm)).Comment(lineOf(prm.Pos)))
 	}
 	f.Comment(fmt.Sprintf("Config holds the values %s binds from config.json.", p.Source))
 	f.Type().Id("Config").Struct(fields...)
 
-	var body []Code
-	body = append(body, Id("c").Op("=").Op("&").Id("Config").Values())
-	for _, prm := range p.Params {
-		field := "c." + lower.GoName(prm.Name)
-		if prm.Derived != nil {
-			body = append(body, Id(field).Op("=").Id(e.goExpr(prm.Derived, nil)))
-			continue
+	typed := func(prm *lower.Param, x *lower.Expr) Code {
+		lit := x.Go(func(s string) string { return s })
+		if prm.Type == "float" {
+			return Float64().Call(Id(lit))
 		}
-		path := strings.Join(prm.Paths, "|")
-		getter := map[string]string{"int": "Int", "float": "Float", "bool": "Bool", "ints": "IntList", "string": "String"}[prm.Type]
-		read := If(List(Id(field), Err()).Op("=").Id("cfg").Dot(getter).Call(Lit(path)), Err().Op("!=").Nil()).Block(
-			Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("config.json: %s (%s): %%w", prm.Name, strings.Join(prm.Paths, " | "))), Err())),
-		)
-		if prm.Default != nil {
-			body = append(body, If(Id("cfg").Dot("Has").Call(Lit(path))).Block(read).Else().Block(
-				Id(field).Op("=").Id(prm.Default.Go(func(s string) string { return s })),
-			))
+		return Id(lit)
+	}
+	baked := lower.KernelParams(p)
+	var rows []Code
+	for _, prm := range p.Params {
+		row := []Code{field("Name", Lit(prm.Name))}
+		if prm.Derived != nil {
+			row = append(row, field("Derived", Lit(prm.Derived.String())))
 		} else {
-			body = append(body, If(Op("!").Id("cfg").Dot("Has").Call(Lit(path))).Block(
-				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("config.json has no %s; %s needs it as %s", strings.Join(prm.Paths, " or "), p.Family, prm.Name)))),
-			), read)
+			row = append(row, field("Path", Lit(strings.Join(prm.Paths, "|"))))
+		}
+		row = append(row, field("Into", Op("&").Id("c."+lower.GoName(prm.Name))))
+		if prm.Default != nil && prm.Derived == nil {
+			row = append(row, field("Default", typed(prm, prm.Default)))
 		}
 		if prm.Type == "ints" && prm.Len > 0 {
-			body = append(body, If(Len(Id(field)).Op("!=").Lit(prm.Len)).Block(
-				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s (%s) has %%d values; %s needs %d", prm.Name, strings.Join(prm.Paths, " | "), p.Family, prm.Len)), Len(Id(field)))),
-			))
+			row = append(row, field("Len", Lit(prm.Len)))
+		}
+		if prm.Spec != nil && prm.Derived == nil && baked[prm.Name] {
+			row = append(row, field("Kernels", typed(prm, prm.Spec)))
+		}
+		rows = append(rows, Line().Values(row...))
+	}
+	rows = append(rows, Line())
+	f.Comment(fmt.Sprintf("table lists every value %s binds, in declaration order, over c's fields.", p.Source))
+	f.Func().Params(Id("c").Op("*").Id("Config")).Id("table").Params().Index().Qual(modelPkg, "ConfigValue").Block(
+		Return(Index().Qual(modelPkg, "ConfigValue").Values(rows...)),
+	)
+
+	var body []Code
+	body = append(body, Id("c").Op("=").Op("&").Id("Config").Values(),
+		If(Err().Op(":=").Qual(modelPkg, "ReadConfig").Call(Id("cfg"), Lit(p.Family), Id("c").Dot("table").Call()), Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
+	for _, prm := range p.Params {
+		if prm.Derived != nil {
+			body = append(body, Id("c."+lower.GoName(prm.Name)).Op("=").Id(e.goExpr(prm.Derived, nil)))
 		}
 	}
 	for _, r := range p.Requires {
@@ -215,47 +224,13 @@ func (e *emitter) config(f *File) error {
 		}, body...)...,
 	)
 
-	var vals []Code
-	for _, prm := range p.Params {
-		path := strings.Join(prm.Paths, "|")
-		if prm.Derived != nil {
-			path = "= " + prm.Derived.String()
-		}
-		vals = append(vals, Values(Dict{Id("Name"): Lit(prm.Name), Id("Path"): Lit(path), Id("Value"): Id("c." + lower.GoName(prm.Name))}))
-	}
 	f.Comment("values lists the bound values in declaration order.")
 	f.Func().Params(Id("c").Op("*").Id("Config")).Id("values").Params().Index().Qual(modelPkg, "Value").Block(
-		Return(Index().Qual(modelPkg, "Value").Values(vals...)),
+		Return(Qual(modelPkg, "Values").Call(Id("c").Dot("table").Call())),
 	)
-
-	// the values the HIP kernels were specialised for
-	var pins []Code
-	baked := lower.KernelParams(p)
-	for _, prm := range p.Params {
-		if prm.Spec == nil || prm.Derived != nil || !baked[prm.Name] {
-			continue
-		}
-		field := "c." + lower.GoName(prm.Name)
-		lit := prm.Spec.Go(func(s string) string { return s })
-		cond := Id(field).Op("!=").Id(lit)
-		if prm.Spec.Op == "list" {
-			cond = Op("!").Qual("slices", "Equal").Call(Id(field), Id(lit))
-		}
-		pins = append(pins, If(cond).Block(
-			Id("bad").Op("=").Append(Id("bad"), Qual("fmt", "Sprintf").Call(Lit(fmt.Sprintf("%s = %%v (%s), the kernels have %s", prm.Name, strings.Join(prm.Paths, " | "), prm.Spec)), Id(field))),
-		))
-	}
-	if p.SpecPageSize > 0 {
-		pins = append(pins, If(Id("l").Dot("PageSize").Op("!=").Lit(p.SpecPageSize)).Block(
-			Id("bad").Op("=").Append(Id("bad"), Qual("fmt", "Sprintf").Call(Lit(fmt.Sprintf("PageSize = %%d, the kernels have %d", p.SpecPageSize)), Id("l").Dot("PageSize"))),
-		))
-		pins = append(pins, Return())
-	} else {
-		pins = append(pins, Return(Index().String().Values(Lit(fmt.Sprintf("no HIP kernels were generated for %s", p.Family)))))
-	}
 	f.Comment("unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.")
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("unpinned").Params(Id("l").Qual(modelPkg, "Limits")).Params(Id("bad").Index().String()).Block(
-		pins...,
+	f.Func().Params(Id("c").Op("*").Id("Config")).Id("unpinned").Params(Id("l").Qual(modelPkg, "Limits")).Index().String().Block(
+		Return(Qual(modelPkg, "Unpinned").Call(Id("c").Dot("table").Call(), Lit(p.Family), Id("l").Dot("PageSize"), Lit(p.SpecPageSize))),
 	)
 	return nil
 }
