@@ -202,7 +202,7 @@ func (e *Expr) format(ref func(string) string, goSyntax bool) string {
 		return "!" + sub(e.Args[0], 7, false)
 	case "rsqrt":
 		if goSyntax {
-			return "rsqrt(" + e.Args[0].format(ref, true) + ")"
+			return "model.Rsqrt(" + e.Args[0].format(ref, true) + ")"
 		}
 		return "1/sqrt(" + e.Args[0].format(ref, false) + ")"
 	case "max", "sum":
@@ -211,12 +211,12 @@ func (e *Expr) format(ref func(string) string, goSyntax bool) string {
 			parts[i] = a.format(ref, goSyntax)
 		}
 		if goSyntax && e.Op == "sum" {
-			return "sumInts(" + strings.Join(parts, ", ") + ")"
+			return "model.SumInts(" + strings.Join(parts, ", ") + ")"
 		}
 		return e.Op + "(" + strings.Join(parts, ", ") + ")"
 	case "?:":
 		if goSyntax {
-			return fmt.Sprintf("pick(%s, %s, %s)", e.Args[0].format(ref, true), e.Args[1].format(ref, true), e.Args[2].format(ref, true))
+			return fmt.Sprintf("model.Cond(%s, %s, %s)", e.Args[0].format(ref, true), e.Args[1].format(ref, true), e.Args[2].format(ref, true))
 		}
 		return sub(e.Args[0], 2, false) + " ? " + sub(e.Args[1], 2, false) + " : " + sub(e.Args[2], 1, false)
 	}

@@ -5,8 +5,6 @@ package qwen2vl
 import (
 	_ "embed"
 	"fmt"
-	"math"
-	"strings"
 
 	"tfc/compiler/specialize"
 	"tfc/runtime/device"
@@ -51,101 +49,62 @@ func (m *bound) Values() []model.Value {
 	return m.c.values()
 }
 
-// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
-func (m *bound) Plan(l model.Limits) model.Plan {
-	c := m.c
-	var out model.Plan
-	for _, t := range m.tensors(&weights{}) {
-		out.Weights += 2 * int64(model.Elements(t.Shape))
-	}
-	vision := planVision(c, l)
-	out.Activations += 4 * int64(vision.SizeF32)
-	out.Activations += 4 * int64(vision.SizeI32)
-	out.Buffers = append(out.Buffers, vision.buffers...)
-	decode := planDecode(c, l)
-	out.Activations += 4 * int64(decode.SizeF32)
-	out.Activations += 4 * int64(decode.SizeI32)
-	out.Buffers = append(out.Buffers, decode.buffers...)
-	out.KVCache = 8 * int64(c.L) * int64(cachePages(l)*l.PageSize*(c.HD*c.KV))
-	return out
-}
-
 // Model is qwen2_vl loaded on a backend. Its graphs share nothing but the weights; calls of one
 // graph reuse that graph's arenas, so they must not overlap.
 type Model struct {
-	b         device.Backend
-	c         *Config
-	lim       model.Limits
-	w         weights
-	kv        []device.KVCache // one a layer
-	bufs      *model.Buffers   // everything Close frees
-	vision    visionPlan
-	visionF32 device.Buffer
-	visionI32 device.Buffer
-	decode    decodePlan
-	decodeF32 device.Buffer
-	decodeI32 device.Buffer
+	*model.Base // backend, limits, KV cache and arenas; Close
+	c           *Config
+	w           weights
+	vision      visionPlan
+	visionF32   device.Buffer
+	visionI32   device.Buffer
+	decode      decodePlan
+	decodeF32   device.Buffer
+	decodeI32   device.Buffer
 
 	// Trace, when set, sees the output of every launch, by the graph's name for it.
 	Trace func(k *device.Kernel, name string, out device.Tensor)
 }
 
-// Load uploads the weights through get and allocates the arenas and the KV cache for l. A backend
-// that builds kernels at run time is first given kernels/qwen2vl.hip specialised for this checkpoint.
-func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]byte, device.DType, error)) (model.Model, error) {
+// layout is the family at l before loading, and what Load and Plan share.
+func (m *bound) layout(l model.Limits) (*Model, model.Layout) {
 	c := m.c
-	if err := model.CheckLimits("qwen2_vl", l); err != nil {
+	md := &Model{c: c, vision: planVision(c, l), decode: planDecode(c, l)}
+	return md, model.Layout{
+		Family:  "qwen2_vl",
+		Graph:   "graphs/qwen2_vl.graph",
+		Kernels: "qwen2vl",
+		Weights: m.tensors(&md.w),
+		Graphs: []model.GraphPlan{
+			{Name: "vision", Buffers: md.vision.buffers, F32: md.vision.SizeF32, I32: md.vision.SizeI32},
+			{Name: "decode", Buffers: md.decode.buffers, F32: md.decode.SizeF32, I32: md.decode.SizeI32},
+		},
+		Specialize: m.specialize,
+		Unpinned:   m.c.unpinned,
+		Resolve:    m.Resolve,
+		KVLayers:   c.L,
+		KVWidth:    c.HD * c.KV,
+	}
+}
+
+// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
+func (m *bound) Plan(l model.Limits) model.Plan {
+	_, ly := m.layout(l)
+	return ly.Plan(l)
+}
+
+// Load uploads the weights through get and allocates the arenas and the KV cache for l (model.LoadBase).
+func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]byte, device.DType, error)) (model.Model, error) {
+	md, ly := m.layout(l)
+	base, err := model.LoadBase(b, l, ly, get)
+	if err != nil {
 		return nil, err
 	}
-	if sp, ok := b.(device.Specializer); ok {
-		if err := m.specialize(sp, l); err != nil {
-			return nil, err
-		}
-	} else if b.Name() != "cpu" {
-		if bad := c.unpinned(l); len(bad) > 0 {
-			return nil, fmt.Errorf("the %s backend runs kernels/qwen2vl.hip, specialised for other values: %s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/qwen2vl.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json graphs/qwen2_vl.graph and rebuild", b.Name(), strings.Join(bad, "; "))
-		}
-	}
-	if err := m.Resolve(func(name string) bool {
-		_, _, err := get(name)
-		return err == nil
-	}); err != nil {
-		return nil, err
-	}
-	md := &Model{
-		b:    b,
-		bufs: model.NewBuffers(b),
-		c:    c,
-		lim:  l,
-	}
-	if err := model.Upload(md.bufs, m.tensors(&md.w), get, "qwen2_vl", "graphs/qwen2_vl.graph"); err != nil {
-		md.Close()
-		return nil, err
-	}
-	var err error
-	_ = err
-	md.vision = planVision(c, l)
-	if md.visionF32, err = md.bufs.Alloc(device.F32, md.vision.SizeF32); err != nil {
-		md.Close()
-		return nil, fmt.Errorf("F32 arena of graph vision: %w", err)
-	}
-	if md.visionI32, err = md.bufs.Alloc(device.I32, md.vision.SizeI32); err != nil {
-		md.Close()
-		return nil, fmt.Errorf("I32 arena of graph vision: %w", err)
-	}
-	md.decode = planDecode(c, l)
-	if md.decodeF32, err = md.bufs.Alloc(device.F32, md.decode.SizeF32); err != nil {
-		md.Close()
-		return nil, fmt.Errorf("F32 arena of graph decode: %w", err)
-	}
-	if md.decodeI32, err = md.bufs.Alloc(device.I32, md.decode.SizeI32); err != nil {
-		md.Close()
-		return nil, fmt.Errorf("I32 arena of graph decode: %w", err)
-	}
-	if md.kv, err = model.KVCaches(md.bufs, c.L, cachePages(l)*l.PageSize, c.HD*c.KV); err != nil {
-		md.Close()
-		return nil, err
-	}
+	md.Base = base
+	md.visionF32 = base.Arenas[0][0]
+	md.visionI32 = base.Arenas[0][1]
+	md.decodeF32 = base.Arenas[1][0]
+	md.decodeI32 = base.Arenas[1][1]
 	return md, nil
 }
 
@@ -186,43 +145,4 @@ func (m *Model) Info() model.Info {
 		VisionStart:  c.VisionStart,
 		Vocab:        c.V,
 	}
-}
-
-// Close frees every buffer the model allocated.
-func (m *Model) Close() {
-	m.bufs.Free()
-}
-
-// cachePages is the number of KV cache pages: every sequence slot can hold Context tokens.
-func cachePages(l model.Limits) int {
-	return l.Parallel * (l.Context + l.PageSize - 1) / l.PageSize
-}
-
-// rsqrt is 1/√x.
-func rsqrt(x int) float64 {
-	return 1 / math.Sqrt(float64(x))
-}
-
-// sumInts adds its arguments and the elements of int lists among them.
-func sumInts(xs ...any) int {
-	s := 0
-	for _, x := range xs {
-		switch x := x.(type) {
-		case int:
-			s += x
-		case []int:
-			for _, v := range x {
-				s += v
-			}
-		}
-	}
-	return s
-}
-
-// pick is cond ? a : b.
-func pick[T any](cond bool, a, b T) T {
-	if cond {
-		return a
-	}
-	return b
 }

@@ -12,7 +12,7 @@ import (
 
 // Vision runs graph vision (graphs/qwen2_vl.graph:110) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
-	c, b, w := m.c, m.b, &m.w
+	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace}
 	launch := l.Launch
 	p := &m.vision
@@ -27,8 +27,8 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		}
 		N += g[0] * g[1] * g[2]
 	}
-	if N > m.lim.Patches {
-		return nil, fmt.Errorf("qwen2_vl: the images have %d patches; the limit is %d (Patches); send smaller images or raise the limit", N, m.lim.Patches)
+	if N > m.Lim.Patches {
+		return nil, fmt.Errorf("qwen2_vl: the images have %d patches; the limit is %d (Patches); send smaller images or raise the limit", N, m.Lim.Patches)
 	}
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
@@ -63,7 +63,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	for i := 0; i < c.VL; i++ {
 		launch(&kVision02, "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm1Weight, B: w.VisBlocks[i].Norm1Bias, Y: h, Eps: float32(1e-06)})
 		launch(&kVision03, "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
-		launch(&kVision04, "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(rsqrt(c.VD / c.VH))})
+		launch(&kVision04, "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		launch(&kVision05, "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
 		launch(&kVision06, "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
 		launch(&kVision07, "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
@@ -89,7 +89,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 
 // Forward runs graph decode (graphs/qwen2_vl.graph:133) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
-	c, b, w := m.c, m.b, &m.w
+	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace}
 	launch := l.Launch
 	p := &m.decode
@@ -100,14 +100,14 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	R := len(r.Tokens)
 	I := len(r.ImageRows) / (c.D)
 	S := len(r.LogitRows)
-	if R > m.lim.Rows {
-		return nil, fmt.Errorf("qwen2_vl: R = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", R, m.lim.Rows)
+	if R > m.Lim.Rows {
+		return nil, fmt.Errorf("qwen2_vl: R = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", R, m.Lim.Rows)
 	}
-	if I > m.lim.Rows {
-		return nil, fmt.Errorf("qwen2_vl: I = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", I, m.lim.Rows)
+	if I > m.Lim.Rows {
+		return nil, fmt.Errorf("qwen2_vl: I = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", I, m.Lim.Rows)
 	}
-	if S > m.lim.Rows {
-		return nil, fmt.Errorf("qwen2_vl: S = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", S, m.lim.Rows)
+	if S > m.Lim.Rows {
+		return nil, fmt.Errorf("qwen2_vl: S = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", S, m.Lim.Rows)
 	}
 	x := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: R, Cols: c.D}
 	ids := device.Tensor{Buf: m.decodeI32, Off: p.Ids, Rows: 1, Cols: R}
@@ -121,8 +121,8 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	a := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
 	rowsSeq := device.Tensor{Buf: m.decodeI32, Off: p.RowsSeq, Rows: 1, Cols: R}
 	rowsPos := device.Tensor{Buf: m.decodeI32, Off: p.RowsPos, Rows: 1, Cols: R}
-	rowsPages := device.Tensor{Buf: m.decodeI32, Off: p.RowsPages, Rows: m.lim.Parallel, Cols: (m.lim.Context + m.lim.PageSize - 1) / m.lim.PageSize}
-	rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: m.lim.PageSize}
+	rowsPages := device.Tensor{Buf: m.decodeI32, Off: p.RowsPages, Rows: m.Lim.Parallel, Cols: (m.Lim.Context + m.Lim.PageSize - 1) / m.Lim.PageSize}
+	rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: m.Lim.PageSize}
 	upProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.F}
 	gateProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.F}
 	gather := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.D}
@@ -162,7 +162,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		launch(&kDecode04, "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.Sect[0], c.Sect[1], c.Sect[2]}, Mode: device.RopeSections})
 		launch(&kDecode05, "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.Sect[0], c.Sect[1], c.Sect[2]}, Mode: device.RopeSections})
 		launch(&kDecode06, "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
-		launch(&kDecode07, "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &m.kv[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(rsqrt(c.HD))})
+		launch(&kDecode07, "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &m.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
 		launch(&kDecode08, "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
 		launch(&kDecode09, "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
 		launch(&kDecode10, "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
@@ -176,7 +176,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
 	}
 	if S > 0 {
-		launch(&kDecode15, "logits", logits, device.Linear{X: x2, W: pick(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+		launch(&kDecode15, "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}
 	if err := l.Err(); err != nil {
 		return nil, err

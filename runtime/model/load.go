@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"tfc/runtime/device"
 )
@@ -161,4 +163,134 @@ func WriteInput(b device.Backend, t device.Tensor, data any, dt device.DType, fa
 		return fmt.Errorf("%s: writing input %s: %w", family, name, err)
 	}
 	return nil
+}
+
+// GraphPlan is one graph's memory plan at the limits: its F32 and I32 arena elements and its
+// buffers.
+type GraphPlan struct {
+	Name     string
+	F32, I32 int
+	Buffers  []PlanBuffer
+}
+
+// Layout is what a family's Load and Plan share at one checkpoint's config and the limits: its
+// names, its weight manifest, each graph's plan, its KV cache, and how its kernels are made for
+// a backend.
+type Layout struct {
+	Family, Graph, Kernels string // e.g. qwen2_vl, graphs/qwen2_vl.graph, qwen2vl (kernels/qwen2vl.hip)
+	Weights                []Weight
+	Graphs                 []GraphPlan
+	KVLayers, KVWidth      int // no KV cache when KVLayers is 0
+	// Specialize gives a backend that builds kernels at load the family's kernels for this
+	// checkpoint; Unpinned lists how the checkpoint differs from the committed kernels, which
+	// every other GPU backend runs; Resolve picks each weight-name prefix by what has says exists.
+	Specialize func(device.Specializer, Limits) error
+	Unpinned   func(Limits) []string
+	Resolve    func(has func(string) bool) error
+}
+
+// CachePages is the number of KV cache pages: every sequence slot can hold Context tokens.
+func CachePages(l Limits) int { return l.Parallel * ((l.Context + l.PageSize - 1) / l.PageSize) }
+
+// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
+func (ly Layout) Plan(l Limits) Plan {
+	var out Plan
+	for _, w := range ly.Weights {
+		out.Weights += 2 * int64(Elements(w.Shape))
+	}
+	for _, g := range ly.Graphs {
+		out.Activations += 4*int64(g.F32) + 4*int64(g.I32)
+		out.Buffers = append(out.Buffers, g.Buffers...)
+	}
+	out.KVCache = 8 * int64(ly.KVLayers) * int64(CachePages(l)*l.PageSize*ly.KVWidth)
+	return out
+}
+
+// Base is what every loaded family holds: the backend, the limits, the buffers Close frees, the
+// KV cache (one a layer) and each graph's F32 and I32 arenas, in the layout's order.
+type Base struct {
+	B      device.Backend
+	Lim    Limits
+	KV     []device.KVCache
+	Arenas [][2]device.Buffer
+	bufs   *Buffers
+}
+
+// Close frees every buffer the model allocated.
+func (m *Base) Close() { m.bufs.Free() }
+
+// LoadBase is a family's Load: it checks the limits, gives a backend that builds kernels at load
+// the family's kernels for this checkpoint (another GPU backend must run the committed ones
+// unchanged), picks the weight-name prefixes, uploads the weights through get, and allocates the
+// arenas and the KV cache. On error nothing stays allocated.
+func LoadBase(b device.Backend, l Limits, ly Layout, get func(name string) ([]byte, device.DType, error)) (*Base, error) {
+	if err := CheckLimits(ly.Family, l); err != nil {
+		return nil, err
+	}
+	if sp, ok := b.(device.Specializer); ok {
+		if err := ly.Specialize(sp, l); err != nil {
+			return nil, err
+		}
+	} else if b.Name() != "cpu" {
+		if bad := ly.Unpinned(l); len(bad) > 0 {
+			return nil, fmt.Errorf("the %s backend runs kernels/%s.hip, specialised for other values: %s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/%s.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s and rebuild",
+				b.Name(), ly.Kernels, strings.Join(bad, "; "), ly.Kernels, ly.Graph)
+		}
+	}
+	if err := ly.Resolve(func(name string) bool { _, _, err := get(name); return err == nil }); err != nil {
+		return nil, err
+	}
+	m := &Base{B: b, Lim: l, bufs: NewBuffers(b)}
+	if err := m.alloc(ly, get); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// alloc uploads the weights and allocates the arenas and the KV cache.
+func (m *Base) alloc(ly Layout, get func(name string) ([]byte, device.DType, error)) error {
+	if err := Upload(m.bufs, ly.Weights, get, ly.Family, ly.Graph); err != nil {
+		return err
+	}
+	for _, g := range ly.Graphs {
+		var a [2]device.Buffer
+		for i, dt := range []device.DType{device.F32, device.I32} {
+			var err error
+			if a[i], err = m.bufs.Alloc(dt, []int{g.F32, g.I32}[i]); err != nil {
+				return fmt.Errorf("%s arena of graph %s: %w", dt, g.Name, err)
+			}
+		}
+		m.Arenas = append(m.Arenas, a)
+	}
+	var err error
+	m.KV, err = KVCaches(m.bufs, ly.KVLayers, CachePages(m.Lim)*m.Lim.PageSize, ly.KVWidth)
+	return err
+}
+
+// Rsqrt is 1/√x, as generated forwards scale attention.
+func Rsqrt(x int) float64 { return 1 / math.Sqrt(float64(x)) }
+
+// SumInts adds its arguments and the elements of int lists among them.
+func SumInts(xs ...any) int {
+	s := 0
+	for _, x := range xs {
+		switch x := x.(type) {
+		case int:
+			s += x
+		case []int:
+			for _, v := range x {
+				s += v
+			}
+		}
+	}
+	return s
+}
+
+// Cond is cond ? a : b, as generated Go writes a graph's conditional.
+func Cond[T any](cond bool, a, b T) T {
+	if cond {
+		return a
+	}
+	return b
 }

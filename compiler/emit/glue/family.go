@@ -38,6 +38,15 @@ func input(g *lower.Graph, role string) *lower.Value {
 	return nil
 }
 
+// lines puts each item of a composite literal on a line of its own.
+func lines(items []Code) []Code {
+	var out []Code
+	for _, c := range items {
+		out = append(out, Line().Add(c))
+	}
+	return append(out, Line())
+}
+
 // family writes the registration, Bind, the bound family (Values, Plan, Load) and the Model.
 func (e *emitter) family(f *File) error {
 	p := e.p
@@ -65,36 +74,13 @@ func (e *emitter) family(f *File) error {
 	f.Comment("Values lists the bound config values in declaration order.")
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Values").Params().Index().Qual(modelPkg, "Value").Block(Return(Id("m").Dot("c").Dot("values").Call()))
 
-	// Plan
 	dec := e.graph("decoder")
-	var planBody []Code
-	planBody = append(planBody, Id("c").Op(":=").Id("m").Dot("c"), Var().Id("out").Qual(modelPkg, "Plan"),
-		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("weights").Values())).Block(
-			Id("out").Dot("Weights").Op("+=").Lit(2).Op("*").Int64().Call(Qual(modelPkg, "Elements").Call(Id("t").Dot("Shape"))),
-		))
-	for _, g := range p.Graphs {
-		v := lowerFirst(lower.GoName(g.Name))
-		planBody = append(planBody, Id(v).Op(":=").Id(planFunc(g)).Call(Id("c"), Id("l")))
-		for _, a := range g.Arenas {
-			planBody = append(planBody, Id("out").Dot("Activations").Op("+=").Lit(dtypeSize(a.DType)).Op("*").Int64().Call(Id(v).Dot("Size"+a.DType)))
-		}
-		planBody = append(planBody, Id("out").Dot("Buffers").Op("=").Append(Id("out").Dot("Buffers"), Id(v).Dot("buffers").Op("...")))
-	}
-	if cache := input(dec, "cache"); cache != nil {
-		planBody = append(planBody, Id("out").Dot("KVCache").Op("=").Lit(2*4).Op("*").Int64().Call(Id(e.goExpr(cache.Rows, nil))).Op("*").Int64().Call(Id("cachePages").Call(Id("l")).Op("*").Id("l").Dot("PageSize").Op("*").Parens(Id(e.goExpr(cache.Cols, nil)))))
-	}
-	planBody = append(planBody, Return(Id("out")))
-	f.Comment("Plan gives the bytes weights (as BF16), activations and the KV cache need at l.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Plan").Params(Id("l").Qual(modelPkg, "Limits")).Qual(modelPkg, "Plan").Block(planBody...)
 
 	// Model
 	fields := []Code{
-		Id("b").Qual(devicePkg, "Backend"),
+		Op("*").Qual(modelPkg, "Base").Comment("backend, limits, KV cache and arenas; Close"),
 		Id("c").Op("*").Id("Config"),
-		Id("lim").Qual(modelPkg, "Limits"),
 		Id("w").Id("weights"),
-		Id("kv").Index().Qual(devicePkg, "KVCache").Comment("one a layer"),
-		Id("bufs").Op("*").Qual(modelPkg, "Buffers").Comment("everything Close frees"),
 	}
 	for _, g := range p.Graphs {
 		fields = append(fields, Id(lowerFirst(lower.GoName(g.Name))).Id(planType(g)))
@@ -108,50 +94,57 @@ func (e *emitter) family(f *File) error {
 	f.Comment("graph reuse that graph's arenas, so they must not overlap.")
 	f.Type().Id("Model").Struct(fields...)
 
-	// Load
-	fail := func(msg string, args ...Code) Code {
-		return Block(Id("md").Dot("Close").Call(), Return(Nil(), Qual("fmt", "Errorf").Call(append([]Code{Lit(msg)}, args...)...)))
-	}
-	load := []Code{
-		Id("c").Op(":=").Id("m").Dot("c"),
-		If(Err().Op(":=").Qual(modelPkg, "CheckLimits").Call(Lit(p.Family), Id("l")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		If(List(Id("sp"), Id("ok")).Op(":=").Id("b").Assert(Qual(devicePkg, "Specializer")), Id("ok")).Block(
-			If(Err().Op(":=").Id("m").Dot("specialize").Call(Id("sp"), Id("l")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		).Else().If(Id("b").Dot("Name").Call().Op("!=").Lit("cpu")).Block(
-			If(Id("bad").Op(":=").Id("c").Dot("unpinned").Call(Id("l")), Len(Id("bad")).Op(">").Lit(0)).Block(
-				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("the %%s backend runs kernels/%s.hip, specialised for other values: %%s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/%s.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s and rebuild", p.Package, p.Package, p.Source)), Id("b").Dot("Name").Call(), Qual("strings", "Join").Call(Id("bad"), Lit("; ")))),
-			),
-		),
-		If(Err().Op(":=").Id("m").Dot("Resolve").Call(Func().Params(Id("name").String()).Bool().Block(
-			List(Id("_"), Id("_"), Err()).Op(":=").Id("get").Call(Id("name")),
-			Return(Err().Op("==").Nil()),
-		)), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Id("md").Op(":=").Op("&").Id("Model").Values(Dict{Id("b"): Id("b"), Id("c"): Id("c"), Id("lim"): Id("l"), Id("bufs"): Qual(modelPkg, "NewBuffers").Call(Id("b"))}),
-		If(Err().Op(":=").Qual(modelPkg, "Upload").Call(Id("md").Dot("bufs"), Id("m").Dot("tensors").Call(Op("&").Id("md").Dot("w")), Id("get"), Lit(p.Family), Lit(p.Source)), Err().Op("!=").Nil()).Block(
-			Id("md").Dot("Close").Call(), Return(Nil(), Err()),
-		),
-	}
-	load = append(load, Var().Err().Error(), Id("_").Op("=").Err())
+	// layout
+	newModel := []Code{field("c", Id("c"))}
+	var graphs []Code
 	for _, g := range p.Graphs {
-		v := "md." + lowerFirst(lower.GoName(g.Name))
-		load = append(load, Id(v).Op("=").Id(planFunc(g)).Call(Id("c"), Id("l")))
+		v := lowerFirst(lower.GoName(g.Name))
+		newModel = append(newModel, field(v, Id(planFunc(g)).Call(Id("c"), Id("l"))))
+		gp := []Code{field("Name", Lit(g.Name)), field("Buffers", Id("md").Dot(v).Dot("buffers"))}
 		for _, a := range g.Arenas {
-			load = append(load,
-				If(List(Id("md").Dot(arenaField(g, a)), Err()).Op("=").Id("md").Dot("bufs").Dot("Alloc").Call(Qual(devicePkg, a.DType), Id(v).Dot("Size"+a.DType)), Err().Op("!=").Nil()).Add(
-					fail(fmt.Sprintf("%s arena of graph %s: %%w", a.DType, g.Name), Err()),
-				))
+			gp = append(gp, field(a.DType, Id("md").Dot(v).Dot("Size"+a.DType)))
 		}
+		graphs = append(graphs, Values(gp...))
+	}
+	ly := []Code{
+		field("Family", Lit(p.Family)), field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)),
+		field("Weights", Id("m").Dot("tensors").Call(Op("&").Id("md").Dot("w"))),
+		field("Graphs", Index().Qual(modelPkg, "GraphPlan").Values(lines(graphs)...)),
+		field("Specialize", Id("m").Dot("specialize")), field("Unpinned", Id("m").Dot("c").Dot("unpinned")), field("Resolve", Id("m").Dot("Resolve")),
 	}
 	if cache := input(dec, "cache"); cache != nil {
-		load = append(load,
-			If(List(Id("md").Dot("kv"), Err()).Op("=").Qual(modelPkg, "KVCaches").Call(Id("md").Dot("bufs"), Id(e.goExpr(cache.Rows, nil)), Id("cachePages").Call(Id("l")).Op("*").Id("l").Dot("PageSize"), Id(e.goExpr(cache.Cols, nil))), Err().Op("!=").Nil()).Block(
-				Id("md").Dot("Close").Call(), Return(Nil(), Err()),
-			),
-		)
+		ly = append(ly, field("KVLayers", Id(e.goExpr(cache.Rows, nil))), field("KVWidth", Id(e.goExpr(cache.Cols, nil))))
+	}
+	f.Comment("layout is the family at l before loading, and what Load and Plan share.")
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("layout").Params(Id("l").Qual(modelPkg, "Limits")).Params(Op("*").Id("Model"), Qual(modelPkg, "Layout")).Block(
+		Id("c").Op(":=").Id("m").Dot("c"),
+		Id("md").Op(":=").Op("&").Id("Model").Values(newModel...),
+		Return(Id("md"), Qual(modelPkg, "Layout").Values(lines(ly)...)),
+	)
+	f.Comment("Plan gives the bytes weights (as BF16), activations and the KV cache need at l.")
+	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Plan").Params(Id("l").Qual(modelPkg, "Limits")).Qual(modelPkg, "Plan").Block(
+		List(Id("_"), Id("ly")).Op(":=").Id("m").Dot("layout").Call(Id("l")),
+		Return(Id("ly").Dot("Plan").Call(Id("l"))),
+	)
+
+	// Load
+	load := []Code{
+		List(Id("md"), Id("ly")).Op(":=").Id("m").Dot("layout").Call(Id("l")),
+		List(Id("base"), Err()).Op(":=").Qual(modelPkg, "LoadBase").Call(Id("b"), Id("l"), Id("ly"), Id("get")),
+		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		Id("md").Dot("Base").Op("=").Id("base"),
+	}
+	for gi, g := range p.Graphs {
+		for _, a := range g.Arenas {
+			k := 0
+			if a.DType == "I32" {
+				k = 1
+			}
+			load = append(load, Id("md").Dot(arenaField(g, a)).Op("=").Id("base").Dot("Arenas").Index(Lit(gi)).Index(Lit(k)))
+		}
 	}
 	load = append(load, Return(Id("md"), Nil()))
-	f.Comment("Load uploads the weights through get and allocates the arenas and the KV cache for l. A backend")
-	f.Comment(fmt.Sprintf("that builds kernels at run time is first given kernels/%s.hip specialised for this checkpoint.", p.Package))
+	f.Comment("Load uploads the weights through get and allocates the arenas and the KV cache for l (model.LoadBase).")
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Load").Params(
 		Id("b").Qual(devicePkg, "Backend"), Id("l").Qual(modelPkg, "Limits"),
 		Id("get").Func().Params(Id("name").String()).Params(Index().Byte(), Qual(devicePkg, "DType"), Error()),
@@ -213,32 +206,6 @@ func (e *emitter) family(f *File) error {
 	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Info").Params().Qual(modelPkg, "Info").Block(
 		Id("c").Op(":=").Id("m").Dot("c"), Id("_").Op("=").Id("c"),
 		Return(Qual(modelPkg, "Info").Values(info)),
-	)
-	f.Comment("Close frees every buffer the model allocated.")
-	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Close").Params().Block(Id("m").Dot("bufs").Dot("Free").Call())
-
-	// helpers
-	f.Comment("cachePages is the number of KV cache pages: every sequence slot can hold Context tokens.")
-	f.Func().Id("cachePages").Params(Id("l").Qual(modelPkg, "Limits")).Int().Block(
-		Return(Id("l").Dot("Parallel").Op("*").Id(lower.MaxPages().Go(limitRef("l")))),
-	)
-	f.Comment("rsqrt is 1/√x.")
-	f.Func().Id("rsqrt").Params(Id("x").Int()).Float64().Block(Return(Lit(1).Op("/").Qual("math", "Sqrt").Call(Float64().Call(Id("x")))))
-	f.Comment("sumInts adds its arguments and the elements of int lists among them.")
-	f.Func().Id("sumInts").Params(Id("xs").Op("...").Any()).Int().Block(
-		Id("s").Op(":=").Lit(0),
-		For(List(Id("_"), Id("x")).Op(":=").Range().Id("xs")).Block(
-			Switch(Id("x").Op(":=").Id("x").Assert(Type())).Block(
-				Case(Int()).Block(Id("s").Op("+=").Id("x")),
-				Case(Index().Int()).Block(For(List(Id("_"), Id("v")).Op(":=").Range().Id("x")).Block(Id("s").Op("+=").Id("v"))),
-			),
-		),
-		Return(Id("s")),
-	)
-	f.Comment("pick is cond ? a : b.")
-	f.Func().Id("pick").Types(Id("T").Any()).Params(Id("cond").Bool(), Id("a"), Id("b").Id("T")).Id("T").Block(
-		If(Id("cond")).Block(Return(Id("a"))),
-		Return(Id("b")),
 	)
 	return nil
 }

@@ -38,7 +38,7 @@ func (f *fwd) fresh(name string) string {
 	return fmt.Sprintf("%s%d", base, n+1)
 }
 
-func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("m.lim")) }
+func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("m.Lim")) }
 
 // tensor returns the Go expression of a value, declaring its tensor on first use.
 func (f *fwd) tensor(v *lower.Value) string {
@@ -52,9 +52,9 @@ func (f *fwd) tensor(v *lower.Value) string {
 		}
 		return "w." + w.Field
 	case lower.Select:
-		return fmt.Sprintf("pick(%s, %s, %s)", f.ref(v.Cond), f.tensor(v.Then), f.tensor(v.Else))
+		return fmt.Sprintf("model.Cond(%s, %s, %s)", f.ref(v.Cond), f.tensor(v.Then), f.tensor(v.Else))
 	case lower.CacheRef:
-		return fmt.Sprintf("&m.kv[%s]", f.ref(v.Index))
+		return fmt.Sprintf("&m.KV[%s]", f.ref(v.Index))
 	case lower.RowsRef:
 		if name, ok := f.byVal[v]; ok {
 			return "&" + name
@@ -63,7 +63,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 		f.byVal[v] = name
 		f.decls = append(f.decls, Id(name).Op(":=").Qual(devicePkg, "Rows").Values(
 			field("RowSeq", Id(f.tensor(v.RowSeq))), field("RowPos", Id(f.tensor(v.RowPos))), field("PageTable", Id(f.tensor(v.PageTable))),
-			field("PageSize", Id("m.lim.PageSize"))))
+			field("PageSize", Id("m.Lim.PageSize"))))
 		return "&" + name
 	}
 	if name, ok := f.byVal[v]; ok {
@@ -236,7 +236,7 @@ func (e *emitter) forward(file *File) error {
 		kvars = append(kvars, f.kvars...)
 
 		var body []Code
-		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("b").Op(",").Op("&").Id("m").Dot("w"),
+		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("B").Op(",").Op("&").Id("m").Dot("w"),
 			Id("l").Op(":=").Op("&").Qual(modelPkg, "Launcher").Values(field("B", Id("b")), field("Trace", Id("m").Dot("Trace"))),
 			Id("launch").Op(":=").Id("l").Dot("Launch"),
 			Id("p").Op(":=").Op("&").Id("m").Dot(lowerFirst(lower.GoName(g.Name))),
@@ -267,8 +267,8 @@ func (e *emitter) forward(file *File) error {
 					),
 					Id(n).Op("+=").Id("g").Index(Lit(0)).Op("*").Id("g").Index(Lit(1)).Op("*").Id("g").Index(Lit(2)),
 				),
-				If(Id(n).Op(">").Id("m").Dot("lim").Dot("Patches")).Block(
-					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: the images have %%d patches; the limit is %%d (Patches); send smaller images or raise the limit", e.p.Family)), Id(n), Id("m").Dot("lim").Dot("Patches"))),
+				If(Id(n).Op(">").Id("m").Dot("Lim").Dot("Patches")).Block(
+					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: the images have %%d patches; the limit is %%d (Patches); send smaller images or raise the limit", e.p.Family)), Id(n), Id("m").Dot("Lim").Dot("Patches"))),
 				),
 			)
 			defined[n] = true
@@ -307,8 +307,8 @@ func (e *emitter) forward(file *File) error {
 				if !defined[d.Name] {
 					return fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
 				}
-				body = append(body, If(Id(d.Name).Op(">").Id(d.Limit.Go(limitRef("m.lim")))).Block(
-					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: %s = %%d exceeds the limit %s = %%d; raise the limit or send fewer rows", e.p.Family, d.Name, d.Limit)), Id(d.Name), Id(d.Limit.Go(limitRef("m.lim"))))),
+				body = append(body, If(Id(d.Name).Op(">").Id(d.Limit.Go(limitRef("m.Lim")))).Block(
+					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: %s = %%d exceeds the limit %s = %%d; raise the limit or send fewer rows", e.p.Family, d.Name, d.Limit)), Id(d.Name), Id(d.Limit.Go(limitRef("m.Lim"))))),
 				))
 			}
 		}
