@@ -3,7 +3,6 @@
 package qwen2vl
 
 import (
-	"fmt"
 	"strconv"
 
 	"tfc/runtime/device"
@@ -66,41 +65,20 @@ func (m *bound) tensors(w *weights) []model.Weight {
 	w.LmLayers = make([]lmLayers, c.L)
 	out = append(out, model.WeightAt(m.prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_vl.graph:64
 	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &w.VisBlocks[i].Norm1Weight))
-	} // graphs/qwen2_vl.graph:65
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.bias", []int{c.VD}, &w.VisBlocks[i].Norm1Bias))
-	} // graphs/qwen2_vl.graph:65
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &w.VisBlocks[i].Norm2Weight))
-	} // graphs/qwen2_vl.graph:66
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.bias", []int{c.VD}, &w.VisBlocks[i].Norm2Bias))
-	} // graphs/qwen2_vl.graph:66
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &w.VisBlocks[i].AttnQkvWeight))
-	} // graphs/qwen2_vl.graph:67
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &w.VisBlocks[i].AttnQkvBias))
-	} // graphs/qwen2_vl.graph:68
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &w.VisBlocks[i].AttnProjWeight))
-	} // graphs/qwen2_vl.graph:69
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &w.VisBlocks[i].AttnProjBias))
-	} // graphs/qwen2_vl.graph:70
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &w.VisBlocks[i].MlpFc1Weight))
-	} // graphs/qwen2_vl.graph:71
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.bias", []int{c.VF}, &w.VisBlocks[i].MlpFc1Bias))
-	} // graphs/qwen2_vl.graph:72
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &w.VisBlocks[i].MlpFc2Weight))
-	} // graphs/qwen2_vl.graph:73
-	for i := 0; i < c.VL; i++ {
-		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.bias", []int{c.VD}, &w.VisBlocks[i].MlpFc2Bias))
-	} // graphs/qwen2_vl.graph:74
+		l := &w.VisBlocks[i]
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/qwen2_vl.graph:65
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.bias", []int{c.VD}, &l.Norm1Bias))                    // graphs/qwen2_vl.graph:65
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/qwen2_vl.graph:66
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.bias", []int{c.VD}, &l.Norm2Bias))                    // graphs/qwen2_vl.graph:66
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/qwen2_vl.graph:67
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &l.AttnQkvBias))           // graphs/qwen2_vl.graph:68
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/qwen2_vl.graph:69
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &l.AttnProjBias))             // graphs/qwen2_vl.graph:70
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/qwen2_vl.graph:71
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.bias", []int{c.VF}, &l.MlpFc1Bias))                 // graphs/qwen2_vl.graph:72
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/qwen2_vl.graph:73
+		out = append(out, model.WeightAt(m.prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.bias", []int{c.VD}, &l.MlpFc2Bias))                 // graphs/qwen2_vl.graph:74
+	}
 	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/qwen2_vl.graph:75
 	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/qwen2_vl.graph:75
 	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/qwen2_vl.graph:76
@@ -109,85 +87,36 @@ func (m *bound) tensors(w *weights) []model.Weight {
 	out = append(out, model.WeightAt(m.prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/qwen2_vl.graph:79
 	out = append(out, model.WeightAt(m.prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/qwen2_vl.graph:81
 	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &w.LmLayers[i].InputLayernormWeight))
-	} // graphs/qwen2_vl.graph:82
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &w.LmLayers[i].SelfAttnQProjWeight))
-	} // graphs/qwen2_vl.graph:83
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &w.LmLayers[i].SelfAttnQProjBias))
-	} // graphs/qwen2_vl.graph:84
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnKProjWeight))
-	} // graphs/qwen2_vl.graph:85
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnKProjBias))
-	} // graphs/qwen2_vl.graph:86
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &w.LmLayers[i].SelfAttnVProjWeight))
-	} // graphs/qwen2_vl.graph:87
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &w.LmLayers[i].SelfAttnVProjBias))
-	} // graphs/qwen2_vl.graph:88
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &w.LmLayers[i].SelfAttnOProjWeight))
-	} // graphs/qwen2_vl.graph:89
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &w.LmLayers[i].PostAttentionLayernormWeight))
-	} // graphs/qwen2_vl.graph:90
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpGateProjWeight))
-	} // graphs/qwen2_vl.graph:91
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &w.LmLayers[i].MlpUpProjWeight))
-	} // graphs/qwen2_vl.graph:92
-	for i := 0; i < c.L; i++ {
-		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &w.LmLayers[i].MlpDownProjWeight))
-	} // graphs/qwen2_vl.graph:93
+		l := &w.LmLayers[i]
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &l.InputLayernormWeight))                  // graphs/qwen2_vl.graph:82
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &l.SelfAttnQProjWeight))      // graphs/qwen2_vl.graph:83
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &l.SelfAttnQProjBias))               // graphs/qwen2_vl.graph:84
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnKProjWeight))     // graphs/qwen2_vl.graph:85
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnKProjBias))              // graphs/qwen2_vl.graph:86
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnVProjWeight))     // graphs/qwen2_vl.graph:87
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnVProjBias))              // graphs/qwen2_vl.graph:88
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &l.SelfAttnOProjWeight))      // graphs/qwen2_vl.graph:89
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &l.PostAttentionLayernormWeight)) // graphs/qwen2_vl.graph:90
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &l.MlpGateProjWeight))                  // graphs/qwen2_vl.graph:91
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &l.MlpUpProjWeight))                      // graphs/qwen2_vl.graph:92
+		out = append(out, model.WeightAt(m.prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &l.MlpDownProjWeight))                  // graphs/qwen2_vl.graph:93
+	}
 	out = append(out, model.WeightAt(m.prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/qwen2_vl.graph:94
 	if !c.Tied {
-		out = append(out, model.WeightAt(""+"lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
+		out = append(out, model.WeightAt("lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
 	} // graphs/qwen2_vl.graph:95
 	return out
 }
 
 // Resolve picks each prefix's alternative by which tensor names the checkpoint has.
 func (m *bound) Resolve(has func(string) bool) error {
-	var found bool
-	_ = found
-	found = false
-	for _, alt := range []string{"visual", "model.visual"} {
-		if has(alt + ".patch_embed.proj.weight") {
-			m.prefix["vis"] = alt
-			found = true
-			break
-		}
-	}
-	if !found {
-		return fmt.Errorf("the checkpoint has no tensor visual.patch_embed.proj.weight or model.visual.patch_embed.proj.weight; qwen2_vl looks for prefix vis under visual | model.visual (graphs/qwen2_vl.graph:60)")
-	}
-	found = false
-	for _, alt := range []string{"model", "model.language_model"} {
-		if has(alt + ".embed_tokens.weight") {
-			m.prefix["lm"] = alt
-			found = true
-			break
-		}
-	}
-	if !found {
-		return fmt.Errorf("the checkpoint has no tensor model.embed_tokens.weight or model.language_model.embed_tokens.weight; qwen2_vl looks for prefix lm under model | model.language_model (graphs/qwen2_vl.graph:61)")
-	}
-	return nil
+	return model.ResolvePrefixes(has, "qwen2_vl", []model.Prefix{
+		{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_vl.graph:60"},
+		{Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_vl.graph:61"},
+	}, m.prefix)
 }
 
 // Manifest lists every tensor the checkpoint must hold, with its shape.
 func (m *bound) Manifest() []model.TensorSpec {
-	var out []model.TensorSpec
-	for _, t := range m.tensors(&weights{}) {
-		out = append(out, model.TensorSpec{
-			Name:  t.Name,
-			Shape: t.Shape,
-		})
-	}
-	return out
+	return model.Manifest(m.tensors(&weights{}))
 }

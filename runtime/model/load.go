@@ -294,3 +294,41 @@ func Cond[T any](cond bool, a, b T) T {
 	}
 	return b
 }
+
+// Prefix is a weight-name prefix of a family with its alternatives; the first under which the
+// Probe tensor exists is chosen. Source is its graph line.
+type Prefix struct {
+	Name   string
+	Alts   []string
+	Probe  string
+	Source string
+}
+
+// ResolvePrefixes sets chosen[p.Name] to each prefix's alternative by which tensor names the
+// checkpoint has, refusing by name a checkpoint that has none of them.
+func ResolvePrefixes(has func(string) bool, family string, ps []Prefix, chosen map[string]string) error {
+	for _, p := range ps {
+		found := false
+		var tried []string
+		for _, alt := range p.Alts {
+			tried = append(tried, alt+p.Probe)
+			if has(alt + p.Probe) {
+				chosen[p.Name], found = alt, true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("the checkpoint has no tensor %s; %s looks for prefix %s under %s (%s)", strings.Join(tried, " or "), family, p.Name, strings.Join(p.Alts, " | "), p.Source)
+		}
+	}
+	return nil
+}
+
+// Manifest lists the names and shapes of ws.
+func Manifest(ws []Weight) []TensorSpec {
+	out := make([]TensorSpec, len(ws))
+	for i, w := range ws {
+		out[i] = TensorSpec{Name: w.Name, Shape: w.Shape}
+	}
+	return out
+}

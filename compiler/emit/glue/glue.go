@@ -292,36 +292,51 @@ func (e *emitter) weights(f *File) error {
 			pfx = Id("m").Dot("prefix").Index(Lit(w.Prefix))
 			path = "." + path
 		}
+		if w.Index == "" && w.Prefix == "" {
+			return Lit(path)
+		}
 		if w.Index == "" {
 			return Add(pfx).Op("+").Lit(path)
 		}
 		parts := strings.SplitN(path, "{i}", 2)
 		return Add(pfx).Op("+").Lit(parts[0]).Op("+").Qual("strconv", "Itoa").Call(Id("i")).Op("+").Lit(parts[1])
 	}
-	for _, w := range p.Weights {
+	// one statement a weight; a per-layer family's weights in one loop, at its first weight's place
+	emitted := map[string]bool{}
+	weight := func(w *lower.Weight, dst Code) Code {
 		var shape []Code
 		for _, d := range w.Shape {
 			shape = append(shape, Id(e.goExpr(d, nil)))
 		}
-		dst := Op("&").Id("w").Dot(w.Field)
-		if w.Group != "" {
-			dst = Op("&").Id("w").Dot(w.Group).Index(Id("i")).Dot(w.Field)
-		}
 		stmt := Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "WeightAt").Call(name(w), Index().Int().Values(shape...), dst))
-		if w.Index != "" {
-			stmt = For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(w.Count, nil)), Id("i").Op("++")).Block(stmt)
-		}
 		if w.Cond != nil {
 			stmt = If(Id(e.goExpr(w.Cond, nil))).Block(stmt)
 		}
-		body = append(body, stmt.Comment(lineOf(w.Pos)))
+		return stmt.Comment(lineOf(w.Pos))
+	}
+	for _, w := range p.Weights {
+		if w.Group == "" {
+			body = append(body, weight(w, Op("&").Id("w").Dot(w.Field)))
+			continue
+		}
+		if emitted[w.Group] {
+			continue
+		}
+		emitted[w.Group] = true
+		loop := []Code{Id("l").Op(":=").Op("&").Id("w").Dot(w.Group).Index(Id("i"))}
+		for _, x := range p.Weights {
+			if x.Group == w.Group {
+				loop = append(loop, weight(x, Op("&").Id("l").Dot(x.Field)))
+			}
+		}
+		body = append(body, For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(w.Count, nil)), Id("i").Op("++")).Block(loop...))
 	}
 	body = append(body, Return(Id("out")))
 	f.Comment("tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.")
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("tensors").Params(Id("w").Op("*").Id("weights")).Index().Qual(modelPkg, "Weight").Block(body...)
 
 	// prefix resolution: the first alternative under which the prefix's first tensor exists
-	var res []Code
+	var prefixes []Code
 	for _, pf := range p.Prefixes {
 		var probe *lower.Weight
 		for _, w := range p.Weights {
@@ -333,36 +348,20 @@ func (e *emitter) weights(f *File) error {
 		if probe == nil {
 			continue
 		}
-		path := "." + strings.Replace(probe.Path, "{i}", "0", 1)
 		var alts []Code
 		for _, a := range pf.Alts {
 			alts = append(alts, Lit(a))
 		}
-		res = append(res, Id("found").Op("=").False(),
-			For(List(Id("_"), Id("alt")).Op(":=").Range().Index().String().Values(alts...)).Block(
-				If(Id("has").Call(Id("alt").Op("+").Lit(path))).Block(
-					Id("m").Dot("prefix").Index(Lit(pf.Name)).Op("=").Id("alt"),
-					Id("found").Op("=").True(),
-					Break(),
-				),
-			),
-			If(Op("!").Id("found")).Block(
-				Return(Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("the checkpoint has no tensor %s; %s looks for %s under %s (%s)", strings.Join(prefixed(pf.Alts, path), " or "), p.Family, "prefix "+pf.Name, strings.Join(pf.Alts, " | "), lineOf(pf.Pos))))),
-			),
-		)
+		prefixes = append(prefixes, Values(field("Name", Lit(pf.Name)), field("Alts", Index().String().Values(alts...)),
+			field("Probe", Lit("."+strings.Replace(probe.Path, "{i}", "0", 1))), field("Source", Lit(lineOf(pf.Pos)))))
 	}
 	f.Comment("Resolve picks each prefix's alternative by which tensor names the checkpoint has.")
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Resolve").Params(Id("has").Func().Params(String()).Bool()).Error().Block(
-		append(append([]Code{Var().Id("found").Bool(), Id("_").Op("=").Id("found")}, res...), Return(Nil()))...,
+		Return(Qual(modelPkg, "ResolvePrefixes").Call(Id("has"), Lit(p.Family), Index().Qual(modelPkg, "Prefix").Values(lines(prefixes)...), Id("m").Dot("prefix"))),
 	)
-
 	f.Comment("Manifest lists every tensor the checkpoint must hold, with its shape.")
 	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Manifest").Params().Index().Qual(modelPkg, "TensorSpec").Block(
-		Var().Id("out").Index().Qual(modelPkg, "TensorSpec"),
-		For(List(Id("_"), Id("t")).Op(":=").Range().Id("m").Dot("tensors").Call(Op("&").Id("weights").Values())).Block(
-			Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "TensorSpec").Values(Dict{Id("Name"): Id("t").Dot("Name"), Id("Shape"): Id("t").Dot("Shape")})),
-		),
-		Return(Id("out")),
+		Return(Qual(modelPkg, "Manifest").Call(Id("m").Dot("tensors").Call(Op("&").Id("weights").Values()))),
 	)
 	return nil
 }
