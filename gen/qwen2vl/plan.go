@@ -19,33 +19,14 @@ type visionPlan struct {
 func planVision(c *Config, l model.Limits) (p visionPlan) {
 	N := l.Patches
 	_ = N
-	p.Px = 0
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.D)),
-		Name:  "vision.px",
-	})
-	p.X = p.Px + (max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.D))
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(N*c.VD, N/(c.M*c.M)*c.MD)),
-		Name:  "vision.x",
-	})
-	p.Qkv = p.X + (max(N*c.VD, N/(c.M*c.M)*c.MD))
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(N*(3*c.VD), N*c.VF)),
-		Name:  "vision.qkv",
-	})
-	p.SizeF32 = p.Qkv + (max(N*(3*c.VD), N*c.VF))
-	p.Pos = 0
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(N*2),
-		Name:  "vision.pos",
-	})
-	p.Spans = p.Pos + (N * 2)
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(N+1),
-		Name:  "vision.spans",
-	})
-	p.SizeI32 = p.Spans + (N + 1)
+	var f32, i32 model.Arena
+	p.Px = f32.Place("vision.px", 4, max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.D))
+	p.X = f32.Place("vision.x", 4, max(N*c.VD, N/(c.M*c.M)*c.MD))
+	p.Qkv = f32.Place("vision.qkv", 4, max(N*(3*c.VD), N*c.VF))
+	p.Pos = i32.Place("vision.pos", 4, N*2)
+	p.Spans = i32.Place("vision.spans", 4, N+1)
+	p.SizeF32, p.SizeI32 = f32.Size, i32.Size
+	p.buffers = append(f32.Buffers, i32.Buffers...)
 	return
 }
 
@@ -75,67 +56,20 @@ func planDecode(c *Config, l model.Limits) (p decodePlan) {
 	_ = I
 	S := l.Rows
 	_ = S
-	p.ImageRows = 0
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(I*c.D, R*c.D, R*(c.H*c.HD), S*c.D, S*c.V)),
-		Name:  "decode.image_rows",
-	})
-	p.X = p.ImageRows + (max(I*c.D, R*c.D, R*(c.H*c.HD), S*c.D, S*c.V))
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(R*c.D, S*c.D)),
-		Name:  "decode.x",
-	})
-	p.QProj = p.X + (max(R*c.D, S*c.D))
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(R*(c.H*c.HD), R*c.F)),
-		Name:  "decode.q_proj",
-	})
-	p.KProj = p.QProj + (max(R*(c.H*c.HD), R*c.F))
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(max(R*(c.HD*c.KV), R*c.F)),
-		Name:  "decode.k_proj",
-	})
-	p.V = p.KProj + (max(R*(c.HD*c.KV), R*c.F))
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(R*(c.HD*c.KV)),
-		Name:  "decode.v",
-	})
-	p.SizeF32 = p.V + (R * (c.HD * c.KV))
-	p.Ids = 0
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(R),
-		Name:  "decode.ids",
-	})
-	p.Pos = p.Ids + R
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(R*3),
-		Name:  "decode.pos",
-	})
-	p.ImageAt = p.Pos + (R * 3)
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(I),
-		Name:  "decode.image_at",
-	})
-	p.LogitRows = p.ImageAt + I
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(S),
-		Name:  "decode.logit_rows",
-	})
-	p.RowsSeq = p.LogitRows + S
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(R),
-		Name:  "decode.rows_seq",
-	})
-	p.RowsPos = p.RowsSeq + R
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(R),
-		Name:  "decode.rows_pos",
-	})
-	p.RowsPages = p.RowsPos + R
-	p.buffers = append(p.buffers, model.PlanBuffer{
-		Bytes: 4 * int64(l.Parallel*((l.Context+l.PageSize-1)/l.PageSize)),
-		Name:  "decode.rows_pages",
-	})
-	p.SizeI32 = p.RowsPages + (l.Parallel * ((l.Context + l.PageSize - 1) / l.PageSize))
+	var f32, i32 model.Arena
+	p.ImageRows = f32.Place("decode.image_rows", 4, max(I*c.D, R*c.D, R*(c.H*c.HD), S*c.D, S*c.V))
+	p.X = f32.Place("decode.x", 4, max(R*c.D, S*c.D))
+	p.QProj = f32.Place("decode.q_proj", 4, max(R*(c.H*c.HD), R*c.F))
+	p.KProj = f32.Place("decode.k_proj", 4, max(R*(c.HD*c.KV), R*c.F))
+	p.V = f32.Place("decode.v", 4, R*(c.HD*c.KV))
+	p.Ids = i32.Place("decode.ids", 4, R)
+	p.Pos = i32.Place("decode.pos", 4, R*3)
+	p.ImageAt = i32.Place("decode.image_at", 4, I)
+	p.LogitRows = i32.Place("decode.logit_rows", 4, S)
+	p.RowsSeq = i32.Place("decode.rows_seq", 4, R)
+	p.RowsPos = i32.Place("decode.rows_pos", 4, R)
+	p.RowsPages = i32.Place("decode.rows_pages", 4, l.Parallel*((l.Context+l.PageSize-1)/l.PageSize))
+	p.SizeF32, p.SizeI32 = f32.Size, i32.Size
+	p.buffers = append(f32.Buffers, i32.Buffers...)
 	return
 }

@@ -332,3 +332,18 @@ func Manifest(ws []Weight) []TensorSpec {
 	}
 	return out
 }
+
+// Arena lays out a graph's buffers of one dtype one after another, for its memory plan.
+type Arena struct {
+	Size    int // elements placed so far
+	Buffers []PlanBuffer
+}
+
+// Place returns the offset, in elements, of a buffer of n elements of elemBytes each, after
+// the buffers placed before it; name names it in the plan.
+func (a *Arena) Place(name string, elemBytes, n int) int {
+	off := a.Size
+	a.Size += n
+	a.Buffers = append(a.Buffers, PlanBuffer{Name: name, Bytes: int64(elemBytes) * int64(n)})
+	return off
+}

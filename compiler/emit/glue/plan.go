@@ -2,6 +2,7 @@ package glue
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/dave/jennifer/jen"
 
@@ -43,27 +44,32 @@ func (e *emitter) plan(f *File) error {
 			body = append(body, Id(d.Name).Op(":=").Id(d.Limit.Go(limitRef("l"))), Id("_").Op("=").Id(d.Name))
 		}
 		ref := func(x *lower.Expr) string { return e.goExpr(x, limitRef("l")) }
+		arena := func(a *lower.Arena) string { return strings.ToLower(a.DType) }
+		var names []Code
 		for _, a := range g.Arenas {
-			prev := ""
-			for _, b := range a.Buffers {
-				field := "p." + lower.GoName(b.Name)
-				if prev == "" {
-					body = append(body, Id(field).Op("=").Lit(0))
-				} else {
-					body = append(body, Id(field).Op("=").Id(prev))
-				}
-				size := ref(b.Size)
-				prev = field + " + " + parenthesize(size)
-				body = append(body, Id("p.buffers").Op("=").Append(Id("p.buffers"), Qual(modelPkg, "PlanBuffer").Values(Dict{
-					Id("Name"):  Lit(g.Name + "." + b.Name),
-					Id("Bytes"): Lit(dtypeSize(a.DType)).Op("*").Int64().Call(Id(size)),
-				})))
-			}
-			if prev == "" {
-				prev = "0"
-			}
-			body = append(body, Id("p.Size"+a.DType).Op("=").Id(prev))
+			names = append(names, Id(arena(a)))
 		}
+		body = append(body, Var().List(names...).Qual(modelPkg, "Arena"))
+		for _, a := range g.Arenas {
+			for _, b := range a.Buffers {
+				body = append(body, Id("p."+lower.GoName(b.Name)).Op("=").Id(arena(a)).Dot("Place").Call(Lit(g.Name+"."+b.Name), Lit(dtypeSize(a.DType)), Id(ref(b.Size))))
+			}
+		}
+		var sizes, vals, bufs []Code
+		for _, a := range g.Arenas {
+			sizes = append(sizes, Id("p.Size"+a.DType))
+			vals = append(vals, Id(arena(a)).Dot("Size"))
+			bufs = append(bufs, Id(arena(a)).Dot("Buffers"))
+		}
+		body = append(body, List(sizes...).Op("=").List(vals...))
+		all := Id(arena(g.Arenas[0])).Dot("Buffers")
+		if len(bufs) > 1 {
+			all = Append(bufs[0], Add(bufs[1]).Op("..."))
+			for _, b := range bufs[2:] {
+				all = Append(all, Add(b).Op("..."))
+			}
+		}
+		body = append(body, Id("p.buffers").Op("=").Add(all))
 		body = append(body, Return())
 		f.Func().Id(planFunc(g)).Params(Id("c").Op("*").Id("Config"), Id("l").Qual(modelPkg, "Limits")).Params(Id("p").Id(planType(g))).Block(body...)
 	}
