@@ -14,8 +14,9 @@ import (
 
 // Pos is a source position; Line and Col count from 1, Col in characters.
 type Pos struct {
-	File      string
-	Line, Col int
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
 }
 
 // String is "file:line:col".

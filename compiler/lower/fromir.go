@@ -37,7 +37,6 @@ func PackageName(family string) string {
 	return strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(family))
 }
 
-func pos(p ir.Pos) Pos { return Pos{File: p.File, Line: p.Line, Col: p.Col} }
 
 // Translate turns the module into a Program of unfused device ops, one launch each.
 func Translate(m *ir.Module) (*Program, error) {
@@ -49,7 +48,7 @@ func Translate(m *ir.Module) (*Program, error) {
 		Architectures: m.Architectures,
 	}
 	for _, c := range m.Config {
-		prm := &Param{Name: c.Name, Len: c.Len, Paths: c.Paths, Pos: pos(c.Pos)}
+		prm := &Param{Name: c.Name, Len: c.Len, Paths: c.Paths, Pos: c.Pos}
 		switch c.Type {
 		case ir.Int:
 			prm.Type = "int"
@@ -83,14 +82,14 @@ func Translate(m *ir.Module) (*Program, error) {
 		default:
 			cond = Bin(string(r.Op), FromDim(r.Left), FromDim(r.Right))
 		}
-		p.Requires = append(p.Requires, &Require{Cond: cond, Src: r.Src, Pos: pos(r.Pos)})
+		p.Requires = append(p.Requires, &Require{Cond: cond, Src: r.Src, Pos: r.Pos})
 	}
 	for _, pf := range m.Prefixes {
-		p.Prefixes = append(p.Prefixes, &Prefix{Name: pf.Name, Alts: pf.Alternatives, Pos: pos(pf.Pos)})
+		p.Prefixes = append(p.Prefixes, &Prefix{Name: pf.Name, Alts: pf.Alternatives, Pos: pf.Pos})
 	}
 	weights := map[*ir.Weight]*Weight{}
 	for _, w := range m.Weights {
-		lw := &Weight{Index: w.Index, Pos: pos(w.Pos)}
+		lw := &Weight{Index: w.Index, Pos: w.Pos}
 		name := w.Name
 		if w.Prefix != nil {
 			lw.Prefix = w.Prefix.Name
@@ -125,7 +124,7 @@ func Translate(m *ir.Module) (*Program, error) {
 		if r.rule == nil {
 			continue
 		}
-		lr := &Rule{Kind: r.kind, Name: r.rule.Name, Pos: pos(r.rule.Pos)}
+		lr := &Rule{Kind: r.kind, Name: r.rule.Name, Pos: r.rule.Pos}
 		for _, a := range r.rule.Args {
 			lr.Args = append(lr.Args, RuleArg{Name: a.Name, Value: attrExpr(a)})
 		}
@@ -258,7 +257,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			role = "decoder"
 		}
 	}
-	t := &translator{b: NewGraph(g.Name, role, pos(g.Pos)), env: map[*ir.Value]*Value{}, uses: map[*ir.Value]int{}, weights: weights}
+	t := &translator{b: NewGraph(g.Name, role, g.Pos), env: map[*ir.Value]*Value{}, uses: map[*ir.Value]int{}, weights: weights}
 	limit := Ref("Patches")
 	if role == "decoder" {
 		limit = Ref("Rows")
@@ -286,7 +285,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 	}
 	pixels := false
 	for _, prm := range g.Params {
-		ps := pos(prm.Pos)
+		ps := prm.Pos
 		rows, cols := shape2(prm.Shape)
 		switch prm.Kind {
 		case ir.Rows:
@@ -334,7 +333,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 		return nil, err
 	}
 	if len(g.Results) != 1 {
-		return nil, fmt.Errorf("%s: graph %s returns %d values; a graph returns one tensor", pos(g.Pos), g.Name, len(g.Results))
+		return nil, fmt.Errorf("%s: graph %s returns %d values; a graph returns one tensor", g.Pos, g.Name, len(g.Results))
 	}
 	out := t.env[g.Results[0]]
 	if g.Results[0].Name == "" {
@@ -351,7 +350,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 	}
 	t.b.Return(out)
 	for _, r := range g.Requires {
-		t.b.G.Requires = append(t.b.G.Requires, &Require{Cond: Bin(string(r.Op), FromDim(r.Left), FromDim(r.Right)), Src: r.Src, Pos: pos(r.Pos)})
+		t.b.G.Requires = append(t.b.G.Requires, &Require{Cond: Bin(string(r.Op), FromDim(r.Left), FromDim(r.Right)), Src: r.Src, Pos: r.Pos})
 	}
 	return t.b.G, nil
 }
@@ -416,7 +415,7 @@ func (t *translator) attr(n *ir.Node, name string) *Expr {
 	return nil
 }
 
-func src(n *ir.Node) []Source { return []Source{{Op: string(n.Op), Pos: pos(n.Pos)}} }
+func src(n *ir.Node) []Source { return []Source{{Op: string(n.Op), Pos: n.Pos}} }
 
 var activations = map[ir.Op]string{ir.OpSiLU: "silu", ir.OpGELU: "gelu", ir.OpGELUTanh: "gelu_tanh", ir.OpQuickGELU: "quick_gelu"}
 
@@ -426,13 +425,13 @@ func (t *translator) writable(n *ir.Node, role string) *Value {
 	if t.uses[n.Arg(role).Value] <= 1 && x.Kind != Input {
 		return x
 	}
-	c := t.b.New(x.Name+"_copy", x.DType, x.Rows, x.Cols, pos(n.Pos))
+	c := t.b.New(x.Name+"_copy", x.DType, x.Rows, x.Cols, n.Pos)
 	t.b.Op("copy", []Arg{{"X", x}, {"Y", c}}, nil, c, src(n)...)
 	return c
 }
 
 func (t *translator) node(n *ir.Node) error {
-	b, ps := t.b, pos(n.Pos)
+	b, ps := t.b, n.Pos
 	out := func(i int) *Value {
 		rows, cols := shape2(n.Outs[i].Shape)
 		return b.New(t.name(n, i), "F32", rows, cols, ps)

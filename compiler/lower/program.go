@@ -5,8 +5,9 @@
 package lower
 
 import (
-	"fmt"
 	"strings"
+
+	"tfc/compiler/ir"
 )
 
 // Program is a family lowered for emission.
@@ -26,14 +27,8 @@ type Program struct {
 	SpecPageSize  int       // the KV page size the HIP kernels were built for; 0 when not specialised
 }
 
-// Pos is a position in the graph file.
-type Pos struct {
-	File string `json:"file"`
-	Line int    `json:"line"`
-	Col  int    `json:"col"`
-}
-
-func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+// Pos is a position in the graph file: the IR's, kept through lowering.
+type Pos = ir.Pos
 
 // Param is one config value: read from config.json paths, derived from others, or defaulted.
 type Param struct {

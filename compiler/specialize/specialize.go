@@ -20,19 +20,20 @@ type Program struct {
 	Package  string           `json:"package"`
 	Params   []*lower.Param   `json:"params"`
 	Requires []*lower.Require `json:"requires"`
-	Kernels  []Kernel         `json:"kernels"`
+	Kernels  []UnboundKernel  `json:"kernels"`
 }
 
-// Kernel is a kernel whose constants are expressions over the config values.
-type Kernel struct {
-	Name   string   `json:"name"`
-	Role   string   `json:"role,omitempty"`
-	Source []string `json:"source"` // graph file:line of each fused op
-	Ops    []Op     `json:"ops"`
+// UnboundKernel is a kernel whose constants are still expressions over the config values; At
+// binds it to one config.
+type UnboundKernel struct {
+	Name   string      `json:"name"`
+	Role   string      `json:"role,omitempty"`
+	Source []string    `json:"source"` // graph file:line of each fused op
+	Ops    []UnboundOp `json:"ops"`
 }
 
-// Op is one op of a kernel, as hip.Op with its constants still symbolic.
-type Op struct {
+// UnboundOp is one op of an UnboundKernel: hip.Op with its constants still expressions.
+type UnboundOp struct {
 	Kind   string                 `json:"kind"`
 	Act    string                 `json:"act,omitempty"`
 	Ints   map[string]*lower.Expr `json:"ints,omitempty"`
@@ -56,8 +57,8 @@ func FromLowered(p *lower.Program) Program {
 }
 
 // kernelOf keeps of k what its HIP rendering needs, constants as expressions.
-func kernelOf(k *lower.Kernel) Kernel {
-	sk := Kernel{Name: k.Name, Role: k.Role}
+func kernelOf(k *lower.Kernel) UnboundKernel {
+	sk := UnboundKernel{Name: k.Name, Role: k.Role}
 	seen := map[string]bool{}
 	for _, s := range k.Sources {
 		line := fmt.Sprintf("%s:%d", s.File, s.Line)
@@ -68,7 +69,7 @@ func kernelOf(k *lower.Kernel) Kernel {
 	}
 	internal := k.Internal()
 	for i, op := range k.Ops {
-		o := Op{Kind: op.Kind, Ints: map[string]*lower.Expr{}, Floats: map[string]*lower.Expr{}, Flags: map[string]bool{}}
+		o := UnboundOp{Kind: op.Kind, Ints: map[string]*lower.Expr{}, Floats: map[string]*lower.Expr{}, Flags: map[string]bool{}}
 		if a := op.Attr("Act"); a != nil {
 			o.Act = a.Name
 		}
@@ -123,7 +124,7 @@ func kernelOf(k *lower.Kernel) Kernel {
 }
 
 // At is k with its constants evaluated at spec, as the HIP renderer takes it.
-func (k Kernel) At(spec *lower.Spec) (hip.Kernel, error) {
+func (k UnboundKernel) At(spec *lower.Spec) (hip.Kernel, error) {
 	hk := hip.Kernel{Name: k.Name, Role: k.Role, Source: k.Source}
 	for _, o := range k.Ops {
 		h := hip.Op{Kind: o.Kind, Act: o.Act, Ints: map[string]int{}, Floats: map[string]float64{}, Flags: map[string]bool{}, DTypes: map[string]string{}}
