@@ -8,7 +8,8 @@ import (
 func TestSourcesEmbedded(t *testing.T) {
 	for name, want := range map[string]string{
 		"tfc_hip.h":     "struct tfc_bf16",
-		"tfc_kernels.h": "tfc_gemm_tile",
+		"tfc_kernels.h": "#include \"tfc_gemm.h\"",
+		"tfc_gemm.h":    "tfc_gemm_tile",
 		"sample.hip":    "#include \"tfc_kernels.h\"",
 	} {
 		b, err := Sources.ReadFile(name)

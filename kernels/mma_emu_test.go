@@ -42,10 +42,7 @@ func TestAttentionEmulated(t *testing.T) {
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {
 	files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h", main)
-	var err error
-	if files["tfc_kernels.h"], err = Sources.ReadFile("tfc_kernels.h"); err != nil {
-		t.Fatal(err)
-	}
+	emutest.AddTemplates(t, files, Sources)
 	bin := emutest.Build(t, files, main, append([]string{"-O2"}, flags...)...)
 	out, err := exec.Command(bin).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0 failed") {

@@ -37,7 +37,6 @@ func PackageName(family string) string {
 	return strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(family))
 }
 
-
 // Translate turns the module into a Program of unfused device ops, one launch each.
 func Translate(m *ir.Module) (*Program, error) {
 	p := &Program{

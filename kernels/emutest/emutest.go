@@ -4,6 +4,7 @@
 package emutest
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,4 +52,22 @@ func Read(t testing.TB, dir string, names ...string) map[string][]byte {
 		files[name] = data
 	}
 	return files
+}
+
+// AddTemplates puts every device template header of srcs (package kernels' Sources: each *.h but
+// the portability header tfc_hip.h, which the drivers bring in an emulating form) into files.
+func AddTemplates(t testing.TB, files map[string][]byte, srcs fs.FS) {
+	t.Helper()
+	names, err := fs.Glob(srcs, "*.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if name == "tfc_hip.h" {
+			continue
+		}
+		if files[name], err = fs.ReadFile(srcs, name); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -98,10 +98,7 @@ func runRopeEmulated(t *testing.T, src []byte, defs []string) (string, error) {
 	}
 	files := emutest.Read(t, filepath.Join("..", "..", "..", "kernels", "testdata", "mmaemu"), "tfc_hip.h", "rope.cpp")
 	files["rope_kernels.hip"] = src
-	var err error
-	if files["tfc_kernels.h"], err = kernels.Sources.ReadFile("tfc_kernels.h"); err != nil {
-		t.Fatal(err)
-	}
+	emutest.AddTemplates(t, files, kernels.Sources)
 	bin := emutest.Build(t, files, "rope.cpp", append([]string{"-O1"}, defs...)...)
 	out, err := exec.Command(bin).CombinedOutput()
 	return strings.TrimSpace(string(out)), err

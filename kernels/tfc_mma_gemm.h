@@ -1,0 +1,255 @@
+// tfc_mma_gemm.h: the tensor-core GEMM of the vision linears on CUDA (tfc_gemm_mma, mma.sync BF16 with
+// F32 activations split exactly into three BF16 terms).
+#pragma once
+#include "tfc_gemm.h"
+
+#if TFC_CUDA
+// ---------------------------------------------------------------------------------------------
+// Tensor-core GEMM (CUDA): the linears of the vision towers.
+//
+// tfc_gemm_mma computes what tfc_gemm_tile computes, the BM×BN tile at row m0 of X·Wᵀ with X
+// F32 [M,K] and W BF16 [N,K] (tile column c is column tfc_col(cols, c): cols is n0, or a
+// tfc_rope_pairs), and leaves it in smem as C[r*(BN+1) + c] for the same epilogue,
+// but on the tensor cores (mma.sync m16n8k16, BF16 operands, F32 accumulation). Each activation
+// is split exactly into three BF16 terms, x = hi + lo + lo2: hi is x with its low 16 bits
+// cleared, lo the rest with its low 16 bits cleared, and lo2 what is left, which has at most 8
+// significant bits. Weights are BF16 already, so every product is the product of the F32
+// operands; the error is the accumulation's alone. Two terms would keep 16 of x's 24 bits, a
+// relative error of up to 2^-16 on every product, too close to the contract's 4e-5 bound of a
+// linear; the third term costs a third more tensor-core work and leaves no representation error.
+// ±Inf and NaN go in hi alone (NaN made quiet), so they reach the outputs as the reference's.
+//
+// Order of accumulation, fixed for every output: k in steps of 16 from 0 (K padded with zeros to
+// a multiple of TFC_MMA_BK); within each TFC_KC chunk the hi products go to one accumulator and
+// the lo2 then lo products to another, both from zero; at the chunk's end hi + lo is added to the
+// output's sum, chunks in ascending order. An output's bits depend only on its own row of X and
+// column of W: every tile, whatever its width and however many of its rows are real (rows past M
+// are zeros), computes each element with the same instructions. So the path is the same at every
+// M (there is no small-row path here) and a row's result does not depend on the launch.
+//
+// 256 threads are 8 warps, (BM/16) along the rows by 8/(BM/16) along the columns; warp (wm, wn)
+// owns rows 16wm..16wm+15 and the 8-column tiles wn, wn + WN, ... Each TFC_MMA_BK step is staged
+// in LDS as BF16 (three planes of X's terms and one of W, rows padded to TFC_MMA_LD elements so
+// that ldmatrix reads hit distinct banks), double-buffered: the next step's global loads are in
+// flight while the tensor cores work on this one, and one barrier a step separates them.
+#define TFC_MMA_BK 32
+#define TFC_MMA_LD (TFC_MMA_BK + 8)
+
+// tfc_mma_smem is the LDS (in floats) tfc_gemm_mma needs: two stages, then the C tile.
+template <int BM, int BN>
+struct tfc_mma_smem {
+  static constexpr int stage = (3 * BM + BN) * TFC_MMA_LD;  // BF16 elements of one stage
+  static constexpr int ab = stage;                          // floats of two stages
+  static constexpr int c = BM * (BN + 1);
+  static constexpr int floats = ab > c ? ab : c;
+};
+
+// tfc_split3 splits x into the BF16 bits of hi, lo and lo2 (see above).
+__device__ __forceinline__ void tfc_split3(float x, unsigned& hi, unsigned& lo, unsigned& lo2) {
+  const unsigned u = __float_as_uint(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) {
+    hi = (u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u);
+    lo = lo2 = 0u;
+    return;
+  }
+  const float r = x - __uint_as_float(u & 0xffff0000u);  // exact: the low 16 bits of x
+  const unsigned ur = __float_as_uint(r);
+  const float r2 = r - __uint_as_float(ur & 0xffff0000u);  // exact, at most 8 significant bits
+  hi = u >> 16;
+  lo = ur >> 16;
+  lo2 = __float_as_uint(r2) >> 16;
+}
+
+#ifndef TFC_MMA_EMULATED  // a host test can supply these three to run tfc_gemm_mma on the CPU
+__device__ __forceinline__ unsigned tfc_smem_addr(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\n" : "=r"(a) : "l"(p));
+  return a;
+}
+// tfc_ldsm_x4 loads four 8×8 BF16 matrices from the shared address a of each lane: lane l gives
+// row l%8 of matrix l/8, and register j of lane l holds elements 2(l%4), 2(l%4)+1 of row l/4 of
+// matrix j.
+__device__ __forceinline__ void tfc_ldsm_x4(unsigned (&r)[4], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+// tfc_ldsm_x2 is tfc_ldsm_x4 for two matrices; lanes 0..15 give the addresses.
+__device__ __forceinline__ void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(a)
+               : "memory");
+}
+// tfc_mma_bf16: d += a·b on a 16×8 tile, a 16×16 row-major BF16, b 16×8 column-major BF16.
+__device__ __forceinline__ void tfc_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+// tfc_mma_load reads the TFC_MMA_BK step at k0 of the tile into registers: a thread's float4s of
+// X (unit u: row u/8, k 4(u%8)) and 8-element pieces of W (unit u: column u/4, k 8(u%4)). Past
+// M, N or kend it reads zeros; rows that are not 16-byte aligned are read an element at a time.
+// Tile column c is W row tfc_col(cols, c): cols is n0, or a tfc_rope_pairs.
+template <int BM, int BN, int N, int A4, int B8, typename COLS>
+__device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], const float* X, int ldx, bool xvec,
+                                             const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols, int k0,
+                                             int kend) {
+  constexpr int BK = TFC_MMA_BK;
+#pragma unroll
+  for (int i = 0; i < A4; ++i) {
+    const int u = threadIdx.x + 256 * i, m = m0 + u / (BK / 4), k = k0 + 4 * (u % (BK / 4));
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (u < BM * BK / 4 && m < M) {
+      const float* p = X + (size_t)m * ldx + k;
+      if (xvec && k + 4 <= kend) {
+        v = *reinterpret_cast<const float4*>(p);
+      } else {
+        v.x = k < kend ? p[0] : 0.f;
+        v.y = k + 1 < kend ? p[1] : 0.f;
+        v.z = k + 2 < kend ? p[2] : 0.f;
+        v.w = k + 3 < kend ? p[3] : 0.f;
+      }
+    }
+    ra[i] = v;
+  }
+#pragma unroll
+  for (int i = 0; i < B8; ++i) {
+    const int u = threadIdx.x + 256 * i, n = tfc_col(cols, u / (BK / 8)), k = k0 + 8 * (u % (BK / 8));
+    uint4 w = make_uint4(0u, 0u, 0u, 0u);
+    if (u < BN * BK / 8 && n < N) {
+      const tfc_bf16* p = W + (size_t)n * ldw + k;
+      if (wvec && k + 8 <= kend) {
+        w = *reinterpret_cast<const uint4*>(p);
+      } else {
+        unsigned e[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) e[j] = k + j < kend ? p[j].bits : 0u;
+        w = make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16);
+      }
+    }
+    rb[i] = w;
+  }
+}
+
+// tfc_mma_store writes the registers tfc_mma_load read into the stage at s: X split into its
+// three planes [3][BM][TFC_MMA_LD], then W [BN][TFC_MMA_LD].
+template <int BM, int BN, int A4, int B8, int MUT>
+__device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&ra)[A4], const uint4 (&rb)[B8]) {
+  constexpr int BK = TFC_MMA_BK, LD = TFC_MMA_LD;
+  tfc_fill_skew<MUT>();
+#pragma unroll
+  for (int i = 0; i < A4; ++i) {
+    const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
+    if (u >= BM * BK / 4) continue;
+    unsigned h[4], l[4], l2[4];
+    tfc_split3(ra[i].x, h[0], l[0], l2[0]);
+    tfc_split3(ra[i].y, h[1], l[1], l2[1]);
+    tfc_split3(ra[i].z, h[2], l[2], l2[2]);
+    tfc_split3(ra[i].w, h[3], l[3], l2[3]);
+    *reinterpret_cast<uint2*>(s + r * LD + k) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+    *reinterpret_cast<uint2*>(s + (BM + r) * LD + k) = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
+    *reinterpret_cast<uint2*>(s + (2 * BM + r) * LD + k) = make_uint2(l2[0] | l2[1] << 16, l2[2] | l2[3] << 16);
+  }
+#pragma unroll
+  for (int i = 0; i < B8; ++i) {
+    const int u = threadIdx.x + 256 * i, c = u / (BK / 8), k = 8 * (u % (BK / 8));
+    if (u < BN * BK / 8) *reinterpret_cast<uint4*>(s + (3 * BM + c) * LD + k) = rb[i];
+  }
+}
+
+template <int BM, int BN, int N, int K, int MUT, typename COLS>
+__device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
+  constexpr int BK = TFC_MMA_BK, LD = TFC_MMA_LD;
+  constexpr int WM = BM / 16, WN = 8 / WM;            // warps along rows and columns
+  constexpr int NT8 = BN / 8, NT = (NT8 + WN - 1) / WN;  // 8-column tiles: of the tile, of a warp
+  constexpr int A4 = (BM * BK / 4 + 255) / 256, B8 = (BN * BK / 8 + 255) / 256;
+  constexpr int KT = (K + BK - 1) / BK, STAGE = tfc_mma_smem<BM, BN>::stage;
+  static_assert(BM % 16 == 0 && WM >= 1 && WM <= 8 && 8 % WM == 0, "BM must be 16, 32, 64 or 128");
+  static_assert(BN % 8 == 0, "BN must be a multiple of 8");
+  static_assert(TFC_KC % BK == 0, "chunks hold whole steps");
+  static_assert(tfc_mma_smem<BM, BN>::floats * 4 <= 48 * 1024, "the tile's LDS must fit a block's static 48 KiB");
+  unsigned short* const sm = reinterpret_cast<unsigned short*>(smem);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp % WM, wn = warp / WM;
+  // shared byte addresses of this lane's ldmatrix rows in stage 0: A (hi; lo and lo2 follow
+  // BM rows apart) and B (8-column tile 0; tile j is 8j rows on)
+  const unsigned a0 = tfc_smem_addr(sm) + 2 * ((wm * 16 + lane % 16) * LD + lane / 16 * 8);
+  const unsigned b0 = tfc_smem_addr(sm) + 2 * ((3 * BM + lane % 8) * LD + lane / 8 % 2 * 8);
+  const unsigned b0x4 = b0 + 2 * (lane / 16 * WN * 8 * LD);  // lanes 16..31: tile j + WN
+  const int kend = tfc_bound<MUT>(K);
+  const int ldxm = tfc_stride<MUT>(ldx);
+  const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
+  float acc[NT][4], phi[NT][4], plo[NT][4];
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = phi[i][e] = plo[i][e] = 0.f;
+
+  float4 ra[A4];
+  uint4 rb[B8];
+  tfc_mma_load<BM, BN, N>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, 0, kend);
+  tfc_mma_store<BM, BN, A4, B8, MUT>(sm, ra, rb);
+  tfc_fill_barrier<MUT>();
+#pragma unroll 1
+  for (int s = 0; s < KT; ++s) {
+    if (s + 1 < KT) tfc_mma_load<BM, BN, N>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, (s + 1) * BK, kend);
+    const unsigned st = 2 * (s & 1) * STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned a[3][4];  // hi, lo, lo2 of rows 16wm.., k kk..kk+15
+#pragma unroll
+      for (int p = 0; p < 3; ++p) tfc_ldsm_x4(a[p], a0 + st + 2 * (p * BM * LD + kk));
+      unsigned bb[4];  // when every warp has NT whole tiles, tiles i and i+1 load together
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
+        const int j = wn + WN * i;
+        if (NT8 % WN != 0 && j >= NT8) continue;
+        unsigned b[2];
+        if (NT8 % WN == 0 && i % 2 == 0 && i + 1 < NT) {
+          tfc_ldsm_x4(bb, b0x4 + st + 2 * (j * 8 * LD + kk));
+          b[0] = bb[0], b[1] = bb[1];
+        } else if (NT8 % WN == 0 && i % 2 == 1) {
+          b[0] = bb[2], b[1] = bb[3];
+        } else {
+          tfc_ldsm_x2(b, b0 + st + 2 * (j * 8 * LD + kk));
+        }
+        tfc_mma_bf16(plo[i], a[2], b);
+        tfc_mma_bf16(plo[i], a[1], b);
+        tfc_mma_bf16(phi[i], a[0], b);
+      }
+    }
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) {
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[i][e] += phi[i][e] + plo[i][e];
+          phi[i][e] = plo[i][e] = 0.f;
+        }
+    }
+    if (s + 1 < KT) {
+      tfc_mma_store<BM, BN, A4, B8, MUT>(sm + ((s + 1) & 1) * STAGE, ra, rb);
+      tfc_fill_barrier<MUT>();
+    }
+  }
+  __syncthreads();  // C overlays the stages
+  float* C = smem;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < NT; ++i) {
+    const int j = wn + WN * i;
+    if (NT8 % WN != 0 && j >= NT8) continue;
+    float* c = C + (wm * 16 + g) * (BN + 1) + j * 8 + 2 * t;
+    c[0] = acc[i][0];
+    c[1] = acc[i][1];
+    c[8 * (BN + 1)] = acc[i][2];
+    c[8 * (BN + 1) + 1] = acc[i][3];
+  }
+  __syncthreads();
+}
+#endif
