@@ -561,3 +561,71 @@ func (s Shape) String() string {
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
+
+// DimBuilder makes another package's expression from a Dim's normal form: Int for a constant,
+// Name for a variable or list element ("sect[0]"), Op for + - * / % (a/b and a%b floor, as
+// Dim's), Neg for a negated product.
+type DimBuilder[E any] struct {
+	Int  func(int64) E
+	Name func(string) E
+	Op   func(op string, a, b E) E
+	Neg  func(E) E
+}
+
+// Build is d as an expression of b's kind, with String's shape: terms left to right, each the
+// product of its coefficient and factors left to right, a term of negative coefficient after the
+// first subtracted; but built from the structure, so a floor division or remainder stays one
+// factor of its term instead of taking the factors before it into its numerator.
+func Build[E any](d Dim, b DimBuilder[E]) E {
+	if len(d.terms) == 0 {
+		return b.Int(0)
+	}
+	var out E
+	for i, t := range d.terms {
+		switch {
+		case i == 0:
+			out = buildTerm(t, t.coef, b)
+		case t.coef < 0:
+			out = b.Op("-", out, buildTerm(t, -t.coef, b))
+		default:
+			out = b.Op("+", out, buildTerm(t, t.coef, b))
+		}
+	}
+	return out
+}
+
+// buildTerm is t with coefficient coef: coef alone, the factors (negated when coef is -1, as
+// String writes "-D"), or coef times the factors.
+func buildTerm[E any](t term, coef int64, b DimBuilder[E]) E {
+	if len(t.atoms) == 0 {
+		return b.Int(coef)
+	}
+	var out E
+	for i, a := range t.atoms {
+		x := buildAtom(a, b)
+		switch {
+		case i > 0:
+			out = b.Op("*", out, x)
+		case coef == 1:
+			out = x
+		case coef == -1:
+			out = b.Neg(x)
+		default:
+			out = b.Op("*", b.Int(coef), x)
+		}
+	}
+	return out
+}
+
+// buildAtom is one factor: a name, or a floor division or remainder of two Dims.
+func buildAtom[E any](a atom, b DimBuilder[E]) E {
+	switch a.kind {
+	case atomVar:
+		return b.Name(a.name)
+	case atomElem:
+		return b.Name(a.name + "[" + strconv.Itoa(a.index) + "]")
+	case atomDiv:
+		return b.Op("/", Build(*a.num, b), Build(*a.den, b))
+	}
+	return b.Op("%", Build(*a.num, b), Build(*a.den, b))
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfc/compiler/ir"
 	"tfc/compiler/lower"
 	"tfc/compiler/lower/lowertest"
 )
@@ -133,13 +134,15 @@ func TestExplain(t *testing.T) {
 }
 
 func TestExprFoldAndGo(t *testing.T) {
-	e, err := lower.ParseExpr("N/(M*M) + sect[0]*2 - 3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := ir.Var("M")
+	e := lower.FromDim(ir.Var("N").Div(m.Mul(m)).Add(ir.Elem("sect", 0).Scale(2)).Sub(ir.Const(3)))
 	got := e.Go(func(n string) string { return "c." + n })
-	if got != "c.N / (c.M * c.M) + c.sect[0] * 2 - 3" {
+	if got != "2 * c.sect[0] + c.N / (c.M * c.M) - 3" {
 		t.Errorf("Go form %q", got)
+	}
+	// a floor division stays one factor of its term: D·(N/(M·M)), not (D·N)/(M·M)
+	if got := lower.FromDim(ir.Var("D").Mul(ir.Var("N").Div(m.Mul(m)))).String(); got != "D * (N / (M * M))" {
+		t.Errorf("product with a division: %s", got)
 	}
 	f := lower.Fold(e, map[string]*lower.Expr{"M": lower.Int(2), "N": lower.Int(16), "sect[0]": lower.Int(5)})
 	if !f.IsInt(11) {
