@@ -12,4 +12,3 @@ func FromDim(d ir.Dim) *Expr {
 		Neg:  func(x *Expr) *Expr { return &Expr{Op: "neg", Args: []*Expr{x}} },
 	})
 }
-
