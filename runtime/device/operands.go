@@ -43,89 +43,94 @@ func Deref(op Op) Op {
 	return op
 }
 
-// Operands lists an op's present tensors in the field order of its struct, the one list every
-// backend and the contract read: attention without a cache reads Spans; with one it reads and
-// writes Cache.K and Cache.V and reads Rows.RowSeq, Rows.RowPos and Rows.PageTable.
+// Field is one tensor field of a catalog op: its path in the op's struct, whether the op reads
+// it, writes it (both: rope's X, scatter's Y, the KV cache), and whether it holds I32 indices.
+type Field struct {
+	Path      string
+	In, Out   bool
+	Index     bool
+	WithCache int8 // attention: 1 only with a KV cache, -1 only without, 0 either way
+}
+
+var (
+	in    = func(p string) Field { return Field{Path: p, In: true} }
+	out   = func(p string) Field { return Field{Path: p, Out: true} }
+	inout = func(p string) Field { return Field{Path: p, In: true, Out: true} }
+	index = func(p string) Field { return Field{Path: p, In: true, Index: true} }
+)
+
+// Fields lists each catalog op's tensor fields in the order of its struct, by OpName: the one
+// list of an op's tensors and their roles, which Operands, the GPU marshal, the contract and the
+// HIP emitter read.
+var Fields = map[string][]Field{
+	"linear":    {in("X"), in("W"), in("B"), in("Res"), out("Y")},
+	"rmsnorm":   {in("X"), in("Res"), out("Sum"), in("W"), out("Y")},
+	"layernorm": {in("X"), in("W"), in("B"), out("Y")},
+	"rope":      {inout("X"), index("Pos")},
+	"attention": {in("Q"), in("K"), in("V"), out("Y"), {Path: "Spans", In: true, Index: true, WithCache: -1},
+		{Path: "Cache.K", In: true, Out: true, WithCache: 1}, {Path: "Cache.V", In: true, Out: true, WithCache: 1},
+		{Path: "Rows.RowSeq", In: true, Index: true, WithCache: 1}, {Path: "Rows.RowPos", In: true, Index: true, WithCache: 1},
+		{Path: "Rows.PageTable", In: true, Index: true, WithCache: 1}},
+	"add":      {in("A"), in("B"), out("Y")},
+	"mul":      {in("A"), in("B"), out("Y")},
+	"activate": {in("X"), out("Y")},
+	"glu":      {in("Gate"), in("Up"), out("Y")},
+	"embed":    {index("Ids"), in("Table"), out("Y")},
+	"scatter":  {in("Src"), index("Index"), inout("Y")},
+	"gather":   {in("X"), index("Index"), out("Y")},
+	"copy":     {in("X"), out("Y")},
+}
+
+// Operands lists an op's present tensors in the field order of its struct (Fields), the one list
+// every backend and the contract read: attention without a cache reads Spans; with one it reads
+// and writes Cache.K and Cache.V and reads Rows.RowSeq, Rows.RowPos and Rows.PageTable.
 func Operands(op Op) ([]Operand, error) {
-	var ns []Operand
-	add := func(field string, t Tensor, in, out bool) {
-		if t.Present() {
-			ns = append(ns, Operand{field, t, in, out})
-		}
-	}
-	in := func(field string, t Tensor) { add(field, t, true, false) }
-	out := func(field string, t Tensor) { add(field, t, false, true) }
-	inout := func(field string, t Tensor) { add(field, t, true, true) }
+	var ts []Tensor // one a field of Fields, in its order
+	cached := false
 	switch o := Deref(op).(type) {
 	case Linear:
-		in("X", o.X)
-		in("W", o.W)
-		in("B", o.B)
-		in("Res", o.Res)
-		out("Y", o.Y)
+		ts = []Tensor{o.X, o.W, o.B, o.Res, o.Y}
 	case RMSNorm:
-		in("X", o.X)
-		in("Res", o.Res)
-		out("Sum", o.Sum)
-		in("W", o.W)
-		out("Y", o.Y)
+		ts = []Tensor{o.X, o.Res, o.Sum, o.W, o.Y}
 	case LayerNorm:
-		in("X", o.X)
-		in("W", o.W)
-		in("B", o.B)
-		out("Y", o.Y)
+		ts = []Tensor{o.X, o.W, o.B, o.Y}
 	case Rope:
-		inout("X", o.X)
-		in("Pos", o.Pos)
+		ts = []Tensor{o.X, o.Pos}
 	case Attention:
-		in("Q", o.Q)
-		in("K", o.K)
-		in("V", o.V)
-		out("Y", o.Y)
-		if o.Cache == nil {
-			in("Spans", o.Spans)
-			break
+		ts = []Tensor{o.Q, o.K, o.V, o.Y, o.Spans, {}, {}, {}, {}, {}}
+		if o.Cache != nil {
+			if o.Rows == nil {
+				return nil, fmt.Errorf("attention with a cache needs Rows")
+			}
+			cached = true
+			ts = []Tensor{o.Q, o.K, o.V, o.Y, {}, o.Cache.K, o.Cache.V, o.Rows.RowSeq, o.Rows.RowPos, o.Rows.PageTable}
 		}
-		if o.Rows == nil {
-			return nil, fmt.Errorf("attention with a cache needs Rows")
-		}
-		inout("Cache.K", o.Cache.K)
-		inout("Cache.V", o.Cache.V)
-		in("Rows.RowSeq", o.Rows.RowSeq)
-		in("Rows.RowPos", o.Rows.RowPos)
-		in("Rows.PageTable", o.Rows.PageTable)
 	case Add:
-		in("A", o.A)
-		in("B", o.B)
-		out("Y", o.Y)
+		ts = []Tensor{o.A, o.B, o.Y}
 	case Mul:
-		in("A", o.A)
-		in("B", o.B)
-		out("Y", o.Y)
+		ts = []Tensor{o.A, o.B, o.Y}
 	case Activate:
-		in("X", o.X)
-		out("Y", o.Y)
+		ts = []Tensor{o.X, o.Y}
 	case GLU:
-		in("Gate", o.Gate)
-		in("Up", o.Up)
-		out("Y", o.Y)
+		ts = []Tensor{o.Gate, o.Up, o.Y}
 	case Embed:
-		in("Ids", o.Ids)
-		in("Table", o.Table)
-		out("Y", o.Y)
+		ts = []Tensor{o.Ids, o.Table, o.Y}
 	case Scatter:
-		in("Src", o.Src)
-		in("Index", o.Index)
-		inout("Y", o.Y)
+		ts = []Tensor{o.Src, o.Index, o.Y}
 	case Gather:
-		in("X", o.X)
-		in("Index", o.Index)
-		out("Y", o.Y)
+		ts = []Tensor{o.X, o.Index, o.Y}
 	case Copy:
-		in("X", o.X)
-		out("Y", o.Y)
+		ts = []Tensor{o.X, o.Y}
 	default:
 		return nil, fmt.Errorf("op %T is not in the device catalog", op)
+	}
+	fs := Fields[Deref(op).OpName()]
+	ns := make([]Operand, 0, len(ts))
+	for i, t := range ts {
+		f := fs[i]
+		if t.Present() && (f.WithCache == 0 || (f.WithCache > 0) == cached) {
+			ns = append(ns, Operand{f.Path, t, f.In, f.Out})
+		}
 	}
 	return ns, nil
 }

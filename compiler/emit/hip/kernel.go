@@ -34,40 +34,32 @@ type Param struct {
 	CType string
 }
 
-// operand is a Tensor field of a catalog op.
+// operand is a tensor field of a catalog op (runtime/device's Fields) and the flag of the op
+// that makes it present ("!cache": absent with a cache; "" always).
 type operand struct {
-	field string
-	in    bool   // read
-	out   bool   // written
-	index bool   // I32 indices
-	when  string // the flag that makes it present ("!cache": absent with cache); "" always
+	device.Field
+	when string
 }
 
-var (
-	in    = func(f string) operand { return operand{field: f, in: true} }
-	out   = func(f string) operand { return operand{field: f, out: true} }
-	index = func(f string) operand { return operand{field: f, in: true, index: true} }
-)
+// presence names the flag of each optional operand that is not attention's cache choice.
+var presence = map[string]string{
+	"linear.B": "has_bias", "linear.Res": "has_res", "rmsnorm.Res": "has_res", "rmsnorm.Sum": "has_res", "layernorm.B": "has_bias",
+}
 
-func opt(o operand, flag string) operand { o.when = flag; return o }
-
-// operands lists each op's Tensor fields in the order of its struct in runtime/device.
-var operands = map[string][]operand{
-	"linear":    {in("X"), in("W"), opt(in("B"), "has_bias"), opt(in("Res"), "has_res"), out("Y")},
-	"rmsnorm":   {in("X"), opt(in("Res"), "has_res"), opt(out("Sum"), "has_res"), in("W"), out("Y")},
-	"layernorm": {in("X"), in("W"), opt(in("B"), "has_bias"), out("Y")},
-	"rope":      {{field: "X", in: true, out: true}, index("Pos")},
-	"attention": {in("Q"), in("K"), in("V"), out("Y"), opt(index("Spans"), "!cache"),
-		opt(operand{field: "Cache.K", in: true, out: true}, "cache"), opt(operand{field: "Cache.V", in: true, out: true}, "cache"),
-		opt(index("Rows.RowSeq"), "cache"), opt(index("Rows.RowPos"), "cache"), opt(index("Rows.PageTable"), "cache")},
-	"add":      {in("A"), in("B"), out("Y")},
-	"mul":      {in("A"), in("B"), out("Y")},
-	"activate": {in("X"), out("Y")},
-	"glu":      {in("Gate"), in("Up"), out("Y")},
-	"embed":    {index("Ids"), in("Table"), out("Y")},
-	"scatter":  {in("Src"), index("Index"), out("Y")},
-	"gather":   {in("X"), index("Index"), out("Y")},
-	"copy":     {in("X"), out("Y")},
+// operandsOf lists the tensor fields of op kind in the order of its struct, from device.Fields.
+func operandsOf(kind string) []operand {
+	var out []operand
+	for _, f := range device.Fields[kind] {
+		x := operand{Field: f, when: presence[kind+"."+f.Path]}
+		switch {
+		case f.WithCache > 0:
+			x.when = "cache"
+		case f.WithCache < 0:
+			x.when = "!cache"
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // rowsOperand is the operand whose Rows is the launch's M, by the kernel's first op.
@@ -116,19 +108,19 @@ func (o Op) present(x operand) bool {
 
 // dtype is the element C type of an operand.
 func (o Op) ctype(x operand) (string, error) {
-	if x.index {
-		if d, ok := o.DTypes[x.field]; ok && d != "I32" {
-			return "", fmt.Errorf("%s.%s is an index operand and must be I32, not %s", o.Kind, x.field, d)
+	if x.Index {
+		if d, ok := o.DTypes[x.Path]; ok && d != "I32" {
+			return "", fmt.Errorf("%s.%s is an index operand and must be I32, not %s", o.Kind, x.Path, d)
 		}
 		return "int", nil
 	}
-	d := o.DTypes[x.field]
+	d := o.DTypes[x.Path]
 	if d == "" {
 		d = "F32"
 	}
 	t, ok := cTypes[d]
 	if !ok {
-		return "", fmt.Errorf("%s.%s has dtype %q; use F32, BF16 or F16", o.Kind, x.field, d)
+		return "", fmt.Errorf("%s.%s has dtype %q; use F32, BF16 or F16", o.Kind, x.Path, d)
 	}
 	return t, nil
 }
@@ -164,7 +156,7 @@ func (k Kernel) validate() error {
 		if _, ok := acts[o.actName()]; !ok {
 			return fmt.Errorf("kernel %s: op %d (%s): unknown activation %q", k.Name, i, o.Kind, o.Act)
 		}
-		for _, x := range operands[o.Kind] {
+		for _, x := range operandsOf(o.Kind) {
 			if _, err := o.ctype(x); err != nil {
 				return fmt.Errorf("kernel %s: op %d: %w", k.Name, i, err)
 			}
@@ -192,18 +184,18 @@ func Params(k Kernel) ([]Param, error) {
 	}
 	var ps []Param
 	for i, o := range k.Ops {
-		for _, x := range operands[o.Kind] {
+		for _, x := range operandsOf(o.Kind) {
 			if !o.present(x) {
 				continue
 			}
 			t, _ := o.ctype(x)
-			if !x.out {
+			if !x.Out {
 				t = "const " + t
 			}
-			name := paramName(i, x.field)
+			name := paramName(i, x.Path)
 			ps = append(ps,
-				Param{device.Param{Name: name, Kind: device.ParamPointer, Op: i, Field: x.field}, t + "*"},
-				Param{device.Param{Name: name + "_ld", Kind: device.ParamStride, Op: i, Field: x.field}, "int"})
+				Param{device.Param{Name: name, Kind: device.ParamPointer, Op: i, Field: x.Path}, t + "*"},
+				Param{device.Param{Name: name + "_ld", Kind: device.ParamStride, Op: i, Field: x.Path}, "int"})
 		}
 	}
 	ps = append(ps, Param{device.Param{Name: "M", Kind: device.ParamRows, Op: 0, Field: rowsOperand(k.Ops[0].Kind)}, "int"})

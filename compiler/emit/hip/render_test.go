@@ -52,7 +52,7 @@ func TestSampleCoversCatalog(t *testing.T) {
 		}
 		fused[strings.Join(chain, "+")] = true
 	}
-	for kind := range operands {
+	for kind := range device.Fields {
 		if !seen[kind] {
 			t.Errorf("SampleKernels has no %s", kind)
 		}

@@ -533,8 +533,8 @@ func (f *rope) body(g *gen) error {
 }
 
 func mustCType(o Op, field string) string {
-	for _, x := range operands[o.Kind] {
-		if x.field == field {
+	for _, x := range operandsOf(o.Kind) {
+		if x.Path == field {
 			t, _ := o.ctype(x)
 			return t
 		}
