@@ -15,16 +15,8 @@ type Spec struct {
 	WeightDType string           // the checkpoint's float type: BF16, F16 or F32
 }
 
-// ConfigReader reads a checkpoint's config.json by dotted path, alternatives separated by '|'
-// (runtime/checkpoint.Config, and the glue's model.Config).
-type ConfigReader interface {
-	Has(path string) bool
-	Int(path string) (int, error)
-	Float(path string) (float64, error)
-	Bool(path string) (bool, error)
-	IntList(path string) ([]int, error)
-	String(path string) (string, error)
-}
+// ConfigReader reads a checkpoint's config.json by dotted path (the glue's model.Config).
+type ConfigReader = checkpoint.Values
 
 // WeightDTypePaths are where a checkpoint's config names its float type.
 const WeightDTypePaths = "torch_dtype|dtype|text_config.torch_dtype|text_config.dtype"

@@ -188,6 +188,20 @@ func (c *Config) walk(path string) (any, bool) {
 	return v, true
 }
 
+// Values is read access to a config.json by dotted path, alternatives separated by '|' (the first
+// present one is used): what a family's glue binds and the kernel specialiser reads. *Config is
+// one.
+type Values interface {
+	Has(path string) bool
+	Int(path string) (int, error)
+	Float(path string) (float64, error)
+	Bool(path string) (bool, error)
+	IntList(path string) ([]int, error)
+	String(path string) (string, error)
+}
+
+var _ Values = (*Config)(nil)
+
 // Has reports whether any alternative of path is set to a non-null value.
 func (c *Config) Has(path string) bool {
 	_, _, ok := c.Lookup(path)

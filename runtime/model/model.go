@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"tfc/runtime/checkpoint"
 	"tfc/runtime/device"
 )
 
@@ -24,15 +25,7 @@ type Family struct {
 }
 
 // Config is the read access the generated glue needs to a checkpoint's config.json.
-// Paths are dotted; alternatives are separated by '|' and the first present one is used.
-type Config interface {
-	Has(path string) bool
-	Int(path string) (int, error)
-	Float(path string) (float64, error)
-	Bool(path string) (bool, error)
-	IntList(path string) ([]int, error)
-	String(path string) (string, error)
-}
+type Config = checkpoint.Values
 
 // TensorSpec is one entry of a family's weight manifest.
 type TensorSpec struct {
