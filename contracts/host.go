@@ -3,8 +3,6 @@ package contracts
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"tfc/compiler/emit/hip"
@@ -305,14 +303,10 @@ func CPUTarget(f Family) Target {
 		}}
 }
 
-// RunOnCPU runs the contract of the registered family name on the CPU backend (the repository
-// root found from the working directory up): every kernel through gates 1-4, every control red.
-// It returns the summary, or an error holding the log when a kernel fails or a control stays green.
-func RunOnCPU(name string, seed int64) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
+// RunOnCPU runs the contract of the registered family name (root: the repository root) on the CPU
+// backend: every kernel through gates 1-4, every control red. It returns the summary, or an error
+// holding the log when a kernel fails or a control stays green.
+func RunOnCPU(name, root string, seed int64) (string, error) {
 	f, err := LoadFamily(name, root)
 	if err != nil {
 		return "", err
@@ -323,22 +317,4 @@ func RunOnCPU(name string, seed int64) (string, error) {
 		return "", fmt.Errorf("%s\n%s", r.Summary(), log.String())
 	}
 	return r.Summary(), nil
-}
-
-// repoRoot is the nearest folder holding go.mod, from the working directory up.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -11,7 +11,7 @@ import (
 
 // TestKernelContracts runs the kernel contract of dots_ocr on the CPU backend.
 func TestKernelContracts(t *testing.T) {
-	summary, err := contracts.RunOnCPU("dots_ocr", 1)
+	summary, err := contracts.RunOnCPU("dots_ocr", "../..", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

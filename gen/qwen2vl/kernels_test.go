@@ -11,7 +11,7 @@ import (
 
 // TestKernelContracts runs the kernel contract of qwen2_vl on the CPU backend.
 func TestKernelContracts(t *testing.T) {
-	summary, err := contracts.RunOnCPU("qwen2_vl", 1)
+	summary, err := contracts.RunOnCPU("qwen2_vl", "../..", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
