@@ -182,7 +182,34 @@ func (d Dim) DivExact(e Dim) (Dim, bool) {
 }
 
 // Equal reports whether d and e have the same normal form.
-func (d Dim) Equal(e Dim) bool { return d.String() == e.String() }
+func (d Dim) Equal(e Dim) bool {
+	if len(d.terms) != len(e.terms) {
+		return false
+	}
+	for i, t := range d.terms {
+		u := e.terms[i]
+		if t.coef != u.coef || len(t.atoms) != len(u.atoms) {
+			return false
+		}
+		for j, a := range t.atoms {
+			if !a.equal(u.atoms[j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// equal compares two factors by their structure.
+func (a atom) equal(b atom) bool {
+	if a.kind != b.kind || a.name != b.name || a.index != b.index {
+		return false
+	}
+	if a.kind == atomDiv || a.kind == atomMod {
+		return a.num.Equal(*b.num) && a.den.Equal(*b.den)
+	}
+	return true
+}
 
 // IsZero reports whether d is the constant 0.
 func (d Dim) IsZero() bool { return len(d.terms) == 0 }

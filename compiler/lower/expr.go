@@ -21,6 +21,22 @@ type Expr struct {
 	Args  []*Expr `json:"args,omitempty"`
 }
 
+// Equal reports whether e and f are the same expression tree.
+func (e *Expr) Equal(f *Expr) bool {
+	if e == nil || f == nil {
+		return e == f
+	}
+	if e.Op != f.Op || e.Int != f.Int || e.Float != f.Float || e.Bool != f.Bool || e.Str != f.Str || e.Name != f.Name || len(e.Args) != len(f.Args) {
+		return false
+	}
+	for i, a := range e.Args {
+		if !a.Equal(f.Args[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // Int returns the integer literal n.
 func Int(n int64) *Expr { return &Expr{Op: "int", Int: n} }
 

@@ -119,7 +119,7 @@ func single(l *Launch, kind string) *Op {
 }
 
 func sameShape(a, b *Value) bool {
-	return a.Rows.String() == b.Rows.String() && a.Cols.String() == b.Cols.String()
+	return a.Rows.Equal(b.Rows) && a.Cols.Equal(b.Cols)
 }
 
 func fuseEpilogues(g *Graph, steps *[]*Step) bool {

@@ -148,6 +148,9 @@ func TestExprFoldAndGo(t *testing.T) {
 	if !f.IsInt(11) {
 		t.Errorf("folded to %s, want 11", f)
 	}
+	if !e.Equal(lower.FromDim(ir.Var("N").Div(m.Mul(m)).Add(ir.Elem("sect", 0).Scale(2)).Sub(ir.Const(3)))) || e.Equal(f) || e.Equal(nil) {
+		t.Error("Equal does not compare the trees")
+	}
 	if m := lower.Max(lower.Ref("a"), lower.Ref("a"), lower.Ref("b")); m.String() != "max(a, b)" {
 		t.Errorf("max: %s", m)
 	}

@@ -277,7 +277,7 @@ func (m *planner) pack() {
 			for _, other := range slotClasses[buf] {
 				free = free && m.compatible(c, other, true)
 			}
-			if free && (pick == nil || buf.Size.String() == c.size.String() && pick.Size.String() != c.size.String()) {
+			if free && (pick == nil || buf.Size.Equal(c.size) && !pick.Size.Equal(c.size)) {
 				pick = buf
 			}
 		}
