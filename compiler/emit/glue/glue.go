@@ -366,14 +366,6 @@ func (e *emitter) weights(f *File) error {
 	return nil
 }
 
-func prefixed(alts []string, path string) []string {
-	var out []string
-	for _, a := range alts {
-		out = append(out, a+path)
-	}
-	return out
-}
-
 func shapeText(s []*lower.Expr) string {
 	var parts []string
 	for _, d := range s {

@@ -76,15 +76,6 @@ func (e *emitter) plan(f *File) error {
 	return nil
 }
 
-func parenthesize(s string) string {
-	for _, r := range s {
-		if r == '+' || r == '-' || r == ' ' {
-			return "(" + s + ")"
-		}
-	}
-	return s
-}
-
 func holds(b *lower.Buffer) string {
 	var names []string
 	seen := map[string]bool{}
