@@ -10,6 +10,7 @@ import (
 
 	"tfc/compiler/check"
 	"tfc/compiler/emit/glue"
+	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
 	"tfc/compiler/specialize"
 	"tfc/runtime/device"
@@ -66,12 +67,13 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		sched, err := device.EncodeSchedules(src.Schedules)
+		kfiles, err := src.Files(p.Package + ".hip")
 		if err != nil {
 			return nil, err
 		}
-		files[path.Join("kernels", p.Package+".hip")] = src.HIP
-		files[path.Join("kernels", p.Package+device.ScheduleExt)] = sched
+		for name, data := range kfiles {
+			files[path.Join("kernels", name)] = data
+		}
 		tests, err := glue.ContractTests(p)
 		if err != nil {
 			return nil, err
@@ -112,7 +114,7 @@ func Explain(w io.Writer, filename string, src []byte, opts Options) (check.Diag
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "\nschedules at this config (kernels/%s%s): what a block computes, the parameters, the launches\n", p.Package, device.ScheduleExt)
+	fmt.Fprintf(w, "\nschedules at this config (kernels/%s): what a block computes, the parameters, the launches\n", device.ScheduleFile(p.Package+".hip"))
 	for _, s := range src2.Schedules {
 		var params []string
 		for _, prm := range s.Params {
@@ -120,15 +122,7 @@ func Explain(w io.Writer, filename string, src []byte, opts Options) (check.Diag
 		}
 		fmt.Fprintf(w, "  %s: %s\n    params %s\n", s.Kernel, s.Tile, strings.Join(params, " "))
 		for _, l := range s.Launches {
-			x := fmt.Sprintf("ceil(M/%d)", l.RowsPerBlock)
-			if l.PlusSpans {
-				x += " + S"
-			}
-			y := fmt.Sprint(l.GridY)
-			if l.SmallRowsGridY > 0 {
-				y += fmt.Sprintf(" (%d when M ≤ %d)", l.SmallRowsGridY, l.SmallRows)
-			}
-			fmt.Fprintf(w, "    launch %s: grid (%s, %s) × %d threads\n", l.Symbol, x, y, l.Threads)
+			fmt.Fprintf(w, "    launch %s: %s\n", l.Symbol, hip.Describe(l))
 		}
 	}
 	return nil, nil

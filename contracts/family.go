@@ -13,8 +13,8 @@ import (
 	"tfc/compiler"
 	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
+	"tfc/compiler/specialize"
 	"tfc/kernels"
-	"tfc/runtime/device"
 )
 
 // Family is a generated family as the contract checks it: the kernels its schedule launches,
@@ -60,14 +60,14 @@ func LoadFamily(name, dir string) (Family, error) {
 // FromGraph is the Loader of a family whose kernel list is lowered again from its .graph file
 // with the compile options of its go:generate line. It checks that the list renders to exactly
 // the source the binary embeds, so the contract never checks kernels other than those served.
-func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
+func FromGraph(name, source, graph, config string, pageSize int) Loader {
 	graphs[name] = [2]string{source, graph}
 	return func(dir string) (Family, error) {
 		src, err := os.ReadFile(filepath.Join(dir, graph))
 		if err != nil {
 			return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
 		}
-		cfg, err := os.ReadFile(filepath.Join(dir, specialize))
+		cfg, err := os.ReadFile(filepath.Join(dir, config))
 		if err != nil {
 			return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
 		}
@@ -76,28 +76,22 @@ func FromGraph(name, source, graph, specialize string, pageSize int) Loader {
 			return Family{}, fmt.Errorf("family %s: lowering %s: %w", name, graph, err)
 		}
 		f := Family{Name: name, Source: source, Kernels: ks}
-		text, err := hip.Render(name, ks)
+		rendered, err := specialize.Render(name, ks)
 		if err != nil {
 			return Family{}, err
 		}
-		embedded, err := fs.ReadFile(kernels.Sources, source)
-		if err != nil {
-			return Family{}, fmt.Errorf("family %s: the binary embeds no kernels/%s: %w", name, source, err)
-		}
-		if !bytes.Equal(text, embedded) {
-			return Family{}, fmt.Errorf("family %s: kernels/%s is not what %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, source, graph, specialize)
-		}
-		ss, err := hip.Schedules(ks)
+		files, err := rendered.Files(source)
 		if err != nil {
 			return Family{}, err
 		}
-		sched, err := device.EncodeSchedules(ss)
-		if err != nil {
-			return Family{}, err
-		}
-		schedFile := strings.TrimSuffix(source, ".hip") + device.ScheduleExt
-		if embedded, err := fs.ReadFile(kernels.Sources, schedFile); err != nil || !bytes.Equal(sched, embedded) {
-			return Family{}, fmt.Errorf("family %s: kernels/%s is not the schedule %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, schedFile, graph, specialize)
+		for file, data := range files {
+			embedded, err := fs.ReadFile(kernels.Sources, file)
+			if err != nil {
+				return Family{}, fmt.Errorf("family %s: the binary embeds no kernels/%s: %w", name, file, err)
+			}
+			if !bytes.Equal(data, embedded) {
+				return Family{}, fmt.Errorf("family %s: kernels/%s is not what %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, file, graph, config)
+			}
 		}
 		return f, nil
 	}
@@ -140,19 +134,18 @@ func MutantSources(f Family, kernel string, m hip.Mutation) (fs.FS, error) {
 
 // renderSources renders ks as f's source and schedule beside the embedded headers.
 func renderSources(f Family, ks []hip.Kernel, opts ...hip.Option) (fs.FS, error) {
-	text, err := hip.Render(f.Name, ks, opts...)
+	src, err := specialize.Render(f.Name, ks, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ss, err := hip.Schedules(ks)
+	files, err := src.Files(f.Source)
 	if err != nil {
 		return nil, err
 	}
-	sched, err := device.EncodeSchedules(ss)
-	if err != nil {
-		return nil, err
+	out := fstest.MapFS{}
+	for name, data := range files {
+		out[name] = &fstest.MapFile{Data: data}
 	}
-	out := fstest.MapFS{f.Source: {Data: text}, strings.TrimSuffix(f.Source, ".hip") + device.ScheduleExt: {Data: sched}}
 	hs, err := fs.Glob(kernels.Sources, "*.h")
 	if err != nil {
 		return nil, err

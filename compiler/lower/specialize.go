@@ -18,8 +18,8 @@ type Spec struct {
 // ConfigReader reads a checkpoint's config.json by dotted path (the glue's model.Config).
 type ConfigReader = checkpoint.Values
 
-// WeightDTypePaths are where a checkpoint's config names its float type.
-const WeightDTypePaths = "torch_dtype|dtype|text_config.torch_dtype|text_config.dtype"
+// weightDTypePaths are where a checkpoint's config names its float type.
+const weightDTypePaths = "torch_dtype|dtype|text_config.torch_dtype|text_config.dtype"
 
 // Specialize reads a checkpoint's config.json the way the generated glue will, checks the
 // requirements, and records each read value as the param's specialisation.
@@ -46,8 +46,8 @@ func Bind(params []*Param, requires []*Require, cfg ConfigReader, pageSize int) 
 		pageSize = 16
 	}
 	s := &Spec{Env: map[string]*Expr{}, PageSize: pageSize, WeightDType: "BF16"}
-	if cfg.Has(WeightDTypePaths) {
-		dt, err := cfg.String(WeightDTypePaths)
+	if cfg.Has(weightDTypePaths) {
+		dt, err := cfg.String(weightDTypePaths)
 		if err != nil {
 			return nil, err
 		}

@@ -198,9 +198,10 @@ func (p Program) Source(cfg lower.ConfigReader, pageSize int) (device.Source, er
 	return Render(p.Family, ks)
 }
 
-// Render is the HIP text and the schedule of the kernels ks of family.
-func Render(family string, ks []hip.Kernel) (device.Source, error) {
-	text, err := hip.Render(family, ks)
+// Render is the HIP text and the schedule of the kernels ks of family (opts: hip.Render's, a
+// planted control).
+func Render(family string, ks []hip.Kernel, opts ...hip.Option) (device.Source, error) {
+	text, err := hip.Render(family, ks, opts...)
 	if err != nil {
 		return device.Source{}, err
 	}

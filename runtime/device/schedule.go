@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Schedule is how one generated kernel is launched, made by the compiler beside its source
@@ -157,8 +158,20 @@ func DecodeSchedules(data []byte) ([]Schedule, error) {
 // ScheduleExt ends the name of the schedule file beside a family's .hip: qwen2vl.schedule.json.
 const ScheduleExt = ".schedule.json"
 
+// ScheduleFile is the name of the schedule beside the family source named hip ("qwen2vl.hip").
+func ScheduleFile(hip string) string { return strings.TrimSuffix(hip, ".hip") + ScheduleExt }
+
 // Source is a family's generated kernels: the HIP text and the schedule of each kernel in it.
 type Source struct {
 	HIP       []byte
 	Schedules []Schedule
+}
+
+// Files is s as the two files a family's source is, by name: hip and ScheduleFile(hip).
+func (s Source) Files(hip string) (map[string][]byte, error) {
+	sched, err := EncodeSchedules(s.Schedules)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{hip: s.HIP, ScheduleFile(hip): sched}, nil
 }

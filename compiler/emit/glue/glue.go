@@ -178,12 +178,11 @@ func (e *emitter) config(f *File) error {
 		if prm.Spec != nil && prm.Derived == nil && baked[prm.Name] {
 			row = append(row, field("Kernels", typed(prm, prm.Spec)))
 		}
-		rows = append(rows, Line().Values(row...))
+		rows = append(rows, Values(row...))
 	}
-	rows = append(rows, Line())
 	f.Comment(fmt.Sprintf("table lists every value %s binds, in declaration order, over c's fields.", p.Source))
 	f.Func().Params(Id("c").Op("*").Id("Config")).Id("table").Params().Index().Qual(modelPkg, "ConfigValue").Block(
-		Return(Index().Qual(modelPkg, "ConfigValue").Values(rows...)),
+		Return(Index().Qual(modelPkg, "ConfigValue").Values(lines(rows)...)),
 	)
 
 	var body []Code

@@ -140,7 +140,7 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 	}
 	ls := f.launches()
 	for _, l := range ls {
-		fmt.Fprintf(&b, "// launch %s: %s\n", l.Symbol, describe(l))
+		fmt.Fprintf(&b, "// launch %s: %s\n", l.Symbol, Describe(l))
 	}
 	var sig strings.Builder
 	for i, p := range params {
@@ -176,8 +176,8 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 	return b.String(), nil
 }
 
-// describe is a launch's grid rule in words, for the comment above the kernel.
-func describe(l device.Launch) string {
+// Describe is a launch's grid rule in words, as the comment above the kernel and -explain give it.
+func Describe(l device.Launch) string {
 	x := fmt.Sprintf("ceil(M/%d)", l.RowsPerBlock)
 	if l.RowsPerBlock == 1 {
 		x = "M"

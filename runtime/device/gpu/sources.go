@@ -61,7 +61,7 @@ func Replace(srcs fs.FS, name string, src device.Source) (fs.FS, map[string]Entr
 	if path.Ext(name) != ".hip" || strings.Contains(name, "/") {
 		return nil, nil, fmt.Errorf("%s is not a family's .hip file", name)
 	}
-	sched, err := device.EncodeSchedules(src.Schedules)
+	files, err := src.Files(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,8 +77,9 @@ func Replace(srcs fs.FS, name string, src device.Source) (fs.FS, map[string]Entr
 			}
 		}
 	}
-	out[name] = bytes.Clone(src.HIP)
-	out[scheduleFile(name)] = sched
+	for n, data := range files {
+		out[n] = bytes.Clone(data)
+	}
 	table, err := KernelTable(out)
 	if err != nil {
 		return nil, nil, err
@@ -91,18 +92,18 @@ func Replace(srcs fs.FS, name string, src device.Source) (fs.FS, map[string]Entr
 	return nil, nil, fmt.Errorf("the source given for %s schedules no kernel", name)
 }
 
-// scheduleFile is the schedule's name beside a family's .hip.
-func scheduleFile(hip string) string { return strings.TrimSuffix(hip, ".hip") + device.ScheduleExt }
-
 // SameSource reports whether srcs holds exactly src as the family file name and its schedule.
 func SameSource(srcs fs.FS, name string, src device.Source) bool {
-	data, err := fs.ReadFile(srcs, name)
-	if err != nil || !bytes.Equal(data, src.HIP) {
+	files, err := src.Files(name)
+	if err != nil {
 		return false
 	}
-	sched, err := device.EncodeSchedules(src.Schedules)
-	have, err2 := fs.ReadFile(srcs, scheduleFile(name))
-	return err == nil && err2 == nil && bytes.Equal(have, sched)
+	for n, want := range files {
+		if have, err := fs.ReadFile(srcs, n); err != nil || !bytes.Equal(have, want) {
+			return false
+		}
+	}
+	return true
 }
 
 // memFS is a flat set of files held in memory.
