@@ -6,6 +6,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 )
 
 // Chain builds the device ops of kernel k over random operands at its specialised shapes, with
@@ -285,69 +286,25 @@ func (s Stored) Verify(got []float64) (worst float64, gate int, err error) {
 // and caches are shared. An attention without a cache needs [lo, hi) to be whole spans and gets
 // its own span list from b.
 func SubLaunch(b *Builder, ops []device.Op, lo, hi int) ([]device.Op, error) {
-	rows := func(t device.Tensor) device.Tensor {
-		if !t.Present() {
-			return t
-		}
-		return t.Slice(lo, hi)
-	}
-	cols := func(t device.Tensor) device.Tensor {
-		if !t.Present() {
-			return t
-		}
-		return t.ColSlice(lo, hi)
-	}
 	out := make([]device.Op, len(ops))
 	for i, op := range ops {
-		switch o := device.Deref(op).(type) {
-		case device.Linear:
-			o.X, o.Res, o.Y = rows(o.X), rows(o.Res), rows(o.Y)
-			out[i] = o
-		case device.RMSNorm:
-			o.X, o.Res, o.Sum, o.Y = rows(o.X), rows(o.Res), rows(o.Sum), rows(o.Y)
-			out[i] = o
-		case device.LayerNorm:
-			o.X, o.Y = rows(o.X), rows(o.Y)
-			out[i] = o
-		case device.Rope:
-			o.X, o.Pos = rows(o.X), rows(o.Pos)
-			out[i] = o
-		case device.Attention:
-			o.Q, o.K, o.V, o.Y = rows(o.Q), rows(o.K), rows(o.V), rows(o.Y)
-			if o.Cache != nil {
-				r := *o.Rows
-				r.RowSeq, r.RowPos = cols(r.RowSeq), cols(r.RowPos)
-				o.Rows = &r
-			} else {
-				o.Spans = b.Ints(1, 2, []int32{0, int32(hi - lo)})
+		var err error
+		out[i], err = device.MapTensors(op, func(f catalog.Tensor, t device.Tensor) device.Tensor {
+			if !t.Present() {
+				return t
 			}
-			out[i] = o
-		case device.Add:
-			o.A, o.B, o.Y = rows(o.A), rows(o.B), rows(o.Y)
-			out[i] = o
-		case device.Mul:
-			o.A, o.B, o.Y = rows(o.A), rows(o.B), rows(o.Y)
-			out[i] = o
-		case device.Activate:
-			o.X, o.Y = rows(o.X), rows(o.Y)
-			out[i] = o
-		case device.GLU:
-			o.Gate, o.Up, o.Y = rows(o.Gate), rows(o.Up), rows(o.Y)
-			out[i] = o
-		case device.Copy:
-			o.X, o.Y = rows(o.X), rows(o.Y)
-			out[i] = o
-		case device.Embed:
-			o.Ids, o.Y = cols(o.Ids), rows(o.Y)
-			out[i] = o
-		case device.Gather:
-			o.Index, o.Y = cols(o.Index), rows(o.Y)
-			out[i] = o
-		case device.Scatter:
-			o.Src, o.Index = rows(o.Src), cols(o.Index)
-			out[i] = o
-		default:
-			return nil, fmt.Errorf("contracts: no sub-launch for op %T", op)
+			switch f.Per {
+			case catalog.PerRow:
+				return t.Slice(lo, hi)
+			case catalog.PerCol:
+				return t.ColSlice(lo, hi)
+			case catalog.PerSpan:
+				return b.Ints(1, 2, []int32{0, int32(hi - lo)})
+			}
+			return t
+		})
+		if err != nil {
+			return nil, fmt.Errorf("contracts: no sub-launch: %w", err)
 		}
 	}
 	return out, b.Err()

@@ -3,10 +3,12 @@ package contracts
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"tfc/compiler/emit/hip"
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 	"tfc/runtime/device/cpu"
 )
 
@@ -38,8 +40,7 @@ func HostControls(f Family) []Control {
 		}
 		seen[p] = true
 		cs = append(cs, Control{k.Name, BatchDependent})
-		switch k.Ops[0].Kind {
-		case "linear", "rmsnorm", "layernorm", "attention":
+		if s := catalog.Find(k.Ops[0].Kind); s != nil && s.Class == catalog.Reduction {
 			cs = append(cs, Control{k.Name, NaNFlush})
 		}
 	}
@@ -189,28 +190,32 @@ func (b *mutant) skipLastColumn(k *device.Kernel, ops []device.Op) error {
 	return nil
 }
 
-// dropScale returns op with attention's scale set to 1 or a norm's weight set to ones.
+// dropScale returns op with its catalog Scale neutralised: a float (attention's scale) set to 1,
+// a tensor (a norm's weight) to ones.
 func (b *mutant) dropScale(op device.Op) (device.Op, bool, error) {
-	ones := func(t device.Tensor) (device.Tensor, error) {
+	s, err := device.Spec(op)
+	if err != nil || s.Scale == "" {
+		return op, false, err
+	}
+	if s.Tensor(s.Scale) == nil {
+		v := reflect.New(reflect.TypeOf(device.Deref(op))).Elem()
+		v.Set(reflect.ValueOf(device.Deref(op)))
+		v.FieldByName(s.Scale).SetFloat(1)
+		return v.Interface().(device.Op), true, nil
+	}
+	op, err = device.MapTensors(op, func(f catalog.Tensor, t device.Tensor) device.Tensor {
+		if f.Path != s.Scale || err != nil {
+			return t
+		}
 		v := make([]float32, t.Rows*t.Cols)
 		for i := range v {
 			v[i] = 1
 		}
-		return b.temp(t.Buf.DType(), t.Rows, t.Cols, v)
-	}
-	var err error
-	switch o := device.Deref(op).(type) {
-	case device.Attention:
-		o.Scale = 1
-		return o, true, nil
-	case device.RMSNorm:
-		o.W, err = ones(o.W)
-		return o, true, err
-	case device.LayerNorm:
-		o.W, err = ones(o.W)
-		return o, true, err
-	}
-	return op, false, nil
+		var ones device.Tensor
+		ones, err = b.temp(t.Buf.DType(), t.Rows, t.Cols, v)
+		return ones
+	})
+	return op, err == nil, err
 }
 
 // bendStride returns op with its first row-strided float input read with a row stride one
@@ -241,45 +246,12 @@ func (b *mutant) bendStride(op device.Op) (device.Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch o := device.Deref(op).(type) {
-	case device.Linear:
-		o.X = bent
-		return o, nil
-	case device.RMSNorm:
-		o.X = bent
-		return o, nil
-	case device.LayerNorm:
-		o.X = bent
-		return o, nil
-	case device.Attention:
-		o.Q = bent
-		return o, nil
-	case device.Add:
-		o.A = bent
-		return o, nil
-	case device.Mul:
-		o.A = bent
-		return o, nil
-	case device.Activate:
-		o.X = bent
-		return o, nil
-	case device.GLU:
-		o.Gate = bent
-		return o, nil
-	case device.Copy:
-		o.X = bent
-		return o, nil
-	case device.Embed:
-		o.Table = bent
-		return o, nil
-	case device.Gather:
-		o.X = bent
-		return o, nil
-	case device.Scatter:
-		o.Src = bent
-		return o, nil
-	}
-	return nil, fmt.Errorf("no stride to bend in %s", op.OpName())
+	return device.MapTensors(op, func(f catalog.Tensor, t device.Tensor) device.Tensor {
+		if f.Path == in.Name {
+			return bent
+		}
+		return t
+	})
 }
 
 // pastFirstRow reports whether some float operand of op starts past the first row of its buffer.

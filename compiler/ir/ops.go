@@ -35,6 +35,7 @@ type ArgSpec struct {
 	DType    DType  // required element type; 0 accepts F32 or Stored
 	Optional bool
 	Doc      string
+	Field    string // the device op's field it becomes (package catalog); "" for a view's operand
 }
 
 // AttrSpec describes one attribute of an op.
@@ -46,15 +47,20 @@ type AttrSpec struct {
 	Enum     []string // AttrEnum: the accepted words, the first is the default
 	Default  string   // the default as written in the docs, when not Required
 	Doc      string
+	Field    string // the device op's field it becomes; "" when only the checker reads it
 }
 
-// OpSpec is a catalog entry: operands, attributes and the doc line; shape and dtype rules live
-// in package check and docs/graph-language.md.
+// OpSpec is a catalog entry of the language: operands, attributes, the doc line and the device op
+// (package catalog) it lowers to; shape and dtype rules live in package check and
+// docs/graph-language.md. A view (split, merge, flatten, select) lowers to no device op.
 type OpSpec struct {
-	Op    Op
-	Args  []ArgSpec
-	Attrs []AttrSpec
-	Doc   string
+	Op      Op
+	Args    []ArgSpec
+	Attrs   []AttrSpec
+	Doc     string
+	Device  string // the device op it lowers to; "" for a view
+	Act     string // the device op's activation (activate, glu)
+	InPlace string // the operand role the op overwrites (its output takes that buffer)
 }
 
 // Attr finds an attribute spec.
@@ -82,67 +88,67 @@ var (
 	weight = []Kind{WeightView}
 )
 
-func unary(op Op, doc string) *OpSpec {
-	return &OpSpec{Op: op, Doc: doc, Args: []ArgSpec{{Role: "x", Kinds: tensor, DType: F32}}}
+func activation(op Op, doc string) *OpSpec {
+	return &OpSpec{Op: op, Doc: doc, Device: "activate", Act: string(op), Args: []ArgSpec{{Role: "x", Kinds: tensor, DType: F32, Field: "X"}}}
 }
 
 func binary(op Op, doc string) *OpSpec {
-	return &OpSpec{Op: op, Doc: doc, Args: []ArgSpec{
-		{Role: "a", Kinds: tensor, DType: F32}, {Role: "b", Kinds: tensor, DType: F32}}}
+	return &OpSpec{Op: op, Doc: doc, Device: string(op), Args: []ArgSpec{
+		{Role: "a", Kinds: tensor, DType: F32, Field: "A"}, {Role: "b", Kinds: tensor, DType: F32, Field: "B"}}}
 }
 
 var catalog = map[Op]*OpSpec{
-	OpLinear: {Op: OpLinear, Doc: "x·Wᵀ + bias over the last dimension", Args: []ArgSpec{
-		{Role: "x", Kinds: tensor, DType: F32},
-		{Role: "weight", Kinds: weight},
-		{Role: "bias", Kinds: weight, Optional: true}}},
-	OpRMSNorm: {Op: OpRMSNorm, Doc: "root-mean-square norm of each row, scaled by weight", Args: []ArgSpec{
-		{Role: "x", Kinds: tensor, DType: F32},
-		{Role: "weight", Kinds: weight}},
-		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Required: true, Doc: "added to the mean square"}}},
-	OpLayerNorm: {Op: OpLayerNorm, Doc: "layer norm of each row (biased variance), scaled and shifted", Args: []ArgSpec{
-		{Role: "x", Kinds: tensor, DType: F32},
-		{Role: "weight", Kinds: weight},
-		{Role: "bias", Kinds: weight}},
-		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Required: true, Doc: "added to the variance"}}},
-	OpRope: {Op: OpRope, Doc: "rotary embedding of every head by its row's positions", Args: []ArgSpec{
-		{Role: "x", Kinds: tensor, DType: F32},
-		{Role: "pos", Kinds: tensor, DType: I32}},
+	OpLinear: {Op: OpLinear, Device: "linear", Doc: "x·Wᵀ + bias over the last dimension", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32, Field: "X"},
+		{Role: "weight", Kinds: weight, Field: "W"},
+		{Role: "bias", Kinds: weight, Optional: true, Field: "B"}}},
+	OpRMSNorm: {Op: OpRMSNorm, Device: "rmsnorm", Doc: "root-mean-square norm of each row, scaled by weight", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32, Field: "X"},
+		{Role: "weight", Kinds: weight, Field: "W"}},
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Required: true, Doc: "added to the mean square", Field: "Eps"}}},
+	OpLayerNorm: {Op: OpLayerNorm, Device: "layernorm", Doc: "layer norm of each row (biased variance), scaled and shifted", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32, Field: "X"},
+		{Role: "weight", Kinds: weight, Field: "W"},
+		{Role: "bias", Kinds: weight, Field: "B"}},
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Required: true, Doc: "added to the variance", Field: "Eps"}}},
+	OpRope: {Op: OpRope, Device: "rope", InPlace: "x", Doc: "rotary embedding of every head by its row's positions", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32, Field: "X"},
+		{Role: "pos", Kinds: tensor, DType: I32, Field: "Pos"}},
 		Attrs: []AttrSpec{
-			{Name: "heads", Kind: AttrInt, Required: true, Doc: "heads in a row of x"},
-			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of x / heads"},
-			{Name: "theta", Kind: AttrFloat, Required: true, Doc: "frequency base"},
-			{Name: "sections", Kind: AttrInts, Required: true, Doc: "rotary pairs per position axis; they sum to head_dim/2"},
-			{Name: "mode", Kind: AttrEnum, Enum: []string{"sections", "per_axis"}, Default: "sections",
+			{Name: "heads", Kind: AttrInt, Required: true, Doc: "heads in a row of x", Field: "Heads"},
+			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of x / heads", Field: "HeadDim"},
+			{Name: "theta", Kind: AttrFloat, Required: true, Doc: "frequency base", Field: "Theta"},
+			{Name: "sections", Kind: AttrInts, Required: true, Doc: "rotary pairs per position axis; they sum to head_dim/2", Field: "Sections"},
+			{Name: "mode", Kind: AttrEnum, Enum: []string{"sections", "per_axis"}, Default: "sections", Field: "Mode",
 				Doc: "sections: frequency by pair index over the whole head (M-RoPE); per_axis: frequency restarts in each section (2-D vision rope)"}}},
-	OpAttention: {Op: OpAttention, Doc: "scaled dot-product attention per head, full within spans or causal over a KV cache", Args: []ArgSpec{
-		{Role: "q", Kinds: tensor, DType: F32},
-		{Role: "k", Kinds: tensor, DType: F32},
-		{Role: "v", Kinds: tensor, DType: F32},
-		{Role: "spans", Kinds: []Kind{Spans}, Optional: true, Doc: "full attention within each span; excludes cache"},
-		{Role: "cache", Kinds: []Kind{KVCache}, Optional: true, Doc: "one layer of a KV cache, cache[i]; needs rows"},
-		{Role: "rows", Kinds: []Kind{Rows}, Optional: true, Doc: "each row's sequence and cache position"}},
+	OpAttention: {Op: OpAttention, Device: "attention", Doc: "scaled dot-product attention per head, full within spans or causal over a KV cache", Args: []ArgSpec{
+		{Role: "q", Kinds: tensor, DType: F32, Field: "Q"},
+		{Role: "k", Kinds: tensor, DType: F32, Field: "K"},
+		{Role: "v", Kinds: tensor, DType: F32, Field: "V"},
+		{Role: "spans", Kinds: []Kind{Spans}, Optional: true, Doc: "full attention within each span; excludes cache", Field: "Spans"},
+		{Role: "cache", Kinds: []Kind{KVCache}, Optional: true, Doc: "one layer of a KV cache, cache[i]; needs rows", Field: "Cache"},
+		{Role: "rows", Kinds: []Kind{Rows}, Optional: true, Doc: "each row's sequence and cache position", Field: "Rows"}},
 		Attrs: []AttrSpec{
-			{Name: "heads", Kind: AttrInt, Required: true, Doc: "query heads"},
-			{Name: "kv_heads", Kind: AttrInt, Default: "heads", Doc: "key/value heads; divides heads"},
-			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of q / heads"},
-			{Name: "scale", Kind: AttrFloat, Default: "1/sqrt(head_dim)", Doc: "multiplies q·kᵀ"}}},
+			{Name: "heads", Kind: AttrInt, Required: true, Doc: "query heads", Field: "Heads"},
+			{Name: "kv_heads", Kind: AttrInt, Default: "heads", Doc: "key/value heads; divides heads", Field: "KVHeads"},
+			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of q / heads", Field: "HeadDim"},
+			{Name: "scale", Kind: AttrFloat, Default: "1/sqrt(head_dim)", Doc: "multiplies q·kᵀ", Field: "Scale"}}},
 	OpAdd:       binary(OpAdd, "elementwise sum; `a + b`"),
 	OpMul:       binary(OpMul, "elementwise product; `a * b`"),
-	OpSiLU:      unary(OpSiLU, "x * sigmoid(x)"),
-	OpGELU:      unary(OpGELU, "0.5 x (1 + erf(x/√2))"),
-	OpGELUTanh:  unary(OpGELUTanh, "GELU, tanh approximation"),
-	OpQuickGELU: unary(OpQuickGELU, "x * sigmoid(1.702 x)"),
-	OpSwiGLU: {Op: OpSwiGLU, Doc: "silu(gate) * up", Args: []ArgSpec{
-		{Role: "gate", Kinds: tensor, DType: F32}, {Role: "up", Kinds: tensor, DType: F32}}},
-	OpEmbed: {Op: OpEmbed, Doc: "row ids[r] of table", Args: []ArgSpec{
-		{Role: "ids", Kinds: tensor, DType: I32}, {Role: "table", Kinds: weight}}},
-	OpScatter: {Op: OpScatter, Doc: "x with row index[i] replaced by row i of src", Args: []ArgSpec{
-		{Role: "x", Kinds: tensor, DType: F32},
-		{Role: "src", Kinds: tensor, DType: F32},
-		{Role: "index", Kinds: tensor, DType: I32}}},
-	OpGather: {Op: OpGather, Doc: "row index[i] of x", Args: []ArgSpec{
-		{Role: "x", Kinds: tensor, DType: F32}, {Role: "index", Kinds: tensor, DType: I32}}},
+	OpSiLU:      activation(OpSiLU, "x * sigmoid(x)"),
+	OpGELU:      activation(OpGELU, "0.5 x (1 + erf(x/√2))"),
+	OpGELUTanh:  activation(OpGELUTanh, "GELU, tanh approximation"),
+	OpQuickGELU: activation(OpQuickGELU, "x * sigmoid(1.702 x)"),
+	OpSwiGLU: {Op: OpSwiGLU, Device: "glu", Act: "silu", Doc: "silu(gate) * up", Args: []ArgSpec{
+		{Role: "gate", Kinds: tensor, DType: F32, Field: "Gate"}, {Role: "up", Kinds: tensor, DType: F32, Field: "Up"}}},
+	OpEmbed: {Op: OpEmbed, Device: "embed", Doc: "row ids[r] of table", Args: []ArgSpec{
+		{Role: "ids", Kinds: tensor, DType: I32, Field: "Ids"}, {Role: "table", Kinds: weight, Field: "Table"}}},
+	OpScatter: {Op: OpScatter, Device: "scatter", InPlace: "x", Doc: "x with row index[i] replaced by row i of src", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32, Field: "Y"},
+		{Role: "src", Kinds: tensor, DType: F32, Field: "Src"},
+		{Role: "index", Kinds: tensor, DType: I32, Field: "Index"}}},
+	OpGather: {Op: OpGather, Device: "gather", Doc: "row index[i] of x", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32, Field: "X"}, {Role: "index", Kinds: tensor, DType: I32, Field: "Index"}}},
 	OpSplit: {Op: OpSplit, Doc: "equal column slices of x, as views; one output a part", Args: []ArgSpec{
 		{Role: "x", Kinds: tensor, DType: F32}},
 		Attrs: []AttrSpec{{Name: "parts", Kind: AttrInt, Required: true, Doc: "number of slices; a constant that divides the last dim"}}},
@@ -169,20 +175,8 @@ func Ops() []Op {
 	return out
 }
 
-// Elementwise reports whether op maps each element independently (the fusion candidates).
-func (op Op) Elementwise() bool {
-	switch op {
-	case OpAdd, OpMul, OpSiLU, OpGELU, OpGELUTanh, OpQuickGELU, OpSwiGLU:
-		return true
-	}
-	return false
-}
-
-// View reports whether op only reinterprets its operand's memory.
+// View reports whether op only reinterprets its operand's memory (it lowers to no device op).
 func (op Op) View() bool {
-	switch op {
-	case OpSplit, OpMerge, OpFlatten, OpSelect:
-		return true
-	}
-	return false
+	s := Spec(op)
+	return s != nil && s.Device == ""
 }

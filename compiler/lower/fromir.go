@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"tfc/compiler/ir"
+	"tfc/runtime/device/catalog"
 )
 
 // Lower runs the pipeline on a checked module: translate to device ops, fold the pinned config
@@ -416,8 +417,6 @@ func (t *translator) attr(n *ir.Node, name string) *Expr {
 
 func src(n *ir.Node) []Source { return []Source{{Op: string(n.Op), Pos: n.Pos}} }
 
-var activations = map[ir.Op]string{ir.OpSiLU: "silu", ir.OpGELU: "gelu", ir.OpGELUTanh: "gelu_tanh", ir.OpQuickGELU: "quick_gelu"}
-
 // writable returns x, or a copy of it when an in-place op would clobber a value still in use.
 func (t *translator) writable(n *ir.Node, role string) *Value {
 	x := t.arg(n, role)
@@ -431,10 +430,6 @@ func (t *translator) writable(n *ir.Node, role string) *Value {
 
 func (t *translator) node(n *ir.Node) error {
 	b, ps := t.b, n.Pos
-	out := func(i int) *Value {
-		rows, cols := shape2(n.Outs[i].Shape)
-		return b.New(t.name(n, i), "F32", rows, cols, ps)
-	}
 	set := func(v *Value) { t.env[n.Outs[0]] = v }
 	switch n.Op {
 	case ir.OpLoop:
@@ -457,72 +452,6 @@ func (t *translator) node(n *ir.Node) error {
 		for i, r := range b.EndLoop(yields...) {
 			t.env[n.Outs[i]] = r
 		}
-	case ir.OpLinear:
-		y := out(0)
-		args := []Arg{{"X", t.arg(n, "x")}, {"W", t.arg(n, "weight")}}
-		if bias := t.arg(n, "bias"); bias != nil {
-			args = append(args, Arg{"B", bias})
-		}
-		b.Op("linear", append(args, Arg{"Y", y}), nil, y, src(n)...)
-		set(y)
-	case ir.OpRMSNorm:
-		y := out(0)
-		b.Op("rmsnorm", []Arg{{"X", t.arg(n, "x")}, {"W", t.arg(n, "weight")}, {"Y", y}}, []Attr{{"Eps", t.attr(n, "eps")}}, y, src(n)...)
-		set(y)
-	case ir.OpLayerNorm:
-		y := out(0)
-		b.Op("layernorm", []Arg{{"X", t.arg(n, "x")}, {"W", t.arg(n, "weight")}, {"B", t.arg(n, "bias")}, {"Y", y}}, []Attr{{"Eps", t.attr(n, "eps")}}, y, src(n)...)
-		set(y)
-	case ir.OpRope:
-		x := t.writable(n, "x")
-		y := b.InPlace(t.name(n, 0), x, ps)
-		mode := t.attr(n, "mode")
-		if mode == nil {
-			mode = Enum("sections")
-		}
-		b.Op("rope", []Arg{{"X", x}, {"Pos", t.arg(n, "pos")}}, []Attr{
-			{"Heads", t.attr(n, "heads")}, {"HeadDim", t.attr(n, "head_dim")}, {"Theta", t.attr(n, "theta")},
-			{"Sections", t.attr(n, "sections")}, {"Mode", mode}}, y, src(n)...)
-		set(y)
-	case ir.OpAttention:
-		y := out(0)
-		args := []Arg{{"Q", t.arg(n, "q")}, {"K", t.arg(n, "k")}, {"V", t.arg(n, "v")}, {"Y", y}}
-		for _, r := range []struct{ role, field string }{{"spans", "Spans"}, {"cache", "Cache"}, {"rows", "Rows"}} {
-			if v := t.arg(n, r.role); v != nil {
-				args = append(args, Arg{r.field, v})
-			}
-		}
-		kv := t.attr(n, "kv_heads")
-		if kv == nil {
-			kv = t.attr(n, "heads")
-		}
-		b.Op("attention", args, []Attr{{"Heads", t.attr(n, "heads")}, {"KVHeads", kv}, {"HeadDim", t.attr(n, "head_dim")}, {"Scale", t.attr(n, "scale")}}, y, src(n)...)
-		set(y)
-	case ir.OpAdd, ir.OpMul:
-		y := out(0)
-		b.Op(string(n.Op), []Arg{{"A", t.arg(n, "a")}, {"B", t.arg(n, "b")}, {"Y", y}}, nil, y, src(n)...)
-		set(y)
-	case ir.OpSiLU, ir.OpGELU, ir.OpGELUTanh, ir.OpQuickGELU:
-		y := out(0)
-		b.Op("activate", []Arg{{"X", t.arg(n, "x")}, {"Y", y}}, []Attr{{"Act", Enum(activations[n.Op])}}, y, src(n)...)
-		set(y)
-	case ir.OpSwiGLU:
-		y := out(0)
-		b.Op("glu", []Arg{{"Gate", t.arg(n, "gate")}, {"Up", t.arg(n, "up")}, {"Y", y}}, []Attr{{"Act", Enum("silu")}}, y, src(n)...)
-		set(y)
-	case ir.OpEmbed:
-		y := out(0)
-		b.Op("embed", []Arg{{"Ids", t.arg(n, "ids")}, {"Table", t.arg(n, "table")}, {"Y", y}}, nil, y, src(n)...)
-		set(y)
-	case ir.OpScatter:
-		x := t.writable(n, "x")
-		y := b.InPlace(t.name(n, 0), x, ps)
-		b.Op("scatter", []Arg{{"Src", t.arg(n, "src")}, {"Index", t.arg(n, "index")}, {"Y", y}}, nil, y, src(n)...)
-		set(y)
-	case ir.OpGather:
-		y := out(0)
-		b.Op("gather", []Arg{{"X", t.arg(n, "x")}, {"Index", t.arg(n, "index")}, {"Y", y}}, nil, y, src(n)...)
-		set(y)
 	case ir.OpSplit:
 		x := t.arg(n, "x")
 		w := n.Outs[0].Shape.Last()
@@ -539,9 +468,69 @@ func (t *translator) node(n *ir.Node) error {
 	case ir.OpSelect:
 		set(b.Select(t.attr(n, "cond"), t.arg(n, "a"), t.arg(n, "b")))
 	default:
-		return fmt.Errorf("%s: op %s has no lowering", ps, n.Op)
+		spec := ir.Spec(n.Op)
+		if spec == nil || spec.Device == "" {
+			return fmt.Errorf("%s: op %s has no lowering", ps, n.Op)
+		}
+		t.deviceOp(n, spec)
 	}
 	return nil
+}
+
+// deviceOp lowers a node to the device op its catalog entry names: each operand and attribute
+// to its field, operands in the device catalog's order, the output to Y or, for an op that
+// writes an operand in place, to that operand's buffer.
+func (t *translator) deviceOp(n *ir.Node, spec *ir.OpSpec) {
+	b := t.b
+	var y *Value
+	args := []Arg{}
+	for _, a := range spec.Args {
+		var v *Value
+		if a.Role == spec.InPlace {
+			v = t.writable(n, a.Role)
+			y = b.InPlace(t.name(n, 0), v, n.Pos)
+			if a.Field == "Y" { // the output field names the new value (scatter); an input field the old (rope)
+				v = y
+			}
+		} else if v = t.arg(n, a.Role); v == nil {
+			continue
+		}
+		args = append(args, Arg{a.Field, v})
+	}
+	if y == nil {
+		rows, cols := shape2(n.Outs[0].Shape)
+		y = b.New(t.name(n, 0), "F32", rows, cols, n.Pos)
+		args = append(args, Arg{"Y", y})
+	}
+	order := catalog.Find(spec.Device)
+	slices.SortStableFunc(args, func(p, q Arg) int { return fieldIndex(order, p.Field) - fieldIndex(order, q.Field) })
+	var attrs []Attr
+	for _, a := range spec.Attrs {
+		v := t.attr(n, a.Name)
+		switch {
+		case v != nil:
+		case a.Kind == ir.AttrEnum:
+			v = Enum(a.Enum[0])
+		case spec.Attr(a.Default) != nil:
+			v = t.attr(n, a.Default)
+		}
+		attrs = append(attrs, Attr{a.Field, v})
+	}
+	if spec.Act != "" {
+		attrs = append(attrs, Attr{"Act", Enum(spec.Act)})
+	}
+	b.Op(spec.Device, args, attrs, y, src(n)...)
+	t.env[n.Outs[0]] = y
+}
+
+// fieldIndex is the place of field (a tensor, or the parent of dotted ones) in op's tensors.
+func fieldIndex(op *catalog.Op, field string) int {
+	for i, f := range op.Tensors {
+		if f.Path == field || strings.HasPrefix(f.Path, field+".") {
+			return i
+		}
+	}
+	return len(op.Tensors)
 }
 
 // FoldConstants pins config values that a requirement fixes to a literal (`C == 3`) and folds

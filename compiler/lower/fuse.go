@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"tfc/runtime/device/catalog"
 )
 
 // Fuse groups the graph's ops into kernels, block by block (a loop body is a block). A kernel is
@@ -170,11 +172,10 @@ func fuseEpilogues(g *Graph, steps *[]*Step) bool {
 	return false
 }
 
-// epilogueKinds are the ops that may follow a kernel's producer, by the producer's kind.
-var epilogueKinds = map[string]map[string]bool{
-	"linear":    {"rope": true, "activate": true, "add": true, "mul": true, "copy": true},
-	"rmsnorm":   {"activate": true, "add": true, "mul": true, "glu": true, "copy": true},
-	"layernorm": {"activate": true, "add": true, "mul": true, "glu": true, "copy": true},
+// fuses reports whether a kernel started by producer may run op next (the catalog's epilogues).
+func fuses(producer, op string) bool {
+	s := catalog.Find(producer)
+	return s != nil && s.Fuses(op)
 }
 
 // fuseConsumers moves a launch of one op into the launch right before it when that launch's
@@ -186,7 +187,7 @@ func fuseConsumers(g *Graph, steps *[]*Step) bool {
 			continue
 		}
 		op := s.Ops[0]
-		if !epilogueKinds[p.Ops[0].Kind][op.Kind] || p.Ops[0].Out == nil {
+		if !fuses(p.Ops[0].Kind, op.Kind) || p.Ops[0].Out == nil {
 			continue
 		}
 		if op.Args[0].Value.Storage() != p.Ops[0].Out.Storage() {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"tfc/runtime/device/catalog"
 )
 
 // class is a set of values that must share one buffer: a value and the ops that overwrite it
@@ -15,13 +17,17 @@ type class struct {
 	size    *Expr
 }
 
-// inplace lists the operand fields whose buffer an op's output may take over.
-var inplace = map[string][]string{
-	"linear":   {"Res"},
-	"add":      {"A", "B"},
-	"mul":      {"A", "B"},
-	"activate": {"X"},
-	"glu":      {"Gate", "Up"},
+// inplace lists the operand fields whose buffer an op's output may take over (the catalog's Reuse).
+func inplace(kind string) []string {
+	var out []string
+	if s := catalog.Find(kind); s != nil {
+		for _, t := range s.Tensors {
+			if t.Reuse {
+				out = append(out, t.Path)
+			}
+		}
+	}
+	return out
 }
 
 // PlanMemory assigns every activation and input a buffer by liveness. Values an op may
@@ -157,7 +163,7 @@ func (m *planner) walk(steps []*Step, loops []*Loop) {
 // input it may overwrite exactly (same shape and dtype), and every in-place rewrite and its base.
 func (m *planner) inPlacePairs() {
 	for _, op := range m.g.Ops() {
-		for _, f := range inplace[op.Kind] {
+		for _, f := range inplace(op.Kind) {
 			in := op.Arg(f)
 			if in == nil || op.Out == nil || (in.Kind != Activation && in.Kind != Alias) {
 				continue
@@ -232,7 +238,7 @@ func (m *planner) unite() error {
 		return err
 	}
 	for _, op := range g.Ops() {
-		for _, f := range inplace[op.Kind] {
+		for _, f := range inplace(op.Kind) {
 			in := op.Arg(f)
 			if in == nil || !m.okPair[[2]*Value{in, op.Out}] {
 				continue

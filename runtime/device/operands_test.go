@@ -3,6 +3,8 @@ package device
 import (
 	"slices"
 	"testing"
+
+	"tfc/runtime/device/catalog"
 )
 
 // TestOperandsFollowFields: with every tensor present, each op's operands are its Fields in
@@ -38,7 +40,7 @@ func TestOperandsFollowFields(t *testing.T) {
 		for _, n := range ns {
 			got = append(got, n.Field)
 		}
-		fs := Fields[Deref(c.op).OpName()]
+		fs := catalog.Find(Deref(c.op).OpName()).Tensors
 		for _, f := range fs {
 			if f.WithCache == 0 || (f.WithCache > 0) == c.cached {
 				want = append(want, f.Path)
@@ -55,8 +57,42 @@ func TestOperandsFollowFields(t *testing.T) {
 			}
 		}
 	}
-	if len(Fields) != 13 {
-		t.Errorf("Fields lists %d ops; the catalog has 13", len(Fields))
+	if len(catalog.Ops) != 13 {
+		t.Errorf("the test lists 13 ops; the catalog has %d", len(catalog.Ops))
+	}
+}
+
+// TestMapTensors: MapTensors visits every present tensor in catalog order and sets what it
+// returns, leaving a nil parent (attention without a cache) nil.
+func TestMapTensors(t *testing.T) {
+	x := Tensor{Rows: 4, Cols: 2, Buf: fakeBuf{}}
+	y := Tensor{Rows: 2, Cols: 2, Buf: fakeBuf{}}
+	rows := &Rows{RowSeq: x, RowPos: x, PageTable: x}
+	op := &Attention{Q: x, K: x, V: x, Y: x, Cache: &KVCache{K: x, V: x}, Rows: rows, Heads: 3}
+	var seen []string
+	got, err := MapTensors(op, func(f catalog.Tensor, t Tensor) Tensor {
+		seen = append(seen, f.Path)
+		if f.Per == catalog.PerRow || f.Path == "Cache.V" {
+			return y
+		}
+		return t
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := got.(Attention)
+	if a.Q != y || a.Y != y || a.Cache.V != y || a.Cache.K != x || a.Rows.PageTable != x || a.Heads != 3 {
+		t.Errorf("MapTensors gave %+v", a)
+	}
+	if op.Cache.V != x || rows.RowSeq != x {
+		t.Errorf("MapTensors changed the op it was given")
+	}
+	if len(seen) != len(catalog.Find("attention").Tensors) {
+		t.Errorf("visited %v", seen)
+	}
+	plain, _ := MapTensors(Attention{Q: x}, func(_ catalog.Tensor, t Tensor) Tensor { return t })
+	if plain.(Attention).Cache != nil || plain.(Attention).Rows != nil {
+		t.Errorf("a nil cache came back set")
 	}
 }
 

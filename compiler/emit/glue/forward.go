@@ -7,6 +7,7 @@ import (
 	. "github.com/dave/jennifer/jen"
 
 	"tfc/compiler/lower"
+	"tfc/runtime/device/catalog"
 )
 
 // fwd emits one graph's forward function.
@@ -367,18 +368,9 @@ func (e *emitter) forward(file *File) error {
 	return nil
 }
 
-// launchRows is the row count a launch covers: its first op's rows operand.
+// launchRows is the row count a launch covers: its first op's rows operand (the catalog's Rows).
 func launchRows(op *lower.Op) *lower.Expr {
-	field := "Y"
-	switch op.Kind {
-	case "linear", "rmsnorm", "layernorm", "rope":
-		field = "X"
-	case "attention":
-		field = "Q"
-	case "scatter":
-		field = "Src"
-	}
-	if v := op.Arg(field); v != nil {
+	if v := op.Arg(catalog.Find(op.Kind).Rows); v != nil {
 		return v.Rows
 	}
 	return nil

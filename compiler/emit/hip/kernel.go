@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 )
 
 // Kernel is one launch of generated code: its symbol, the graph lines it came from, and its ops.
@@ -34,23 +35,18 @@ type Param struct {
 	CType string
 }
 
-// operand is a tensor field of a catalog op (runtime/device's Fields) and the flag of the op
-// that makes it present ("!cache": absent with a cache; "" always).
+// operand is a tensor field of a catalog op and the flag of the op that makes it present
+// ("!cache": absent with a cache; "" always).
 type operand struct {
-	device.Field
+	catalog.Tensor
 	when string
 }
 
-// presence names the flag of each optional operand that is not attention's cache choice.
-var presence = map[string]string{
-	"linear.B": "has_bias", "linear.Res": "has_res", "rmsnorm.Res": "has_res", "rmsnorm.Sum": "has_res", "layernorm.B": "has_bias",
-}
-
-// operandsOf lists the tensor fields of op kind in the order of its struct, from device.Fields.
+// operandsOf lists the tensor fields of op kind in the catalog's order.
 func operandsOf(kind string) []operand {
 	var out []operand
-	for _, f := range device.Fields[kind] {
-		x := operand{Field: f, when: presence[kind+"."+f.Path]}
+	for _, f := range catalog.Find(kind).Tensors {
+		x := operand{Tensor: f, when: f.Flag}
 		switch {
 		case f.WithCache > 0:
 			x.when = "cache"
@@ -63,17 +59,7 @@ func operandsOf(kind string) []operand {
 }
 
 // rowsOperand is the operand whose Rows is the launch's M, by the kernel's first op.
-func rowsOperand(kind string) string {
-	switch kind {
-	case "linear", "rmsnorm", "layernorm", "rope":
-		return "X"
-	case "attention":
-		return "Q"
-	case "scatter":
-		return "Src"
-	}
-	return "Y"
-}
+func rowsOperand(kind string) string { return catalog.Find(kind).Rows }
 
 // required lists the constants each op must carry.
 var required = map[string]struct{ ints, floats []string }{
@@ -141,7 +127,7 @@ func (k Kernel) validate() error {
 	for i, o := range k.Ops {
 		req, ok := required[o.Kind]
 		if !ok {
-			return fmt.Errorf("kernel %s: op %d: unknown op %q (the catalog is runtime/device's)", k.Name, i, o.Kind)
+			return fmt.Errorf("kernel %s: op %d: unknown op %q (the catalog is runtime/device/catalog)", k.Name, i, o.Kind)
 		}
 		for _, key := range req.ints {
 			if v, ok := o.Ints[key]; !ok || v <= 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 )
 
 // Mutation is a planted control: a deliberate bug in one kernel that the contract must catch.
@@ -238,10 +239,10 @@ func planTemplate(k Kernel) (template, error) {
 	if norm >= 0 {
 		return newRowNorm(k, norm)
 	}
-	switch first := k.Ops[0].Kind; first {
-	case "linear":
+	switch first := k.Ops[0].Kind; {
+	case first == "linear":
 		return newGEMM(k)
-	case "attention", "rope", "embed", "gather", "scatter":
+	case catalog.Find(first).Role == catalog.Solo:
 		if len(k.Ops) > 1 {
 			return nil, fmt.Errorf("kernel %s: %s takes no fused ops; put %s in its own kernel", k.Name, first, k.Ops[1].Kind)
 		}
@@ -320,19 +321,14 @@ func cfloat(x float64) (string, error) {
 	return s + "f", nil
 }
 
-// pointwiseKinds are the ops that act on one element of the chain at a time.
-var pointwiseKinds = map[string]bool{"add": true, "mul": true, "activate": true, "glu": true, "copy": true}
-
-// firstInput is the chain's input operand of a pointwise op.
-func firstInput(kind string) string {
-	switch kind {
-	case "add", "mul":
-		return "A"
-	case "glu":
-		return "Gate"
-	}
-	return "X"
+// pointwise reports whether op kind acts on one element of the chain at a time.
+func isPointwise(kind string) bool {
+	s := catalog.Find(kind)
+	return s != nil && s.Role == catalog.Pointwise
 }
+
+// firstInput is the chain's input operand of a pointwise op: its first tensor.
+func firstInput(kind string) string { return catalog.Find(kind).Tensors[0].Path }
 
 // pointwiseStep renders op i applied to the chain value v at (m, c), storing its Y unless internal.
 func (g *gen) pointwiseStep(i int, m, c string) {
@@ -363,8 +359,8 @@ func (g *gen) pointwiseStep(i int, m, c string) {
 func checkPointwise(k Kernel, lo, hi, n int) error {
 	for i := lo; i < hi; i++ {
 		o := k.Ops[i]
-		if !pointwiseKinds[o.Kind] {
-			return fmt.Errorf("kernel %s: op %d (%s) cannot be fused here; only add, mul, activate, glu and copy can", k.Name, i, o.Kind)
+		if !isPointwise(o.Kind) {
+			return fmt.Errorf("kernel %s: op %d (%s) cannot be fused here; only the pointwise ops (%s) can", k.Name, i, o.Kind, strings.Join(catalog.Names(catalog.Pointwise), ", "))
 		}
 		if o.int("N") != n {
 			return fmt.Errorf("kernel %s: op %d (%s) has N=%d but the chain has %d columns", k.Name, i, o.Kind, o.int("N"), n)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/sample.hip and kernels/sample.hip from the renderer")
@@ -52,9 +53,9 @@ func TestSampleCoversCatalog(t *testing.T) {
 		}
 		fused[strings.Join(chain, "+")] = true
 	}
-	for kind := range device.Fields {
-		if !seen[kind] {
-			t.Errorf("SampleKernels has no %s", kind)
+	for _, o := range catalog.Ops {
+		if !seen[o.Name] {
+			t.Errorf("SampleKernels has no %s", o.Name)
 		}
 	}
 	for _, f := range []string{"linear+rope", "linear+rope+rope", "linear+activate", "linear+mul", "add+rmsnorm", "layernorm+activate", "add+mul+activate+copy"} {

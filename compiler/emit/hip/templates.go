@@ -52,7 +52,7 @@ func newGEMM(k Kernel) (template, error) {
 			covered = append(covered, [2]int{lo, hi})
 			hd = h
 			f.ropeOf[base] = append(f.ropeOf[base], i)
-		case pointwiseKinds[o.Kind]:
+		case isPointwise(o.Kind):
 			if err := checkPointwise(k, i, i+1, f.n); err != nil {
 				return nil, err
 			}
