@@ -233,3 +233,19 @@ func Decode(data []byte) (Program, error) {
 	}
 	return p, nil
 }
+
+// Loader is what a family's glue gives the loader: it specialises the embedded program for
+// cfg and a page size and hands the source to b as kernels/PKG.hip and its schedule.
+func Loader(program []byte, cfg lower.ConfigReader, pkg string) func(b device.Specializer, pageSize int) error {
+	return func(b device.Specializer, pageSize int) error {
+		prog, err := Decode(program)
+		if err != nil {
+			return err
+		}
+		ks, err := prog.Source(cfg, pageSize)
+		if err != nil {
+			return fmt.Errorf("specialising kernels/%s.hip for this checkpoint: %w", pkg, err)
+		}
+		return b.SpecializeFamily(pkg, ks)
+	}
+}

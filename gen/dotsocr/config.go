@@ -88,57 +88,25 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	if err := model.ReadConfig(cfg, "dots_ocr", c.table()); err != nil {
 		return nil, err
 	}
+	r := &model.Refusals{Family: "dots_ocr"}
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.MD = c.M * c.M * c.VD
-	if !(c.D%c.H == 0) {
-		return nil, fmt.Errorf("dots_ocr requires D%%H == 0 (graphs/dots_ocr.graph:39); this checkpoint has D = %v, H = %v", c.D, c.H)
-	}
-	if !(c.H%c.KV == 0) {
-		return nil, fmt.Errorf("dots_ocr requires H%%KV == 0 (graphs/dots_ocr.graph:39); this checkpoint has H = %v, KV = %v", c.H, c.KV)
-	}
-	if !(c.HD%2 == 0) {
-		return nil, fmt.Errorf("dots_ocr requires HD%%2 == 0 (graphs/dots_ocr.graph:39); this checkpoint has HD = %v", c.HD)
-	}
-	if !(c.VD%c.VH == 0) {
-		return nil, fmt.Errorf("dots_ocr requires VD%%VH == 0 (graphs/dots_ocr.graph:40); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
-	}
-	if !(c.VHD%4 == 0) {
-		return nil, fmt.Errorf("dots_ocr requires VHD%%4 == 0 (graphs/dots_ocr.graph:40); this checkpoint has VHD = %v", c.VHD)
-	}
-	if !(c.VO == c.D) {
-		return nil, fmt.Errorf("dots_ocr requires VO == D (graphs/dots_ocr.graph:40); this checkpoint has D = %v, VO = %v", c.D, c.VO)
-	}
-	if !(c.C == 3) {
-		return nil, fmt.Errorf("dots_ocr requires C == 3 (graphs/dots_ocr.graph:40); this checkpoint has C = %v", c.C)
-	}
-	if !(c.TP == 1) {
-		return nil, fmt.Errorf("dots_ocr requires TP == 1 (graphs/dots_ocr.graph:42); this checkpoint has TP = %v", c.TP)
-	}
-	if !(c.Act == "silu") {
-		return nil, fmt.Errorf("dots_ocr requires act == \"silu\" (graphs/dots_ocr.graph:48); this checkpoint has act = %v", c.Act)
-	}
-	if !(!c.Sliding) {
-		return nil, fmt.Errorf("dots_ocr requires !sliding (graphs/dots_ocr.graph:48); this checkpoint has sliding = %v", c.Sliding)
-	}
-	if !(!c.Causal) {
-		return nil, fmt.Errorf("dots_ocr requires !causal (graphs/dots_ocr.graph:48); this checkpoint has causal = %v", c.Causal)
-	}
-	if !(c.Post) {
-		return nil, fmt.Errorf("dots_ocr requires post (graphs/dots_ocr.graph:48); this checkpoint has post = %v", c.Post)
-	}
-	if !(!c.Vbias) {
-		return nil, fmt.Errorf("dots_ocr requires !vbias (graphs/dots_ocr.graph:48); this checkpoint has vbias = %v", c.Vbias)
-	}
-	if !(c.Rtype == "default") {
-		return nil, fmt.Errorf("dots_ocr requires rtype == \"default\" (graphs/dots_ocr.graph:51); this checkpoint has rtype = %v", c.Rtype)
-	}
-	return c, nil
-}
-
-// values lists the bound values in declaration order.
-func (c *Config) values() []model.Value {
-	return model.Values(c.table())
+	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/dots_ocr.graph:39); this checkpoint has D = %v, H = %v", c.D, c.H)
+	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/dots_ocr.graph:39); this checkpoint has H = %v, KV = %v", c.H, c.KV)
+	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/dots_ocr.graph:39); this checkpoint has HD = %v", c.HD)
+	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/dots_ocr.graph:40); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
+	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/dots_ocr.graph:40); this checkpoint has VHD = %v", c.VHD)
+	r.Require(c.VO == c.D, "VO == D (graphs/dots_ocr.graph:40); this checkpoint has D = %v, VO = %v", c.D, c.VO)
+	r.Require(c.C == 3, "C == 3 (graphs/dots_ocr.graph:40); this checkpoint has C = %v", c.C)
+	r.Require(c.TP == 1, "TP == 1 (graphs/dots_ocr.graph:42); this checkpoint has TP = %v", c.TP)
+	r.Require(c.Act == "silu", "act == \"silu\" (graphs/dots_ocr.graph:48); this checkpoint has act = %v", c.Act)
+	r.Require(!c.Sliding, "!sliding (graphs/dots_ocr.graph:48); this checkpoint has sliding = %v", c.Sliding)
+	r.Require(!c.Causal, "!causal (graphs/dots_ocr.graph:48); this checkpoint has causal = %v", c.Causal)
+	r.Require(c.Post, "post (graphs/dots_ocr.graph:48); this checkpoint has post = %v", c.Post)
+	r.Require(!c.Vbias, "!vbias (graphs/dots_ocr.graph:48); this checkpoint has vbias = %v", c.Vbias)
+	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/dots_ocr.graph:51); this checkpoint has rtype = %v", c.Rtype)
+	return c, r.Err()
 }
 
 // unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.

@@ -4,7 +4,6 @@ package dotsocr
 
 import (
 	_ "embed"
-	"fmt"
 
 	"tfc/compiler/specialize"
 	"tfc/runtime/device"
@@ -19,34 +18,6 @@ func init() {
 		ModelTypes:    []string{"dots_ocr"},
 		Name:          "dots_ocr",
 	})
-}
-
-// Bind reads config.json through cfg and returns the family bound to its values.
-func Bind(cfg model.Config) (model.Bound, error) {
-	c, err := readConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &bound{
-		c:   c,
-		cfg: cfg,
-		prefix: map[string]string{
-			"lm":  "model",
-			"vis": "vision_tower",
-		},
-	}, nil
-}
-
-// bound is the family bound to one checkpoint's config (cfg, read into c); prefix holds the chosen alternative of each name prefix.
-type bound struct {
-	cfg    model.Config
-	c      *Config
-	prefix map[string]string
-}
-
-// Values lists the bound config values in declaration order.
-func (m *bound) Values() []model.Value {
-	return m.c.values()
 }
 
 // Model is dots_ocr loaded on a backend. Its graphs share nothing but the weights; calls of one
@@ -66,46 +37,47 @@ type Model struct {
 	Trace func(k *device.Kernel, name string, out device.Tensor)
 }
 
-// layout is the family at l before loading, and what Load and Plan share.
-func (m *bound) layout(l model.Limits) (*Model, model.Layout) {
-	c := m.c
-	md := &Model{c: c, vision: planVision(c, l), decode: planDecode(c, l)}
-	return md, model.Layout{
-		Family:  "dots_ocr",
-		Graph:   "graphs/dots_ocr.graph",
-		Kernels: "dotsocr",
-		Weights: m.tensors(&md.w),
-		Graphs: []model.GraphPlan{
-			{Name: "vision", Buffers: md.vision.buffers, F32: md.vision.SizeF32, I32: md.vision.SizeI32},
-			{Name: "decode", Buffers: md.decode.buffers, F32: md.decode.SizeF32, I32: md.decode.SizeI32},
-		},
-		Specialize: m.specialize,
-		Unpinned:   m.c.unpinned,
-		Resolve:    m.Resolve,
-		KVLayers:   c.L,
-		KVWidth:    c.HD * c.KV,
-	}
-}
-
-// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
-func (m *bound) Plan(l model.Limits) model.Plan {
-	_, ly := m.layout(l)
-	return ly.Plan(l)
-}
-
-// Load uploads the weights through get and allocates the arenas and the KV cache for l (model.LoadBase).
-func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]byte, device.DType, error)) (model.Model, error) {
-	md, ly := m.layout(l)
-	base, err := model.LoadBase(b, l, ly, get)
+// Bind reads config.json through cfg and returns the family bound to its values (model.Glue over
+// the family's tables).
+func Bind(cfg model.Config) (model.Bound, error) {
+	c, err := readConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	md.Base = base
-	md.visionF32 = base.Arenas[0][0]
-	md.visionI32 = base.Arenas[0][1]
-	md.decodeF32 = base.Arenas[1][0]
-	md.decodeI32 = base.Arenas[1][1]
-	return md, nil
+	g := &model.Glue{Family: "dots_ocr", Table: c.table(), Prefixes: prefixes, Chosen: map[string]string{
+		"lm":  "model",
+		"vis": "vision_tower",
+	}}
+	g.Weights = func() []model.Weight {
+		return tensors(c, g.Chosen, &weights{})
+	}
+	g.Layout = func(l model.Limits) (model.Layout, func(*model.Base) model.Model) {
+		md := &Model{c: c, vision: planVision(c, l), decode: planDecode(c, l)}
+		ly := model.Layout{
+			Family:  "dots_ocr",
+			Graph:   "graphs/dots_ocr.graph",
+			Kernels: "dotsocr",
+			Weights: tensors(c, g.Chosen, &md.w),
+			Graphs: []model.GraphPlan{
+				{Name: "vision", Buffers: md.vision.buffers, F32: md.vision.SizeF32, I32: md.vision.SizeI32},
+				{Name: "decode", Buffers: md.decode.buffers, F32: md.decode.SizeF32, I32: md.decode.SizeI32},
+			},
+			Specialize: specialize.Loader(program, cfg, "dotsocr"),
+			Unpinned:   c.unpinned,
+			Resolve:    g.Resolve,
+			KVLayers:   c.L,
+			KVWidth:    c.HD * c.KV,
+		}
+		return ly, func(base *model.Base) model.Model {
+			md.Base = base
+			md.visionF32 = base.Arenas[0][0]
+			md.visionI32 = base.Arenas[0][1]
+			md.decodeF32 = base.Arenas[1][0]
+			md.decodeI32 = base.Arenas[1][1]
+			return md
+		}
+	}
+	return g, nil
 }
 
 // program is graphs/dots_ocr.graph compiled for specialising at load (package specialize): its config
@@ -113,20 +85,6 @@ func (m *bound) Load(b device.Backend, l model.Limits, get func(name string) ([]
 //
 //go:embed program.json
 var program []byte
-
-// specialize renders the kernels of graphs/dots_ocr.graph for this checkpoint's config and l's page size and
-// gives them to b as kernels/dotsocr.hip and its schedule.
-func (m *bound) specialize(b device.Specializer, l model.Limits) error {
-	prog, err := specialize.Decode(program)
-	if err != nil {
-		return err
-	}
-	ks, err := prog.Source(m.cfg, l.PageSize)
-	if err != nil {
-		return fmt.Errorf("specialising kernels/dotsocr.hip for this checkpoint: %w", err)
-	}
-	return b.SpecializeFamily("dotsocr", ks)
-}
 
 // Info describes the loaded family to the runtime.
 func (m *Model) Info() model.Info {

@@ -13,28 +13,17 @@ import (
 // Vision runs graph vision (graphs/dots_ocr.graph:101) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
-	l := &model.Launcher{B: b, Trace: m.Trace}
+	l := &model.Launcher{B: b, Trace: m.Trace, Family: "dots_ocr"}
 	launch := l.Launch
 	p := &m.vision
 	_, _, _ = c, w, p
-	if len(grids) == 0 {
-		return nil, fmt.Errorf("dots_ocr: no images")
-	}
-	N := 0
-	for _, g := range grids {
-		if g[0] <= 0 || g[1]%c.M != 0 || g[2]%c.M != 0 || g[1] <= 0 || g[2] <= 0 {
-			return nil, fmt.Errorf("dots_ocr: image grid %v: t, h and w must be positive and h, w multiples of the merge size %d", g, c.M)
-		}
-		N += g[0] * g[1] * g[2]
-	}
-	if N > m.Lim.Patches {
-		return nil, fmt.Errorf("dots_ocr: the images have %d patches; the limit is %d (Patches); send smaller images or raise the limit", N, m.Lim.Patches)
+	N, err := model.ImagePatches("dots_ocr", grids, c.M, m.Lim.Patches)
+	if err != nil {
+		return nil, err
 	}
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
-	if !(N%(c.M*c.M) == 0) {
-		return nil, fmt.Errorf("dots_ocr: graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:102); here M = %v, N = %v", c.M, N)
-	}
+	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:102); here M = %v, N = %v", c.M, N)
 	x := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
 	x2 := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
@@ -52,15 +41,9 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	mlp0 := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
 	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
 	outT := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
-	if err := model.WriteInput(b, px, pixels, device.F32, "dots_ocr", "px", "[N, C * P * P]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, pos, posData, device.I32, "dots_ocr", "pos", "[N, 2]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, spans, spanData, device.I32, "dots_ocr", "spans", "[1, N + 1]"); err != nil {
-		return nil, err
-	}
+	l.Write(px, pixels, device.F32, "px", "[N, C * P * P]")
+	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
+	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
 	launch(&kVision01, "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x})
 	launch(&kVision02, "x", x2, device.RMSNorm{X: x, W: w.VisPatchEmbedPatchifierNormWeight, Y: x2, Eps: float32(c.Veps)})
 	for i := 0; i < c.VL; i++ {
@@ -77,25 +60,13 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	launch(&kVision12, "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
 	launch(&kVision13, "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
 	launch(&kVision14, "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
-	if err := l.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]float32, outT.Rows*outT.Cols)
-	if err := b.Sync(); err != nil {
-		return nil, err
-	}
-	if len(out) > 0 {
-		if err := b.Read(outT, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return l.Finish(outT)
 }
 
 // Forward runs graph decode (graphs/dots_ocr.graph:126) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
-	l := &model.Launcher{B: b, Trace: m.Trace}
+	l := &model.Launcher{B: b, Trace: m.Trace, Family: "dots_ocr"}
 	launch := l.Launch
 	p := &m.decode
 	_, _, _ = c, w, p
@@ -105,15 +76,9 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	R := len(r.Tokens)
 	I := len(r.ImageRows) / (c.D)
 	S := len(r.LogitRows)
-	if R > m.Lim.Rows {
-		return nil, fmt.Errorf("dots_ocr: R = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", R, m.Lim.Rows)
-	}
-	if I > m.Lim.Rows {
-		return nil, fmt.Errorf("dots_ocr: I = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", I, m.Lim.Rows)
-	}
-	if S > m.Lim.Rows {
-		return nil, fmt.Errorf("dots_ocr: S = %d exceeds the limit Rows = %d; raise the limit or send fewer rows", S, m.Lim.Rows)
-	}
+	l.Limit("R", R, "Rows", m.Lim.Rows)
+	l.Limit("I", I, "Rows", m.Lim.Rows)
+	l.Limit("S", S, "Rows", m.Lim.Rows)
 	x := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: R, Cols: c.D}
 	ids := device.Tensor{Buf: m.decodeI32, Off: p.Ids, Rows: 1, Cols: R}
 	imageRows := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: I, Cols: c.D}
@@ -134,30 +99,14 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	logitRows := device.Tensor{Buf: m.decodeI32, Off: p.LogitRows, Rows: 1, Cols: S}
 	x2 := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: S, Cols: c.D}
 	logits := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.V}
-	if err := model.WriteInput(b, ids, r.Tokens, device.I32, "dots_ocr", "ids", "[1, R]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, pos, r.Positions, device.I32, "dots_ocr", "pos", "[R, 1]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, imageRows, r.ImageRows, device.F32, "dots_ocr", "image_rows", "[I, D]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, imageAt, r.ImageAt, device.I32, "dots_ocr", "image_at", "[1, I]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, logitRows, r.LogitRows, device.I32, "dots_ocr", "logit_rows", "[1, S]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, rowsSeq, r.Seq, device.I32, "dots_ocr", "rows_seq", "[1, R]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, rowsPos, r.Pos, device.I32, "dots_ocr", "rows_pos", "[1, R]"); err != nil {
-		return nil, err
-	}
-	if err := model.WriteInput(b, rowsPages, r.PageTable, device.I32, "dots_ocr", "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]"); err != nil {
-		return nil, err
-	}
+	l.Write(ids, r.Tokens, device.I32, "ids", "[1, R]")
+	l.Write(pos, r.Positions, device.I32, "pos", "[R, 1]")
+	l.Write(imageRows, r.ImageRows, device.F32, "image_rows", "[I, D]")
+	l.Write(imageAt, r.ImageAt, device.I32, "image_at", "[1, I]")
+	l.Write(logitRows, r.LogitRows, device.I32, "logit_rows", "[1, S]")
+	l.Write(rowsSeq, r.Seq, device.I32, "rows_seq", "[1, R]")
+	l.Write(rowsPos, r.Pos, device.I32, "rows_pos", "[1, R]")
+	l.Write(rowsPages, r.PageTable, device.I32, "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]")
 	launch(&kDecode01, "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
 	if I > 0 {
 		launch(&kDecode02, "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
@@ -176,144 +125,41 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	} // graphs/dots_ocr.graph:129
 	if S > 0 {
 		launch(&kDecode13, "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
-	}
-	if S > 0 {
 		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
-	}
-	if S > 0 {
 		launch(&kDecode15, "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}
-	if err := l.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]float32, logits.Rows*logits.Cols)
-	if err := b.Sync(); err != nil {
-		return nil, err
-	}
-	if len(out) > 0 {
-		if err := b.Read(logits, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return l.Finish(logits)
 }
 
 // The launches, one variable a launch site: the kernel symbol and the graph lines it computes.
 var (
-	kVision01 = device.Kernel{
-		Name:   "dotsocr_vision_linear_bias",
-		Source: "graphs/dots_ocr.graph:105",
-	}
-	kVision02 = device.Kernel{
-		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:106",
-	}
-	kVision03 = device.Kernel{
-		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:109",
-	}
-	kVision04 = device.Kernel{
-		Name:   "dotsocr_vision_linear_rope_rope",
-		Source: "graphs/dots_ocr.graph:110,112,113",
-	}
-	kVision05 = device.Kernel{
-		Name:   "dotsocr_vision_attention",
-		Source: "graphs/dots_ocr.graph:114",
-	}
-	kVision06 = device.Kernel{
-		Name:   "dotsocr_vision_linear_res",
-		Source: "graphs/dots_ocr.graph:115",
-	}
-	kVision07 = device.Kernel{
-		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:116",
-	}
-	kVision08 = device.Kernel{
-		Name:   "dotsocr_vision_linear",
-		Source: "graphs/dots_ocr.graph:117",
-	}
-	kVision09 = device.Kernel{
-		Name:   "dotsocr_vision_linear_silu_mul",
-		Source: "graphs/dots_ocr.graph:117",
-	}
-	kVision10 = device.Kernel{
-		Name:   "dotsocr_vision_linear_res_fc2",
-		Source: "graphs/dots_ocr.graph:117",
-	}
-	kVision11 = device.Kernel{
-		Name:   "dotsocr_vision_rmsnorm",
-		Source: "graphs/dots_ocr.graph:119",
-	}
-	kVision12 = device.Kernel{
-		Name:   "dotsocr_vision_layernorm",
-		Source: "graphs/dots_ocr.graph:121",
-	}
-	kVision13 = device.Kernel{
-		Name:   "dotsocr_vision_linear_bias_gelu",
-		Source: "graphs/dots_ocr.graph:122",
-	}
-	kVision14 = device.Kernel{
-		Name:   "dotsocr_vision_linear_bias_out",
-		Source: "graphs/dots_ocr.graph:122",
-	}
-	kDecode01 = device.Kernel{
-		Name:   "dotsocr_decode_embed",
-		Source: "graphs/dots_ocr.graph:128",
-	}
-	kDecode02 = device.Kernel{
-		Name:   "dotsocr_decode_scatter",
-		Source: "graphs/dots_ocr.graph:128",
-	}
-	kDecode03 = device.Kernel{
-		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:131",
-	}
-	kDecode04 = device.Kernel{
-		Name:   "dotsocr_decode_linear_bias_rope",
-		Source: "graphs/dots_ocr.graph:132",
-	}
-	kDecode05 = device.Kernel{
-		Name:   "dotsocr_decode_linear_bias_rope_k_proj",
-		Source: "graphs/dots_ocr.graph:133",
-	}
-	kDecode06 = device.Kernel{
-		Name:   "dotsocr_decode_linear_bias",
-		Source: "graphs/dots_ocr.graph:134",
-	}
-	kDecode07 = device.Kernel{
-		Name:   "dotsocr_decode_attention",
-		Source: "graphs/dots_ocr.graph:135",
-	}
-	kDecode08 = device.Kernel{
-		Name:   "dotsocr_decode_linear_res",
-		Source: "graphs/dots_ocr.graph:136",
-	}
-	kDecode09 = device.Kernel{
-		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:137",
-	}
-	kDecode10 = device.Kernel{
-		Name:   "dotsocr_decode_linear",
-		Source: "graphs/dots_ocr.graph:138",
-	}
-	kDecode11 = device.Kernel{
-		Name:   "dotsocr_decode_linear_silu_mul",
-		Source: "graphs/dots_ocr.graph:138",
-	}
-	kDecode12 = device.Kernel{
-		Name:   "dotsocr_decode_linear_res_down_proj",
-		Source: "graphs/dots_ocr.graph:138",
-	}
-	kDecode13 = device.Kernel{
-		Name:   "dotsocr_decode_gather",
-		Source: "graphs/dots_ocr.graph:140",
-	}
-	kDecode14 = device.Kernel{
-		Name:   "dotsocr_decode_rmsnorm",
-		Source: "graphs/dots_ocr.graph:140",
-	}
-	kDecode15 = device.Kernel{
-		Name:   "dotsocr_decode_linear_logits",
-		Source: "graphs/dots_ocr.graph:141",
-	}
+	kVision01 = device.Kernel{Name: "dotsocr_vision_linear_bias", Source: "graphs/dots_ocr.graph:105"}
+	kVision02 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:106"}
+	kVision03 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:109"}
+	kVision04 = device.Kernel{Name: "dotsocr_vision_linear_rope_rope", Source: "graphs/dots_ocr.graph:110,112,113"}
+	kVision05 = device.Kernel{Name: "dotsocr_vision_attention", Source: "graphs/dots_ocr.graph:114"}
+	kVision06 = device.Kernel{Name: "dotsocr_vision_linear_res", Source: "graphs/dots_ocr.graph:115"}
+	kVision07 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:116"}
+	kVision08 = device.Kernel{Name: "dotsocr_vision_linear", Source: "graphs/dots_ocr.graph:117"}
+	kVision09 = device.Kernel{Name: "dotsocr_vision_linear_silu_mul", Source: "graphs/dots_ocr.graph:117"}
+	kVision10 = device.Kernel{Name: "dotsocr_vision_linear_res_fc2", Source: "graphs/dots_ocr.graph:117"}
+	kVision11 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:119"}
+	kVision12 = device.Kernel{Name: "dotsocr_vision_layernorm", Source: "graphs/dots_ocr.graph:121"}
+	kVision13 = device.Kernel{Name: "dotsocr_vision_linear_bias_gelu", Source: "graphs/dots_ocr.graph:122"}
+	kVision14 = device.Kernel{Name: "dotsocr_vision_linear_bias_out", Source: "graphs/dots_ocr.graph:122"}
+	kDecode01 = device.Kernel{Name: "dotsocr_decode_embed", Source: "graphs/dots_ocr.graph:128"}
+	kDecode02 = device.Kernel{Name: "dotsocr_decode_scatter", Source: "graphs/dots_ocr.graph:128"}
+	kDecode03 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:131"}
+	kDecode04 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope", Source: "graphs/dots_ocr.graph:132"}
+	kDecode05 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope_k_proj", Source: "graphs/dots_ocr.graph:133"}
+	kDecode06 = device.Kernel{Name: "dotsocr_decode_linear_bias", Source: "graphs/dots_ocr.graph:134"}
+	kDecode07 = device.Kernel{Name: "dotsocr_decode_attention", Source: "graphs/dots_ocr.graph:135"}
+	kDecode08 = device.Kernel{Name: "dotsocr_decode_linear_res", Source: "graphs/dots_ocr.graph:136"}
+	kDecode09 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:137"}
+	kDecode10 = device.Kernel{Name: "dotsocr_decode_linear", Source: "graphs/dots_ocr.graph:138"}
+	kDecode11 = device.Kernel{Name: "dotsocr_decode_linear_silu_mul", Source: "graphs/dots_ocr.graph:138"}
+	kDecode12 = device.Kernel{Name: "dotsocr_decode_linear_res_down_proj", Source: "graphs/dots_ocr.graph:138"}
+	kDecode13 = device.Kernel{Name: "dotsocr_decode_gather", Source: "graphs/dots_ocr.graph:140"}
+	kDecode14 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:140"}
+	kDecode15 = device.Kernel{Name: "dotsocr_decode_linear_logits", Source: "graphs/dots_ocr.graph:141"}
 )

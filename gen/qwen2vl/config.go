@@ -92,55 +92,25 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	if err := model.ReadConfig(cfg, "qwen2_vl", c.table()); err != nil {
 		return nil, err
 	}
+	r := &model.Refusals{Family: "qwen2_vl"}
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
-	if !(c.D%c.H == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
-	}
-	if !(c.H%c.KV == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires H%%KV == 0 (graphs/qwen2_vl.graph:42); this checkpoint has H = %v, KV = %v", c.H, c.KV)
-	}
-	if !(c.HD%2 == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires HD%%2 == 0 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v", c.HD)
-	}
-	if !(c.Sect[0]+c.Sect[1]+c.Sect[2] == c.HD/2) {
-		return nil, fmt.Errorf("qwen2_vl requires sum(sect) == HD/2 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v, sect[0] = %v, sect[1] = %v, sect[2] = %v", c.HD, c.Sect[0], c.Sect[1], c.Sect[2])
-	}
-	if !(c.VD%c.VH == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires VD%%VH == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
-	}
-	if !(c.VHD%4 == 0) {
-		return nil, fmt.Errorf("qwen2_vl requires VHD%%4 == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VHD = %v", c.VHD)
-	}
-	if !(c.VO == c.D) {
-		return nil, fmt.Errorf("qwen2_vl requires VO == D (graphs/qwen2_vl.graph:43); this checkpoint has D = %v, VO = %v", c.D, c.VO)
-	}
-	if !(c.C == 3) {
-		return nil, fmt.Errorf("qwen2_vl requires C == 3 (graphs/qwen2_vl.graph:43); this checkpoint has C = %v", c.C)
-	}
-	if !(c.Act == "silu") {
-		return nil, fmt.Errorf("qwen2_vl requires act == \"silu\" (graphs/qwen2_vl.graph:49); this checkpoint has act = %v", c.Act)
-	}
-	if !(c.Vact == "quick_gelu") {
-		return nil, fmt.Errorf("qwen2_vl requires vact == \"quick_gelu\" (graphs/qwen2_vl.graph:49); this checkpoint has vact = %v", c.Vact)
-	}
-	if !(!c.Sliding) {
-		return nil, fmt.Errorf("qwen2_vl requires !sliding (graphs/qwen2_vl.graph:49); this checkpoint has sliding = %v", c.Sliding)
-	}
-	if !(c.Rtype == "default") {
-		return nil, fmt.Errorf("qwen2_vl requires rtype == \"default\" (graphs/qwen2_vl.graph:54); this checkpoint has rtype = %v", c.Rtype)
-	}
-	if !(c.Rstype == "mrope") {
-		return nil, fmt.Errorf("qwen2_vl requires rstype == \"mrope\" (graphs/qwen2_vl.graph:54); this checkpoint has rstype = %v", c.Rstype)
-	}
-	return c, nil
-}
-
-// values lists the bound values in declaration order.
-func (c *Config) values() []model.Value {
-	return model.Values(c.table())
+	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
+	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/qwen2_vl.graph:42); this checkpoint has H = %v, KV = %v", c.H, c.KV)
+	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v", c.HD)
+	r.Require(c.Sect[0]+c.Sect[1]+c.Sect[2] == c.HD/2, "sum(sect) == HD/2 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v, sect[0] = %v, sect[1] = %v, sect[2] = %v", c.HD, c.Sect[0], c.Sect[1], c.Sect[2])
+	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
+	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VHD = %v", c.VHD)
+	r.Require(c.VO == c.D, "VO == D (graphs/qwen2_vl.graph:43); this checkpoint has D = %v, VO = %v", c.D, c.VO)
+	r.Require(c.C == 3, "C == 3 (graphs/qwen2_vl.graph:43); this checkpoint has C = %v", c.C)
+	r.Require(c.Act == "silu", "act == \"silu\" (graphs/qwen2_vl.graph:49); this checkpoint has act = %v", c.Act)
+	r.Require(c.Vact == "quick_gelu", "vact == \"quick_gelu\" (graphs/qwen2_vl.graph:49); this checkpoint has vact = %v", c.Vact)
+	r.Require(!c.Sliding, "!sliding (graphs/qwen2_vl.graph:49); this checkpoint has sliding = %v", c.Sliding)
+	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/qwen2_vl.graph:54); this checkpoint has rtype = %v", c.Rtype)
+	r.Require(c.Rstype == "mrope", "rstype == \"mrope\" (graphs/qwen2_vl.graph:54); this checkpoint has rstype = %v", c.Rstype)
+	return c, r.Err()
 }
 
 // unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.

@@ -119,3 +119,19 @@ func Unpinned(vs []ConfigValue, family string, pageSize, kernelsPageSize int) []
 	}
 	return bad
 }
+
+// Refusals collects a config's failed requirements; the first is the refusal.
+type Refusals struct {
+	Family string
+	err    error
+}
+
+// Require keeps "FAMILY requires " + the formatted text when ok is false.
+func (r *Refusals) Require(ok bool, format string, args ...any) {
+	if !ok && r.err == nil {
+		r.err = fmt.Errorf(r.Family+" requires "+format, args...)
+	}
+}
+
+// Err is the first refusal, or nil.
+func (r *Refusals) Err() error { return r.err }

@@ -115,13 +115,70 @@ func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
 	return out, nil
 }
 
-// Launcher launches a graph's kernels on one backend. The first error is kept, naming the kernel
-// and its graph lines, and every later launch is skipped: the generated forward launches without
-// checking each one and asks Err once, before it reads a result.
+// Launcher runs one call of a graph on a backend: checks, input writes, launches, the result.
+// The first error is kept (a failed check, a bad input, a launch naming its kernel and graph
+// lines) and every later write and launch is skipped: the generated forward goes straight
+// through and Finish returns that error.
 type Launcher struct {
-	B     device.Backend
-	Trace func(k *device.Kernel, name string, out device.Tensor)
-	err   error
+	B      device.Backend
+	Trace  func(k *device.Kernel, name string, out device.Tensor)
+	Family string // words the errors
+	err    error
+}
+
+// Check keeps the error format (after the family's name) when ok is false.
+func (l *Launcher) Check(ok bool, format string, args ...any) {
+	if !ok && l.err == nil {
+		l.err = fmt.Errorf(l.Family+": "+format, args...)
+	}
+}
+
+// Limit checks a size against its limit: name = n may not exceed limit (the limit's name).
+func (l *Launcher) Limit(name string, n int, limitName string, limit int) {
+	l.Check(n <= limit, "%s = %d exceeds the limit %s = %d; raise the limit or send fewer rows", name, n, limitName, limit)
+}
+
+// Write checks that data fills input t (shape is its declared shape, name its graph name) and writes it.
+func (l *Launcher) Write(t device.Tensor, data any, dt device.DType, name, shape string) {
+	if l.err == nil {
+		l.err = WriteInput(l.B, t, data, dt, l.Family, name, shape)
+	}
+}
+
+// Finish waits for the launches and reads the result out back, or returns the first error.
+func (l *Launcher) Finish(out device.Tensor) ([]float32, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	v := make([]float32, out.Rows*out.Cols)
+	if err := l.B.Sync(); err != nil {
+		return nil, err
+	}
+	if len(v) > 0 {
+		if err := l.B.Read(out, v); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// ImagePatches is the patch count of images of (t, h, w) grids, each side a multiple of merge,
+// within limit patches.
+func ImagePatches(family string, grids [][3]int, merge, limit int) (int, error) {
+	if len(grids) == 0 {
+		return 0, fmt.Errorf("%s: no images", family)
+	}
+	n := 0
+	for _, g := range grids {
+		if g[0] <= 0 || g[1] <= 0 || g[2] <= 0 || g[1]%merge != 0 || g[2]%merge != 0 {
+			return 0, fmt.Errorf("%s: image grid %v: t, h and w must be positive and h, w multiples of the merge size %d", family, g, merge)
+		}
+		n += g[0] * g[1] * g[2]
+	}
+	if n > limit {
+		return 0, fmt.Errorf("%s: the images have %d patches; the limit is %d (Patches); send smaller images or raise the limit", family, n, limit)
+	}
+	return n, nil
 }
 
 // Launch runs ops as kernel k and shows Trace the output out, named name ("" for none).
@@ -184,7 +241,7 @@ type Layout struct {
 	// Specialize gives a backend that builds kernels at load the family's kernels for this
 	// checkpoint; Unpinned lists how the checkpoint differs from the committed kernels, which
 	// every other GPU backend runs; Resolve picks each weight-name prefix by what has says exists.
-	Specialize func(device.Specializer, Limits) error
+	Specialize func(b device.Specializer, pageSize int) error
 	Unpinned   func(Limits) []string
 	Resolve    func(has func(string) bool) error
 }
@@ -228,7 +285,7 @@ func LoadBase(b device.Backend, l Limits, ly Layout, get func(name string) ([]by
 		return nil, err
 	}
 	if sp, ok := b.(device.Specializer); ok {
-		if err := ly.Specialize(sp, l); err != nil {
+		if err := ly.Specialize(sp, l.PageSize); err != nil {
 			return nil, err
 		}
 	} else if b.Name() != "cpu" {
@@ -346,4 +403,45 @@ func (a *Arena) Place(name string, elemBytes, n int) int {
 	a.Size += n
 	a.Buffers = append(a.Buffers, PlanBuffer{Name: name, Bytes: int64(elemBytes) * int64(n)})
 	return off
+}
+
+// Glue is the shared half of every generated family bound to one checkpoint: it implements
+// Bound over the tables the family generates (its config table, weight-name prefixes, weight
+// manifest and layout at given limits).
+type Glue struct {
+	Family   string
+	Table    []ConfigValue     // the bound config values (Values)
+	Prefixes []Prefix          // weight-name prefixes with their alternatives
+	Chosen   map[string]string // each prefix's chosen alternative, set by Resolve
+	Weights  func() []Weight   // the manifest, names resolved with Chosen
+	// Layout is the family at l before loading and, for Load, what attaches the loaded base to
+	// the family's model.
+	Layout func(l Limits) (Layout, func(*Base) Model)
+}
+
+// Values lists the bound config values in declaration order.
+func (g *Glue) Values() []Value { return Values(g.Table) }
+
+// Resolve picks each prefix's alternative by which tensor names the checkpoint has.
+func (g *Glue) Resolve(has func(string) bool) error {
+	return ResolvePrefixes(has, g.Family, g.Prefixes, g.Chosen)
+}
+
+// Manifest lists every tensor the checkpoint must hold, with its shape.
+func (g *Glue) Manifest() []TensorSpec { return Manifest(g.Weights()) }
+
+// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
+func (g *Glue) Plan(l Limits) Plan {
+	ly, _ := g.Layout(l)
+	return ly.Plan(l)
+}
+
+// Load uploads the weights through get and allocates the arenas and the KV cache for l (LoadBase).
+func (g *Glue) Load(b device.Backend, l Limits, get func(name string) ([]byte, device.DType, error)) (Model, error) {
+	ly, attach := g.Layout(l)
+	base, err := LoadBase(b, l, ly, get)
+	if err != nil {
+		return nil, err
+	}
+	return attach(base), nil
 }

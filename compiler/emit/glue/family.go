@@ -59,21 +59,6 @@ func (e *emitter) family(f *File) error {
 			Id("Bind"):          Id("Bind"),
 		})),
 	)
-	prefixes := Dict{}
-	for _, pf := range p.Prefixes {
-		prefixes[Lit(pf.Name)] = Lit(pf.Alts[0])
-	}
-	f.Comment("Bind reads config.json through cfg and returns the family bound to its values.")
-	f.Func().Id("Bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error()).Block(
-		List(Id("c"), Err()).Op(":=").Id("readConfig").Call(Id("cfg")),
-		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Return(Op("&").Id("bound").Values(Dict{Id("cfg"): Id("cfg"), Id("c"): Id("c"), Id("prefix"): Map(String()).String().Values(prefixes)}), Nil()),
-	)
-	f.Comment("bound is the family bound to one checkpoint's config (cfg, read into c); prefix holds the chosen alternative of each name prefix.")
-	f.Type().Id("bound").Struct(Id("cfg").Qual(modelPkg, "Config"), Id("c").Op("*").Id("Config"), Id("prefix").Map(String()).String())
-	f.Comment("Values lists the bound config values in declaration order.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Values").Params().Index().Qual(modelPkg, "Value").Block(Return(Id("m").Dot("c").Dot("values").Call()))
-
 	dec := e.graph("decoder")
 
 	// Model
@@ -94,61 +79,54 @@ func (e *emitter) family(f *File) error {
 	f.Comment("graph reuse that graph's arenas, so they must not overlap.")
 	f.Type().Id("Model").Struct(fields...)
 
-	// layout
+	// Bind: the shared model.Glue over this family's tables
+	chosen := Dict{}
+	for _, pf := range p.Prefixes {
+		chosen[Lit(pf.Name)] = Lit(pf.Alts[0])
+	}
 	newModel := []Code{field("c", Id("c"))}
-	var graphs []Code
-	for _, g := range p.Graphs {
+	var graphs, attach []Code
+	for gi, g := range p.Graphs {
 		v := lowerFirst(lower.GoName(g.Name))
 		newModel = append(newModel, field(v, Id(planFunc(g)).Call(Id("c"), Id("l"))))
 		gp := []Code{field("Name", Lit(g.Name)), field("Buffers", Id("md").Dot(v).Dot("buffers"))}
 		for _, a := range g.Arenas {
 			gp = append(gp, field(a.DType, Id("md").Dot(v).Dot("Size"+a.DType)))
-		}
-		graphs = append(graphs, Values(gp...))
-	}
-	ly := []Code{
-		field("Family", Lit(p.Family)), field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)),
-		field("Weights", Id("m").Dot("tensors").Call(Op("&").Id("md").Dot("w"))),
-		field("Graphs", Index().Qual(modelPkg, "GraphPlan").Values(lines(graphs)...)),
-		field("Specialize", Id("m").Dot("specialize")), field("Unpinned", Id("m").Dot("c").Dot("unpinned")), field("Resolve", Id("m").Dot("Resolve")),
-	}
-	if cache := input(dec, "cache"); cache != nil {
-		ly = append(ly, field("KVLayers", Id(e.goExpr(cache.Rows, nil))), field("KVWidth", Id(e.goExpr(cache.Cols, nil))))
-	}
-	f.Comment("layout is the family at l before loading, and what Load and Plan share.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("layout").Params(Id("l").Qual(modelPkg, "Limits")).Params(Op("*").Id("Model"), Qual(modelPkg, "Layout")).Block(
-		Id("c").Op(":=").Id("m").Dot("c"),
-		Id("md").Op(":=").Op("&").Id("Model").Values(newModel...),
-		Return(Id("md"), Qual(modelPkg, "Layout").Values(lines(ly)...)),
-	)
-	f.Comment("Plan gives the bytes weights (as BF16), activations and the KV cache need at l.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Plan").Params(Id("l").Qual(modelPkg, "Limits")).Qual(modelPkg, "Plan").Block(
-		List(Id("_"), Id("ly")).Op(":=").Id("m").Dot("layout").Call(Id("l")),
-		Return(Id("ly").Dot("Plan").Call(Id("l"))),
-	)
-
-	// Load
-	load := []Code{
-		List(Id("md"), Id("ly")).Op(":=").Id("m").Dot("layout").Call(Id("l")),
-		List(Id("base"), Err()).Op(":=").Qual(modelPkg, "LoadBase").Call(Id("b"), Id("l"), Id("ly"), Id("get")),
-		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Id("md").Dot("Base").Op("=").Id("base"),
-	}
-	for gi, g := range p.Graphs {
-		for _, a := range g.Arenas {
 			k := 0
 			if a.DType == "I32" {
 				k = 1
 			}
-			load = append(load, Id("md").Dot(arenaField(g, a)).Op("=").Id("base").Dot("Arenas").Index(Lit(gi)).Index(Lit(k)))
+			attach = append(attach, Id("md").Dot(arenaField(g, a)).Op("=").Id("base").Dot("Arenas").Index(Lit(gi)).Index(Lit(k)))
 		}
+		graphs = append(graphs, Values(gp...))
 	}
-	load = append(load, Return(Id("md"), Nil()))
-	f.Comment("Load uploads the weights through get and allocates the arenas and the KV cache for l (model.LoadBase).")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Load").Params(
-		Id("b").Qual(devicePkg, "Backend"), Id("l").Qual(modelPkg, "Limits"),
-		Id("get").Func().Params(Id("name").String()).Params(Index().Byte(), Qual(devicePkg, "DType"), Error()),
-	).Params(Qual(modelPkg, "Model"), Error()).Block(load...)
+	attach = append([]Code{Id("md").Dot("Base").Op("=").Id("base")}, append(attach, Return(Id("md")))...)
+	ly := []Code{
+		field("Family", Lit(p.Family)), field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)),
+		field("Weights", Id("tensors").Call(Id("c"), Id("g").Dot("Chosen"), Op("&").Id("md").Dot("w"))),
+		field("Graphs", Index().Qual(modelPkg, "GraphPlan").Values(lines(graphs)...)),
+		field("Specialize", Qual(specializePkg, "Loader").Call(Id("program"), Id("cfg"), Lit(p.Package))),
+		field("Unpinned", Id("c").Dot("unpinned")), field("Resolve", Id("g").Dot("Resolve")),
+	}
+	if cache := input(dec, "cache"); cache != nil {
+		ly = append(ly, field("KVLayers", Id(e.goExpr(cache.Rows, nil))), field("KVWidth", Id(e.goExpr(cache.Cols, nil))))
+	}
+	f.Comment("Bind reads config.json through cfg and returns the family bound to its values (model.Glue over")
+	f.Comment("the family's tables).")
+	f.Func().Id("Bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error()).Block(
+		List(Id("c"), Err()).Op(":=").Id("readConfig").Call(Id("cfg")),
+		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		Id("g").Op(":=").Op("&").Qual(modelPkg, "Glue").Values(field("Family", Lit(p.Family)), field("Table", Id("c").Dot("table").Call()),
+			field("Prefixes", Id("prefixes")), field("Chosen", Map(String()).String().Values(chosen))),
+		Id("g").Dot("Weights").Op("=").Func().Params().Index().Qual(modelPkg, "Weight").Block(
+			Return(Id("tensors").Call(Id("c"), Id("g").Dot("Chosen"), Op("&").Id("weights").Values()))),
+		Id("g").Dot("Layout").Op("=").Func().Params(Id("l").Qual(modelPkg, "Limits")).Params(Qual(modelPkg, "Layout"), Func().Params(Op("*").Qual(modelPkg, "Base")).Qual(modelPkg, "Model")).Block(
+			Id("md").Op(":=").Op("&").Id("Model").Values(newModel...),
+			Id("ly").Op(":=").Qual(modelPkg, "Layout").Values(lines(ly)...),
+			Return(Id("ly"), Func().Params(Id("base").Op("*").Qual(modelPkg, "Base")).Qual(modelPkg, "Model").Block(attach...)),
+		),
+		Return(Id("g"), Nil()),
+	)
 
 	f.ImportName(specializePkg, "specialize")
 	f.Anon("embed")
@@ -157,15 +135,6 @@ func (e *emitter) family(f *File) error {
 	f.Comment("")
 	f.Comment("//go:embed program.json")
 	f.Var().Id("program").Index().Byte()
-	f.Comment(fmt.Sprintf("specialize renders the kernels of %s for this checkpoint's config and l's page size and", p.Source))
-	f.Comment(fmt.Sprintf("gives them to b as kernels/%s.hip and its schedule.", p.Package))
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("specialize").Params(Id("b").Qual(devicePkg, "Specializer"), Id("l").Qual(modelPkg, "Limits")).Error().Block(
-		List(Id("prog"), Err()).Op(":=").Qual(specializePkg, "Decode").Call(Id("program")),
-		If(Err().Op("!=").Nil()).Block(Return(Err())),
-		List(Id("ks"), Err()).Op(":=").Id("prog").Dot("Source").Call(Id("m").Dot("cfg"), Id("l").Dot("PageSize")),
-		If(Err().Op("!=").Nil()).Block(Return(Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("specialising kernels/%s.hip for this checkpoint: %%w", p.Package)), Err()))),
-		Return(Id("b").Dot("SpecializeFamily").Call(Lit(p.Package), Id("ks"))),
-	)
 
 	// Info
 	info := Dict{}

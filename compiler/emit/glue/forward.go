@@ -157,9 +157,11 @@ func (f *fwd) op(op *lower.Op) Code {
 func field(name string, v Code) Code { return Id(name).Op(":").Add(v) }
 
 func (f *fwd) steps(steps []*lower.Step) []Code {
-	var out []Code
+	var out, guarded []Code
+	guard := ""
 	for _, s := range steps {
 		if l := s.Loop; l != nil {
+			guard = ""
 			out = append(out, For(Id(l.Var).Op(":=").Lit(0), Id(l.Var).Op("<").Id(f.ref(l.Count)), Id(l.Var).Op("++")).Block(f.steps(l.Steps)...).
 				Comment(fmt.Sprintf("%s:%d", l.Pos.File, l.Pos.Line)))
 			continue
@@ -178,7 +180,7 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 			}
 		}
 		source := f.e.p.Source + ":" + strings.Join(lines, ",")
-		f.kvars = append(f.kvars, Id(kv).Op("=").Qual(devicePkg, "Kernel").Values(Dict{Id("Name"): Lit(l.Kernel.Name), Id("Source"): Lit(source)}))
+		f.kvars = append(f.kvars, Id(kv).Op("=").Qual(devicePkg, "Kernel").Values(field("Name", Lit(l.Kernel.Name)), field("Source", Lit(source))))
 		// the launch shows its last op's output to Trace by the graph's name for it
 		args := []Code{Op("&").Id(kv), Lit(""), Qual(devicePkg, "Tensor").Values()}
 		if last := l.Ops[len(l.Ops)-1].Out; last != nil {
@@ -187,13 +189,21 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 		for _, op := range l.Ops {
 			args = append(args, f.op(op))
 		}
-		launch := []Code{Id("launch").Call(args...)}
-		// a launch over rows that may number zero (image rows, logit rows) is skipped then
-		if rows := launchRows(l.Ops[0]); rows != nil && f.mayBeZero(rows) {
-			out = append(out, If(Id(f.ref(rows)).Op(">").Lit(0)).Block(launch...))
-		} else {
-			out = append(out, launch...)
+		launch := Id("launch").Call(args...)
+		// a launch over rows that may number zero (image rows, logit rows) is skipped then;
+		// consecutive launches under one such guard share its block
+		rows := launchRows(l.Ops[0])
+		if rows == nil || !f.mayBeZero(rows) {
+			out, guard = append(out, launch), ""
+			continue
 		}
+		if g := f.ref(rows); g == guard {
+			guarded = append(guarded, launch)
+		} else {
+			guard, guarded = g, []Code{launch}
+			out = append(out, nil)
+		}
+		out[len(out)-1] = If(Id(guard).Op(">").Lit(0)).Block(guarded...)
 	}
 	return out
 }
@@ -238,7 +248,7 @@ func (e *emitter) forward(file *File) error {
 
 		var body []Code
 		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("B").Op(",").Op("&").Id("m").Dot("w"),
-			Id("l").Op(":=").Op("&").Qual(modelPkg, "Launcher").Values(field("B", Id("b")), field("Trace", Id("m").Dot("Trace"))),
+			Id("l").Op(":=").Op("&").Qual(modelPkg, "Launcher").Values(field("B", Id("b")), field("Trace", Id("m").Dot("Trace")), field("Family", Lit(e.p.Family))),
 			Id("launch").Op(":=").Id("l").Dot("Launch"),
 			Id("p").Op(":=").Op("&").Id("m").Dot(lowerFirst(lower.GoName(g.Name))),
 			Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
@@ -259,19 +269,8 @@ func (e *emitter) forward(file *File) error {
 				return fmt.Errorf("graph %s has no pixels input", g.Name)
 			}
 			n := px.Rows.Name
-			body = append(body, If(Len(Id("grids")).Op("==").Lit(0)).Block(
-				Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+": no images"))),
-			), Id(n).Op(":=").Lit(0),
-				For(List(Id("_"), Id("g")).Op(":=").Range().Id("grids")).Block(
-					If(Id("g").Index(Lit(0)).Op("<=").Lit(0).Op("||").Id("g").Index(Lit(1)).Op("%").Id(merge).Op("!=").Lit(0).Op("||").Id("g").Index(Lit(2)).Op("%").Id(merge).Op("!=").Lit(0).Op("||").Id("g").Index(Lit(1)).Op("<=").Lit(0).Op("||").Id("g").Index(Lit(2)).Op("<=").Lit(0)).Block(
-						Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: image grid %%v: t, h and w must be positive and h, w multiples of the merge size %%d", e.p.Family)), Id("g"), Id(merge))),
-					),
-					Id(n).Op("+=").Id("g").Index(Lit(0)).Op("*").Id("g").Index(Lit(1)).Op("*").Id("g").Index(Lit(2)),
-				),
-				If(Id(n).Op(">").Id("m").Dot("Lim").Dot("Patches")).Block(
-					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: the images have %%d patches; the limit is %%d (Patches); send smaller images or raise the limit", e.p.Family)), Id(n), Id("m").Dot("Lim").Dot("Patches"))),
-				),
-			)
+			body = append(body, List(Id(n), Err()).Op(":=").Qual(modelPkg, "ImagePatches").Call(Lit(e.p.Family), Id("grids"), Id(merge), Id("m").Dot("Lim").Dot("Patches")),
+				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
 			defined[n] = true
 			if input(g, "positions2d") != nil {
 				body = append(body, Id("posData").Op(":=").Qual(posPkg, "Vision2D").Call(Id("grids"), Id(merge)))
@@ -308,13 +307,11 @@ func (e *emitter) forward(file *File) error {
 				if !defined[d.Name] {
 					return fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
 				}
-				body = append(body, If(Id(d.Name).Op(">").Id(d.Limit.Go(limitRef("m.Lim")))).Block(
-					Return(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("%s: %s = %%d exceeds the limit %s = %%d; raise the limit or send fewer rows", e.p.Family, d.Name, d.Limit)), Id(d.Name), Id(d.Limit.Go(limitRef("m.Lim"))))),
-				))
+				body = append(body, Id("l").Dot("Limit").Call(Lit(d.Name), Id(d.Name), Lit(d.Limit.String()), Id(d.Limit.Go(limitRef("m.Lim")))))
 			}
 		}
 		for _, r := range g.Requires {
-			format := fmt.Sprintf("%s: graph %s requires %s (%s); here", e.p.Family, g.Name, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
+			format := fmt.Sprintf("graph %s requires %s (%s); here", g.Name, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
 			var args []Code
 			for i, name := range r.Cond.Refs() {
 				if i > 0 {
@@ -323,9 +320,7 @@ func (e *emitter) forward(file *File) error {
 				format += fmt.Sprintf(" %s = %%v", name)
 				args = append(args, Id(f.ref(lower.Ref(name))))
 			}
-			body = append(body, If(Op("!").Parens(Id(f.ref(r.Cond)))).Block(
-				Return(Nil(), Qual("fmt", "Errorf").Call(append([]Code{Lit(format)}, args...)...)),
-			))
+			body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
 		}
 		// inputs: check their lengths and write them
 		var writes []Code
@@ -335,21 +330,12 @@ func (e *emitter) forward(file *File) error {
 				continue
 			}
 			t := f.tensor(in)
-			writes = append(writes, If(Err().Op(":=").Qual(modelPkg, "WriteInput").Call(Id("b"), Id(t), Id(data), Qual(devicePkg, dt),
-				Lit(e.p.Family), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", in.Rows, in.Cols))), Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
+			writes = append(writes, Id("l").Dot("Write").Call(Id(t), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", in.Rows, in.Cols))))
 		}
 		body = append(body, f.decls...)
 		body = append(body, writes...)
 		body = append(body, launches...)
-		body = append(body,
-			If(Err().Op(":=").Id("l").Dot("Err").Call(), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-			Id("out").Op(":=").Make(Index().Float32(), Id(result).Dot("Rows").Op("*").Id(result).Dot("Cols")),
-			If(Err().Op(":=").Id("b").Dot("Sync").Call(), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-			If(Len(Id("out")).Op(">").Lit(0)).Block(
-				If(Err().Op(":=").Id("b").Dot("Read").Call(Id(result), Id("out")), Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-			),
-			Return(Id("out"), Nil()),
-		)
+		body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
 		if g.Role == "vision" {
 			file.Comment(fmt.Sprintf("Vision runs graph %s (%s:%d) on pixels [N, C] of images with the given (t, h, w) grids.", g.Name, g.Pos.File, g.Pos.Line))
 			file.Func().Params(Id("m").Op("*").Id("Model")).Id("Vision").Params(Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)

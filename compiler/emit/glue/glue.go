@@ -188,6 +188,7 @@ func (e *emitter) config(f *File) error {
 	var body []Code
 	body = append(body, Id("c").Op("=").Op("&").Id("Config").Values(),
 		If(Err().Op(":=").Qual(modelPkg, "ReadConfig").Call(Id("cfg"), Lit(p.Family), Id("c").Dot("table").Call()), Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
+	body = append(body, Id("r").Op(":=").Op("&").Qual(modelPkg, "Refusals").Values(field("Family", Lit(p.Family))))
 	for _, prm := range p.Params {
 		if prm.Derived != nil {
 			body = append(body, Id("c."+lower.GoName(prm.Name)).Op("=").Id(e.goExpr(prm.Derived, nil)))
@@ -195,7 +196,7 @@ func (e *emitter) config(f *File) error {
 	}
 	for _, r := range p.Requires {
 		refs := r.Cond.Refs()
-		format := fmt.Sprintf("%s requires %s (%s); this checkpoint has", p.Family, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
+		format := fmt.Sprintf("%s (%s); this checkpoint has", strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
 		var args []Code
 		for i, name := range refs {
 			sep := ","
@@ -205,11 +206,9 @@ func (e *emitter) config(f *File) error {
 			format += fmt.Sprintf("%s %s = %%v", sep, name)
 			args = append(args, Id(e.ref(nil)(name)))
 		}
-		body = append(body, If(Op("!").Parens(Id(e.goExpr(r.Cond, nil)))).Block(
-			Return(Nil(), Qual("fmt", "Errorf").Call(append([]Code{Lit(format)}, args...)...)),
-		))
+		body = append(body, Id("r").Dot("Require").Call(append([]Code{Id(e.goExpr(r.Cond, nil)), Lit(format)}, args...)...))
 	}
-	body = append(body, Return(Id("c"), Nil()))
+	body = append(body, Return(Id("c"), Id("r").Dot("Err").Call()))
 
 	f.Comment("readConfig reads config.json through cfg, fills the derived values and checks the requirements;")
 	f.Comment("an unsupported value is refused by name.")
@@ -223,10 +222,6 @@ func (e *emitter) config(f *File) error {
 		}, body...)...,
 	)
 
-	f.Comment("values lists the bound values in declaration order.")
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("values").Params().Index().Qual(modelPkg, "Value").Block(
-		Return(Qual(modelPkg, "Values").Call(Id("c").Dot("table").Call())),
-	)
 	f.Comment("unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.")
 	f.Func().Params(Id("c").Op("*").Id("Config")).Id("unpinned").Params(Id("l").Qual(modelPkg, "Limits")).Index().String().Block(
 		Return(Qual(modelPkg, "Unpinned").Call(Id("c").Dot("table").Call(), Lit(p.Family), Id("l").Dot("PageSize"), Lit(p.SpecPageSize))),
@@ -280,7 +275,7 @@ func (e *emitter) weights(f *File) error {
 	}
 
 	var body []Code
-	body = append(body, Id("c").Op(":=").Id("m").Dot("c"), Var().Id("out").Index().Qual(modelPkg, "Weight"))
+	body = append(body, Var().Id("out").Index().Qual(modelPkg, "Weight"))
 	for _, g := range e.weightGroups() {
 		body = append(body, Id("w").Dot(g).Op("=").Make(Index().Id(lowerFirst(g)), Id(e.goExpr(e.groupCount(g), nil))))
 	}
@@ -288,7 +283,7 @@ func (e *emitter) weights(f *File) error {
 		pfx := Lit("")
 		path := w.Path
 		if w.Prefix != "" {
-			pfx = Id("m").Dot("prefix").Index(Lit(w.Prefix))
+			pfx = Id("prefix").Index(Lit(w.Prefix))
 			path = "." + path
 		}
 		if w.Index == "" && w.Prefix == "" {
@@ -332,7 +327,7 @@ func (e *emitter) weights(f *File) error {
 	}
 	body = append(body, Return(Id("out")))
 	f.Comment("tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("tensors").Params(Id("w").Op("*").Id("weights")).Index().Qual(modelPkg, "Weight").Block(body...)
+	f.Func().Id("tensors").Params(Id("c").Op("*").Id("Config"), Id("prefix").Map(String()).String(), Id("w").Op("*").Id("weights")).Index().Qual(modelPkg, "Weight").Block(body...)
 
 	// prefix resolution: the first alternative under which the prefix's first tensor exists
 	var prefixes []Code
@@ -354,14 +349,8 @@ func (e *emitter) weights(f *File) error {
 		prefixes = append(prefixes, Values(field("Name", Lit(pf.Name)), field("Alts", Index().String().Values(alts...)),
 			field("Probe", Lit("."+strings.Replace(probe.Path, "{i}", "0", 1))), field("Source", Lit(lineOf(pf.Pos)))))
 	}
-	f.Comment("Resolve picks each prefix's alternative by which tensor names the checkpoint has.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Resolve").Params(Id("has").Func().Params(String()).Bool()).Error().Block(
-		Return(Qual(modelPkg, "ResolvePrefixes").Call(Id("has"), Lit(p.Family), Index().Qual(modelPkg, "Prefix").Values(lines(prefixes)...), Id("m").Dot("prefix"))),
-	)
-	f.Comment("Manifest lists every tensor the checkpoint must hold, with its shape.")
-	f.Func().Params(Id("m").Op("*").Id("bound")).Id("Manifest").Params().Index().Qual(modelPkg, "TensorSpec").Block(
-		Return(Qual(modelPkg, "Manifest").Call(Id("m").Dot("tensors").Call(Op("&").Id("weights").Values()))),
-	)
+	f.Comment("prefixes are the weight-name prefixes with their alternatives; the first under which the probe exists is chosen.")
+	f.Var().Id("prefixes").Op("=").Index().Qual(modelPkg, "Prefix").Values(lines(prefixes)...)
 	return nil
 }
 
