@@ -4,11 +4,13 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"tfc/runtime/checkpoint"
 	"tfc/runtime/device"
+	"tfc/runtime/lanes"
 	"tfc/runtime/model"
 	"tfc/runtime/positions"
 	"tfc/runtime/sample"
@@ -152,96 +154,46 @@ type Result struct {
 	VisionRows   []float32
 }
 
-// Generate runs one sequence alone: vision, the whole prompt as one round, then one row a round.
+// Generate runs one sequence alone: the lanes scheduler with one lane, no drafts and no prompt
+// cache, so it takes the path every served request takes.
 func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
-	info := e.Info
-	res := &Result{FinishReason: "length"}
-	var imageAt []int32
-	for i, id := range p.IDs {
-		if int(id) == info.ImageToken {
-			imageAt = append(imageAt, int32(i))
-		}
+	var eos []int32
+	for id := range e.EOS {
+		eos = append(eos, int32(id))
 	}
-	if len(p.Grids) > 0 {
-		rows, err := e.Model.Vision(p.Pixels, p.Grids)
-		if err != nil {
-			return nil, err
-		}
-		if len(rows) != len(imageAt)*info.Hidden {
-			return nil, fmt.Errorf("the prompt has %d image placeholder tokens, the images give %d rows", len(imageAt), len(rows)/info.Hidden)
-		}
-		res.VisionRows = rows
-	} else if len(imageAt) > 0 {
-		return nil, fmt.Errorf("the prompt has %d image placeholder tokens and no image", len(imageAt))
-	}
-	pos, delta, err := positions.Prompt(e.Info.Positions, p.IDs, p.Grids, int32(e.Info.ImageToken), e.Info.Merge)
+	s, err := lanes.New(e.Model, lanes.Config{Parallel: 1, Context: e.Limits.Context, Rows: e.Limits.Rows,
+		PageSize: e.Limits.PageSize, EOS: eos, MaxPatches: e.Limits.Patches})
 	if err != nil {
 		return nil, err
 	}
+	defer s.Close()
+	res := &Result{}
 	n := len(p.IDs)
-	if n+o.MaxTokens > e.Limits.Context {
-		return nil, fmt.Errorf("prompt of %d tokens plus %d new tokens exceeds the context of %d", n, o.MaxTokens, e.Limits.Context)
+	req := &lanes.Request{Prompt: p.IDs, Pixels: p.Pixels, Grids: p.Grids, MaxTokens: o.MaxTokens, Sample: o.Sample,
+		Vision: func(rows []float32) { res.VisionRows = rows }}
+	if o.Step != nil {
+		req.Logits = func(pos int, logits []float32) { o.Step(pos-n, logits) }
 	}
-	pages := make([]int32, (e.Limits.Context+e.Limits.PageSize-1)/e.Limits.PageSize)
-	for i := range pages {
-		pages[i] = int32(i)
-	}
-	round := &model.Round{PageTable: pages}
-	// prompt fill, in pieces of at most Limits.Rows rows
-	var logits []float32
-	for lo := 0; lo < n; lo += e.Limits.Rows {
-		hi := min(n, lo+e.Limits.Rows)
-		round.Tokens = p.IDs[lo:hi]
-		round.Positions = pos[lo*info.PositionAxes : hi*info.PositionAxes]
-		round.Seq = make([]int32, hi-lo)
-		round.Pos = iota32(lo, hi)
-		round.ImageRows, round.ImageAt = nil, nil
-		for j, at := range imageAt {
-			if int(at) >= lo && int(at) < hi {
-				round.ImageAt = append(round.ImageAt, at-int32(lo))
-				round.ImageRows = append(round.ImageRows, res.VisionRows[j*info.Hidden:(j+1)*info.Hidden]...)
+	if len(p.Grids) == 0 {
+		for _, id := range p.IDs {
+			if int(id) == e.Info.ImageToken {
+				return nil, fmt.Errorf("the prompt has image placeholder tokens and no image")
 			}
 		}
-		round.LogitRows = nil
-		if hi == n {
-			round.LogitRows = []int32{int32(hi - lo - 1)}
-		}
-		if logits, err = e.Model.Forward(round); err != nil {
-			return nil, err
-		}
 	}
-	for step := 0; step < o.MaxTokens; step++ {
-		if o.Step != nil {
-			o.Step(step, logits)
-		}
-		next := int32(sample.Pick(logits, o.Sample, n+step))
-		res.OutputIDs = append(res.OutputIDs, next)
-		if e.EOS[int(next)] {
-			res.FinishReason = "stop"
+	st, err := s.Submit(context.Background(), req)
+	if err != nil {
+		return nil, err
+	}
+	for ev := range st.Events {
+		res.OutputIDs = append(res.OutputIDs, ev.Tokens...)
+		if ev.Done {
+			if ev.Err != nil {
+				return nil, ev.Err
+			}
+			res.FinishReason = ev.Finish
 			break
-		}
-		if step == o.MaxTokens-1 {
-			break
-		}
-		at := n + step
-		p3 := positions.Decode(at, delta)
-		round.Tokens = []int32{next}
-		round.Positions = p3[:info.PositionAxes]
-		round.Seq = []int32{0}
-		round.Pos = []int32{int32(at)}
-		round.ImageRows, round.ImageAt = nil, nil
-		round.LogitRows = []int32{0}
-		if logits, err = e.Model.Forward(round); err != nil {
-			return nil, err
 		}
 	}
 	return res, nil
-}
-
-func iota32(lo, hi int) []int32 {
-	out := make([]int32, hi-lo)
-	for i := range out {
-		out[i] = int32(lo + i)
-	}
-	return out
 }

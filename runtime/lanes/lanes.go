@@ -68,6 +68,10 @@ type Request struct {
 	Sample    sample.Params
 	// Stop, when set, sees the output after each token and ends the sequence by returning true.
 	Stop func(out []int32) bool
+	// Logits, when set, sees the logits each of the request's tokens is picked from, with the
+	// token's place in the sequence (the gates compare them); Vision sees its images' tower rows.
+	Logits func(pos int, logits []float32)
+	Vision func(rows []float32)
 }
 
 // Event is what a request's stream carries: new tokens, and at the end Done with the reason.
@@ -685,17 +689,22 @@ func (s *Scheduler) runRound() bool {
 // position after its j-th new token, a finished prompt's row at the prompt's length.
 func (s *Scheduler) pick(logits []float32, dec []decodeRows, fill *seq) []int32 {
 	type job struct {
-		p   sample.Params
+		r   *Request
 		pos int
 	}
 	jobs := make([]job, 0, len(logits)/s.info.Vocab)
 	for _, d := range dec {
 		for j := 0; j <= len(d.drafts); j++ {
-			jobs = append(jobs, job{d.sq.req.Sample, len(d.sq.ids) + j})
+			jobs = append(jobs, job{d.sq.req, len(d.sq.ids) + j})
 		}
 	}
 	if fill != nil && len(jobs) < len(logits)/s.info.Vocab {
-		jobs = append(jobs, job{fill.req.Sample, fill.n})
+		jobs = append(jobs, job{fill.req, fill.n})
+	}
+	for i, j := range jobs {
+		if see := j.r.Logits; see != nil {
+			see(j.pos, logits[i*s.info.Vocab:(i+1)*s.info.Vocab])
+		}
 	}
 	picks := make([]int32, len(jobs))
 	var wg sync.WaitGroup
@@ -707,7 +716,7 @@ func (s *Scheduler) pick(logits []float32, dec []decodeRows, fill *seq) []int32 
 	for range min(len(jobs), runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for i := range next {
-				picks[i] = int32(sample.Pick(logits[i*s.info.Vocab:(i+1)*s.info.Vocab], jobs[i].p, jobs[i].pos))
+				picks[i] = int32(sample.Pick(logits[i*s.info.Vocab:(i+1)*s.info.Vocab], jobs[i].r.Sample, jobs[i].pos))
 			}
 		})
 	}
@@ -728,6 +737,9 @@ func (s *Scheduler) see(sq *seq) error {
 		return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))
 	}
 	sq.vision = rows
+	if sq.req.Vision != nil {
+		sq.req.Vision(rows)
+	}
 	return nil
 }
 
