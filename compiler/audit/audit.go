@@ -72,8 +72,8 @@ type Options struct {
 	DeviceLibs []string // bitcode folders searched first, then $TFC_DEVICE_LIBS (a path list), then DefaultDeviceLibs
 }
 
-// Kernel is one kernel compiled for one target.
-type Kernel struct {
+// Compiled is one kernel compiled for one target: its resources and what the audit found.
+type Compiled struct {
 	File, Name, Target  string
 	VGPRs, AGPRs, SGPRs int
 	LDS, Scratch        int // bytes
@@ -88,7 +88,7 @@ type Kernel struct {
 
 // Report is the outcome of an audit.
 type Report struct {
-	Kernels []Kernel
+	Kernels []Compiled
 	Notes   []string // targets skipped, and why
 }
 
@@ -174,7 +174,7 @@ func Run(ctx context.Context, files []string, o Options) (*Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 
-	results := make([][]Kernel, len(jobs))
+	results := make([][]Compiled, len(jobs))
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -216,7 +216,7 @@ func known() []string {
 	return ns
 }
 
-func compile(ctx context.Context, clang, readelf, file, target, lib, obj string) ([]Kernel, error) {
+func compile(ctx context.Context, clang, readelf, file, target, lib, obj string) ([]Compiled, error) {
 	cmd := exec.CommandContext(ctx, clang, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
 		"--offload-arch="+target, "-O3", file, "-o", obj, "--rocm-path=/usr", "--rocm-device-lib-path="+lib)
 	var stderr bytes.Buffer
@@ -240,8 +240,8 @@ func compile(ctx context.Context, clang, readelf, file, target, lib, obj string)
 
 // ParseNotes reads the kernels of an AMDGPU code object from `llvm-readelf --notes` output: the
 // amdhsa.kernels list of its metadata YAML, keys at the list item's level only.
-func ParseNotes(notes []byte) ([]Kernel, error) {
-	var ks []Kernel
+func ParseNotes(notes []byte) ([]Compiled, error) {
+	var ks []Compiled
 	var cur map[string]string
 	flush := func() error {
 		if cur == nil {
@@ -297,8 +297,8 @@ func ParseNotes(notes []byte) ([]Kernel, error) {
 	return ks, nil
 }
 
-func kernelOf(m map[string]string) (Kernel, error) {
-	k := Kernel{Name: m[".name"], DynamicStack: m[".uses_dynamic_stack"] == "true"}
+func kernelOf(m map[string]string) (Compiled, error) {
+	k := Compiled{Name: m[".name"], DynamicStack: m[".uses_dynamic_stack"] == "true"}
 	if k.Name == "" {
 		return k, errors.New("a kernel in the metadata has no .name")
 	}
@@ -337,7 +337,7 @@ func LaunchBounds(src []byte) map[string]int {
 }
 
 // Check returns what in k breaks t's limits.
-func Check(k Kernel, t Target) []string {
+func Check(k Compiled, t Target) []string {
 	var fs []string
 	threads := k.MaxThreads
 	switch {

@@ -22,7 +22,7 @@ func TestParseNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Kernel{
+	want := []Compiled{
 		{Name: "scale2", VGPRs: 4, SGPRs: 11, Wave: 64, MaxThreads: 128},
 		{Name: "private_array", VGPRs: 4, SGPRs: 35, Scratch: 272, Wave: 64, MaxThreads: 1024},
 	}
@@ -43,24 +43,24 @@ func TestLaunchBounds(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	ok := Kernel{Name: "k", VGPRs: 64, SGPRs: 20, LDS: 16384, Wave: 32, MaxThreads: 256, LaunchBounds: 256}
+	ok := Compiled{Name: "k", VGPRs: 64, SGPRs: 20, LDS: 16384, Wave: 32, MaxThreads: 256, LaunchBounds: 256}
 	for _, c := range []struct {
 		target string
-		edit   func(*Kernel)
+		edit   func(*Compiled)
 		want   string // "" for no finding
 	}{
-		{"gfx1030", func(k *Kernel) {}, ""},
-		{"gfx1030", func(k *Kernel) { k.LDS = 65537 }, "uses 65537 bytes of LDS; a workgroup on gfx1030 may use 65536"},
-		{"gfx1030", func(k *Kernel) { k.Scratch = 16 }, "uses scratch: 16 bytes a lane"},
-		{"gfx1030", func(k *Kernel) { k.VGPRSpills = 3 }, "3 VGPRs and 0 SGPRs spilled"},
-		{"gfx1030", func(k *Kernel) { k.DynamicStack = true }, "dynamic stack"},
-		{"gfx1030", func(k *Kernel) { k.LaunchBounds = 0; k.MaxThreads = 1024 }, "no __launch_bounds__"},
-		{"gfx1030", func(k *Kernel) { k.LaunchBounds = 2048 }, "exceeds the 1024 threads"},
-		{"gfx1030", func(k *Kernel) { k.SGPRs = 107 }, "uses 107 SGPRs"},
-		{"gfx1030", func(k *Kernel) { k.VGPRs = 257 }, "uses 257 VGPRs; a wave on gfx1030 may use 256"},
-		{"gfx90a", func(k *Kernel) { k.Wave = 64; k.VGPRs = 300 }, ""},
+		{"gfx1030", func(k *Compiled) {}, ""},
+		{"gfx1030", func(k *Compiled) { k.LDS = 65537 }, "uses 65537 bytes of LDS; a workgroup on gfx1030 may use 65536"},
+		{"gfx1030", func(k *Compiled) { k.Scratch = 16 }, "uses scratch: 16 bytes a lane"},
+		{"gfx1030", func(k *Compiled) { k.VGPRSpills = 3 }, "3 VGPRs and 0 SGPRs spilled"},
+		{"gfx1030", func(k *Compiled) { k.DynamicStack = true }, "dynamic stack"},
+		{"gfx1030", func(k *Compiled) { k.LaunchBounds = 0; k.MaxThreads = 1024 }, "no __launch_bounds__"},
+		{"gfx1030", func(k *Compiled) { k.LaunchBounds = 2048 }, "exceeds the 1024 threads"},
+		{"gfx1030", func(k *Compiled) { k.SGPRs = 107 }, "uses 107 SGPRs"},
+		{"gfx1030", func(k *Compiled) { k.VGPRs = 257 }, "uses 257 VGPRs; a wave on gfx1030 may use 256"},
+		{"gfx90a", func(k *Compiled) { k.Wave = 64; k.VGPRs = 300 }, ""},
 		// 1024 threads of wave64 are 4 waves a SIMD: 4 × 136 VGPRs exceed gfx90a's 512.
-		{"gfx90a", func(k *Kernel) { k.Wave = 64; k.VGPRs = 130; k.MaxThreads, k.LaunchBounds = 1024, 1024 }, "needs 544 VGPRs a SIMD lane"},
+		{"gfx90a", func(k *Compiled) { k.Wave = 64; k.VGPRs = 130; k.MaxThreads, k.LaunchBounds = 1024, 1024 }, "needs 544 VGPRs a SIMD lane"},
 	} {
 		k := ok
 		c.edit(&k)
