@@ -5,6 +5,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -139,17 +140,16 @@ func Families() []*Family {
 // Pick finds the family serving a checkpoint's model_type or architectures.
 func Pick(modelType string, architectures []string) (*Family, error) {
 	var known []string
-	for _, f := range Families() {
-		for _, mt := range f.ModelTypes {
-			if mt == modelType {
-				return f, nil
-			}
+	fs := Families()
+	for _, f := range fs { // a model_type match wins over any family's architecture match
+		if slices.Contains(f.ModelTypes, modelType) {
+			return f, nil
 		}
-		for _, a := range f.Architectures {
-			for _, b := range architectures {
-				if a == b {
-					return f, nil
-				}
+	}
+	for _, f := range fs {
+		for _, b := range architectures {
+			if slices.Contains(f.Architectures, b) {
+				return f, nil
 			}
 		}
 		known = append(known, strings.Join(append(append([]string{}, f.ModelTypes...), f.Architectures...), "/"))
