@@ -27,13 +27,9 @@ func Spec(op Op) (*catalog.Op, error) {
 // the contract read: attention without a cache reads Spans; with one it reads and writes Cache.K
 // and Cache.V and reads Rows.RowSeq, Rows.RowPos and Rows.PageTable.
 func Operands(op Op) ([]Operand, error) {
-	s, err := Spec(op)
+	s, ts, err := specTensors(op)
 	if err != nil {
 		return nil, err
-	}
-	ts, ok := tensorsOf(op)
-	if !ok {
-		return nil, fmt.Errorf("op %T is not in the device catalog", op)
 	}
 	cached := false
 	for i, f := range s.Tensors {
@@ -59,16 +55,25 @@ func Operands(op Op) ([]Operand, error) {
 // MapTensors is op (as a value) with each tensor field replaced by f's answer, in catalog
 // order; fields under a nil parent (attention's cache without one) are not visited.
 func MapTensors(op Op, f func(catalog.Tensor, Tensor) Tensor) (Op, error) {
-	s, err := Spec(op)
+	s, ts, err := specTensors(op)
 	if err != nil {
 		return nil, err
-	}
-	ts, ok := tensorsOf(op)
-	if !ok {
-		return nil, fmt.Errorf("op %T is not in the device catalog", op)
 	}
 	for i := range ts {
 		ts[i] = f(s.Tensors[i], ts[i])
 	}
 	return withTensors(op, ts), nil
+}
+
+// specTensors is op's catalog entry and its tensor fields in catalog order.
+func specTensors(op Op) (*catalog.Op, []Tensor, error) {
+	s, err := Spec(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, ok := tensorsOf(op)
+	if !ok {
+		return nil, nil, fmt.Errorf("op %T is not in the device catalog", op)
+	}
+	return s, ts, nil
 }
