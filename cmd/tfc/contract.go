@@ -34,43 +34,26 @@ for, on fresh random inputs: gate 1 error within the kernel's precision class, g
 element written, gate 3 bit-identical reruns and batch positions, gate 4 NaN/±Inf classes. Then
 planted controls (mutants of real kernels) must each go red. The last line is the SUMMARY; the exit
 status is 1 when a kernel fails or a control stays green. --model checks the kernels specialised
-for that checkpoint's config, at its real shapes, as serving it would build them.`,
+for that checkpoint's config, at its real shapes, as serving it would build them; without
+--model or --family every generated family is checked, one after another.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := contractFamily(family, ckpt, root)
-			if err != nil {
-				return err
-			}
 			if seed == 0 {
 				seed = time.Now().UnixNano() % 1e9
 			}
-			t, m, closeAll, err := contractTarget(backend, f)
-			if err != nil {
-				return err
+			names := []string{family}
+			if family == "" && ckpt == "" {
+				names = contracts.Families() // every generated family, one after another
 			}
-			defer closeAll()
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "contract %s on %s (%s), seed %d\n", f.Name, t.Name, m.Backend, seed)
-			r := contracts.Run(t, f, seed, out)
-			if receipt != "" {
-				m.Binary, err = contracts.BinarySHA256()
+			failed := false
+			for _, name := range names {
+				ok, err := runContract(cmd, backend, name, ckpt, root, receipt, seed)
 				if err != nil {
 					return err
 				}
-				// the command that reproduces the run, the receipt placed where the repository keeps them
-				what := "--family " + family
-				if ckpt != "" {
-					what = "--model " + ckpt
-				}
-				m.Command = fmt.Sprintf("tfc contract --backend %s %s --seed %d --receipt docs/receipts", backend, what, seed)
-				path, err := contracts.WriteReceipt(receipt, r, m, time.Now())
-				if err != nil {
-					return fmt.Errorf("writing the receipt: %w", err)
-				}
-				fmt.Fprintf(out, "receipt %s\n", path)
+				failed = failed || !ok
 			}
-			fmt.Fprintln(out, r.Summary())
-			if !r.OK() {
+			if failed {
 				return exitCode(1)
 			}
 			return nil
@@ -78,12 +61,48 @@ for that checkpoint's config, at its real shapes, as serving it would build them
 	}
 	fl := c.Flags()
 	fl.StringVar(&backend, "backend", "cpu", "backend under contract: cpu, cuda or hip")
-	fl.StringVar(&family, "family", "qwen2_vl", "generated family whose kernels are checked, specialised as kernels/ embeds them")
+	fl.StringVar(&family, "family", "", "generated family whose kernels are checked, specialised as kernels/ embeds them (default: every family)")
 	fl.StringVar(&ckpt, "model", "", "checkpoint folder: check its family's kernels specialised for its config.json")
 	fl.Int64Var(&seed, "seed", 0, "seed of the random inputs (0: from the clock)")
 	fl.StringVar(&root, "root", ".", "repository root, where the family's graph and specialising config are read")
 	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-<family>-contract.md into this folder")
 	addCommand(c)
+}
+
+// runContract checks one family (or the family of the checkpoint in ckpt) on a backend, prints
+// its report and SUMMARY line and writes its receipt when asked; ok is false when a kernel fails
+// or a control stays green.
+func runContract(cmd *cobra.Command, backend, family, ckpt, root, receipt string, seed int64) (ok bool, err error) {
+	f, err := contractFamily(family, ckpt, root)
+	if err != nil {
+		return false, err
+	}
+	t, m, closeAll, err := contractTarget(backend, f)
+	if err != nil {
+		return false, err
+	}
+	defer closeAll()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "contract %s on %s (%s), seed %d\n", f.Name, t.Name, m.Backend, seed)
+	r := contracts.Run(t, f, seed, out)
+	if receipt != "" {
+		if m.Binary, err = contracts.BinarySHA256(); err != nil {
+			return false, err
+		}
+		// the command that reproduces the run, the receipt placed where the repository keeps them
+		what := "--family " + f.Name
+		if ckpt != "" {
+			what = "--model " + ckpt
+		}
+		m.Command = fmt.Sprintf("tfc contract --backend %s %s --seed %d --receipt docs/receipts", backend, what, seed)
+		path, err := contracts.WriteReceipt(receipt, r, m, time.Now())
+		if err != nil {
+			return false, fmt.Errorf("writing the receipt: %w", err)
+		}
+		fmt.Fprintf(out, "receipt %s\n", path)
+	}
+	fmt.Fprintln(out, r.Summary())
+	return r.OK(), nil
 }
 
 // contractFamily is the family under contract: the one serving the checkpoint in dir, its kernels
