@@ -46,6 +46,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.IntVar(&o.Parallel, "parallel", 4, "requests decoding at once")
 	fl.IntVar(&o.Context, "context", 4096, "tokens per request, prompt and output")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
+	fl.BoolVar(&o.NoRepetitionStop, "no-repetition-stop", false, "let outputs that repeat a period run on to max_tokens (requests may still ask for the stop with repetition_stop)")
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"sync"
@@ -68,6 +69,13 @@ type Request struct {
 	Sample    sample.Params
 	// Stop, when set, sees the output after each token and ends the sequence by returning true.
 	Stop func(out []int32) bool
+	// IgnoreEOS: an EOS id does not end the sequence. MinTokens: no EOS id is picked, and no stop
+	// applies, before that many tokens (as vLLM's ignore_eos and min_tokens).
+	IgnoreEOS bool
+	MinTokens int
+	// RepetitionStop ends the sequence when its output's tail repeats a period (Repeats), with
+	// Finish "stop" and StopReason "repetition": the loop a page of dots or rules can fall into.
+	RepetitionStop bool
 	// Logits, when set, sees the logits each of the request's tokens is picked from, with the
 	// token's place in the sequence (the gates compare them); Vision sees its images' tower rows.
 	Logits func(pos int, logits []float32)
@@ -78,9 +86,11 @@ type Request struct {
 type Event struct {
 	Tokens []int32
 	Done   bool
-	Finish string // "stop" (EOS or Stop), "length", "cancelled" or "error"
-	Err    error  // why a cancelled or failed sequence ended
-	Usage  Usage  // set on Done
+	Finish string // "stop" (EOS, Stop or a repetition), "length", "cancelled" or "error"
+	// StopReason says what ended a "stop" other than EOS or Stop: "repetition" (RepetitionStop).
+	StopReason string
+	Err        error // why a cancelled or failed sequence ended
+	Usage      Usage // set on Done
 }
 
 // Usage counts a finished request's tokens.
@@ -502,7 +512,11 @@ func (s *Scheduler) finish(sq *seq, reason string, err error) {
 	}
 	s.stats.PagesUsed, s.stats.PagesCached = s.pool.counts()
 	s.mu.Unlock()
-	sq.events <- Event{Done: true, Finish: reason, Err: err, Usage: sq.usage}
+	ev := Event{Done: true, Finish: reason, Err: err, Usage: sq.usage}
+	if reason == "repetition" {
+		ev.Finish, ev.StopReason = "stop", "repetition"
+	}
+	sq.events <- ev
 	close(sq.events)
 }
 
@@ -689,21 +703,29 @@ func (s *Scheduler) runRound() bool {
 // position after its j-th new token, a finished prompt's row at the prompt's length.
 func (s *Scheduler) pick(logits []float32, dec []decodeRows, fill *seq) []int32 {
 	type job struct {
-		r   *Request
-		pos int
+		r        *Request
+		pos, gen int // the token's place in the sequence; tokens generated before it
 	}
 	jobs := make([]job, 0, len(logits)/s.info.Vocab)
 	for _, d := range dec {
 		for j := 0; j <= len(d.drafts); j++ {
-			jobs = append(jobs, job{d.sq.req, len(d.sq.ids) + j})
+			jobs = append(jobs, job{d.sq.req, len(d.sq.ids) + j, len(d.sq.ids) + j - d.sq.n})
 		}
 	}
 	if fill != nil && len(jobs) < len(logits)/s.info.Vocab {
-		jobs = append(jobs, job{fill.req, fill.n})
+		jobs = append(jobs, job{fill.req, fill.n, 0})
 	}
 	for i, j := range jobs {
+		row := logits[i*s.info.Vocab : (i+1)*s.info.Vocab]
 		if see := j.r.Logits; see != nil {
-			see(j.pos, logits[i*s.info.Vocab:(i+1)*s.info.Vocab])
+			see(j.pos, row)
+		}
+		if j.gen < j.r.MinTokens { // min_tokens: no EOS yet
+			for _, id := range s.cfg.EOS {
+				if int(id) < len(row) {
+					row[id] = float32(math.Inf(-1))
+				}
+			}
 		}
 	}
 	picks := make([]int32, len(jobs))
@@ -746,11 +768,16 @@ func (s *Scheduler) see(sq *seq) error {
 // stopReason says whether the sequence's latest token ends it.
 func (s *Scheduler) stopReason(sq *seq) string {
 	out := sq.out()
-	if s.eos[out[len(out)-1]] {
-		return "stop"
-	}
-	if sq.req.Stop != nil && sq.req.Stop(out) {
-		return "stop"
+	if len(out) >= sq.req.MinTokens {
+		if s.eos[out[len(out)-1]] && !sq.req.IgnoreEOS {
+			return "stop"
+		}
+		if sq.req.Stop != nil && sq.req.Stop(out) {
+			return "stop"
+		}
+		if sq.req.RepetitionStop && Repeats(out) {
+			return "repetition"
+		}
 	}
 	if len(out) >= sq.req.MaxTokens || len(sq.ids) >= s.cfg.Context {
 		return "length"

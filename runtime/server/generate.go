@@ -151,6 +151,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, ld *loaded, j 
 	st, err := ld.lanes.Submit(ctx, &lanes.Request{
 		Prompt: j.prompt.IDs, Pixels: j.prompt.Pixels, Grids: grids(j.prompt), ImageKeys: j.imageKeys,
 		MaxTokens: maxTokens, Sample: j.set.sample, Stop: stopHook(ld.fe.Tok, j.set.stop),
+		IgnoreEOS: j.set.ignoreEOS, MinTokens: min(j.set.minTokens, maxTokens), RepetitionStop: j.set.repetition,
 	})
 	if err != nil {
 		var cl *lanes.ContextLengthError
@@ -288,6 +289,9 @@ func (r *reply) whole(st *lanes.Stream) *apiError {
 		}
 		text := r.out.finish()
 		choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": ev.Finish}
+		if ev.StopReason != "" {
+			choice["stop_reason"] = ev.StopReason
+		}
 		if r.j.chat {
 			choice["message"] = map[string]any{"role": "assistant", "content": text}
 		} else {
@@ -379,6 +383,9 @@ func (r *reply) stream(st *lanes.Stream) *apiError {
 				return nil
 			}
 			last := piece(r.out.finish(), ev.Tokens, ev.Finish)
+			if ev.StopReason != "" {
+				last["stop_reason"] = ev.StopReason
+			}
 			if r.j.set.returnIDs {
 				last["token_sha256"] = TokenSHA256(r.ids)
 			}

@@ -33,6 +33,9 @@ type genFields struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	ReturnTokenIDs bool            `json:"return_token_ids"`
+	IgnoreEOS      bool            `json:"ignore_eos"`
+	MinTokens      *int            `json:"min_tokens"`
+	RepetitionStop *bool           `json:"repetition_stop"`
 	Logprobs       json.RawMessage `json:"logprobs"`
 	ResponseFormat *struct {
 		Type string `json:"type"`
@@ -64,6 +67,9 @@ type settings struct {
 	stream       bool
 	includeUsage bool
 	returnIDs    bool
+	ignoreEOS    bool
+	minTokens    int
+	repetition   bool // stop a looping output (lanes.Repeats)
 }
 
 const maxStops = 16
@@ -132,6 +138,20 @@ func (s *Server) settings(f *genFields) (settings, *apiError) {
 		st.includeUsage = f.StreamOptions.IncludeUsage
 	}
 	st.returnIDs = f.ReturnTokenIDs
+	st.ignoreEOS = f.IgnoreEOS
+	if f.MinTokens != nil {
+		if *f.MinTokens < 0 {
+			return st, badRequest("min_tokens", "min_tokens is %d; it must not be negative", *f.MinTokens)
+		}
+		if st.maxTokens > 0 && *f.MinTokens > st.maxTokens {
+			return st, badRequest("min_tokens", "min_tokens is %d, above %s %d", *f.MinTokens, param, st.maxTokens)
+		}
+		st.minTokens = *f.MinTokens
+	}
+	st.repetition = s.cfg.RepetitionStop
+	if f.RepetitionStop != nil {
+		st.repetition = *f.RepetitionStop
+	}
 	return st, nil
 }
 

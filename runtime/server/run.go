@@ -24,24 +24,25 @@ import (
 
 // Options are tfc serve's settings.
 type Options struct {
-	Dir         string
-	Host        string
-	Port        int
-	Name        string // served model name; the checkpoint folder's name when empty
-	Parallel    int
-	Context     int
-	MaxTokens   int // max_tokens of a chat request that sets none
-	APIKey      string
-	NoDrafts    bool
-	NoCache     bool
-	Queue       int   // requests that may wait for a lane; 4×Parallel when 0
-	Budget      int64 // bytes the plan may use; the machine's available memory when 0
-	CacheBytes  int64 // bytes of KV pages the prompt cache may keep idle; what the lanes leave free when 0
-	Grace       time.Duration
-	Backend     func() (device.Backend, error)
-	Log         *slog.Logger
-	OnListening func(addr string) // called once the port is bound
-	FetchImages bool              // accept http(s) image URLs and fetch them
+	Dir              string
+	Host             string
+	Port             int
+	Name             string // served model name; the checkpoint folder's name when empty
+	Parallel         int
+	Context          int
+	MaxTokens        int // max_tokens of a chat request that sets none
+	APIKey           string
+	NoDrafts         bool
+	NoCache          bool
+	Queue            int   // requests that may wait for a lane; 4×Parallel when 0
+	Budget           int64 // bytes the plan may use; the machine's available memory when 0
+	CacheBytes       int64 // bytes of KV pages the prompt cache may keep idle; what the lanes leave free when 0
+	Grace            time.Duration
+	Backend          func() (device.Backend, error)
+	Log              *slog.Logger
+	OnListening      func(addr string) // called once the port is bound
+	FetchImages      bool              // accept http(s) image URLs and fetch them
+	NoRepetitionStop bool              // requests that leave repetition_stop out run into loops to max_tokens
 	// Progress, when set, sees the weight bytes loaded so far and the total; otherwise a log
 	// line reports progress every 5 seconds.
 	Progress func(done, total int64)
@@ -101,7 +102,8 @@ func Run(ctx context.Context, o Options) error {
 			def.TopK = *gen.TopK
 		}
 	}
-	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: log, FetchImages: o.FetchImages})
+	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: log, FetchImages: o.FetchImages,
+		RepetitionStop: !o.NoRepetitionStop})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {

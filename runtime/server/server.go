@@ -33,6 +33,9 @@ type Config struct {
 	MaxTokens int    // max_tokens of a chat request that sets none (capped by what the context leaves)
 	MaxBody   int64  // largest request body in bytes
 	MaxImages int    // most images one request may carry
+	// RepetitionStop ends a request whose output's tail repeats a period (lanes.Repeats) with
+	// finish_reason "stop" and stop_reason "repetition", unless the request sets repetition_stop.
+	RepetitionStop bool
 	// FetchImages lets image_url parts name http(s) URLs, fetched with FetchTimeout.
 	FetchImages  bool
 	FetchTimeout time.Duration

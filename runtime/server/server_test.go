@@ -72,7 +72,11 @@ func start(t testing.TB, mod func(*Config, *lanes.Config)) *ts {
 	}
 	info := lanestest.Info(151936, imageToken)
 	fake := lanestest.New(info, lanestest.Geometry{Parallel: lc.Parallel, Pages: lc.Pages(), PageSize: lc.PageSize, Rows: lc.Rows}, 0)
-	l, err := lanes.New(fake, lc)
+	var m model.Model = fake
+	if mod, ok := modelFor[t.Name()]; ok {
+		m = mod(info)
+	}
+	l, err := lanes.New(m, lc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +92,26 @@ func start(t testing.TB, mod func(*Config, *lanes.Config)) *ts {
 		eos[id] = true
 	}
 	return &ts{url: h.URL, fe: fe, fake: fake, lanes: l, srv: srv, info: info, eos: eos}
+}
+
+// modelFor replaces the fake model for the named tests.
+var modelFor = map[string]func(model.Info) model.Model{
+	"TestRepetitionAndEOSFields": func(info model.Info) model.Model { return looping{info} },
+}
+
+// looping is a model that always picks token 13 ("."), with EOS (151645) the runner-up.
+type looping struct{ info model.Info }
+
+func (m looping) Info() model.Info                              { return m.info }
+func (m looping) Close()                                        {}
+func (m looping) Vision([]float32, [][3]int) ([]float32, error) { return nil, nil }
+func (m looping) Forward(r *model.Round) ([]float32, error) {
+	out := make([]float32, len(r.LogitRows)*m.info.Vocab)
+	for i := range r.LogitRows {
+		out[i*m.info.Vocab+13] = 2
+		out[i*m.info.Vocab+151645] = 1
+	}
+	return out, nil
 }
 
 // post sends a raw body and returns the status, headers and decoded JSON body.
@@ -832,5 +856,48 @@ func TestFetchImageURLs(t *testing.T) {
 	st, _, missing := s.post(t, "/v1/chat/completions", body(images.URL+"/b.png"))
 	if st != 400 || !strings.Contains(fmt.Sprint(missing), "image 1 could not be fetched") {
 		t.Errorf("missing image: status %d: %v", st, missing)
+	}
+}
+
+// TestRepetitionAndEOSFields: a looping output stops with finish_reason "stop" and stop_reason
+// "repetition" (on by default, off with repetition_stop: false, streamed alike); min_tokens and
+// ignore_eos are accepted and checked.
+func TestRepetitionAndEOSFields(t *testing.T) {
+	s := start(t, func(c *Config, lc *lanes.Config) { c.RepetitionStop = true; c.MaxTokens = 300 })
+	body := func(extra string) string {
+		return `{"model":"tiny","messages":[{"role":"user","content":"Read the page."}],"max_tokens":300,"return_token_ids":true` + extra + `}`
+	}
+	code, _, m := s.post(t, "/v1/chat/completions", body(""))
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, m)
+	}
+	ch := m["choices"].([]any)[0].(map[string]any)
+	if ch["finish_reason"] != "stop" || ch["stop_reason"] != "repetition" || len(ch["token_ids"].([]any)) != 128 {
+		t.Errorf("looping chat: finish %v, stop_reason %v, %d tokens; want stop, repetition, 128", ch["finish_reason"], ch["stop_reason"], len(ch["token_ids"].([]any)))
+	}
+	code, _, m = s.post(t, "/v1/chat/completions", body(`,"repetition_stop":false,"max_tokens":200`))
+	ch = m["choices"].([]any)[0].(map[string]any)
+	if code != 200 || ch["finish_reason"] != "length" || ch["stop_reason"] != nil || len(ch["token_ids"].([]any)) != 200 {
+		t.Errorf("repetition_stop false: %d %v %v", code, ch["finish_reason"], ch["stop_reason"])
+	}
+	req, _ := http.NewRequest("POST", s.url+"/v1/chat/completions", strings.NewReader(body(`,"stream":true`)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"finish_reason":"stop"`) || !strings.Contains(string(raw), `"stop_reason":"repetition"`) {
+		t.Errorf("streamed looping chat lacks stop_reason repetition:\n%s", raw)
+	}
+	code, _, m = s.post(t, "/v1/chat/completions", body(`,"min_tokens":5,"ignore_eos":true,"max_tokens":20,"repetition_stop":false`))
+	if code != 200 {
+		t.Errorf("min_tokens and ignore_eos: status %d %v", code, m)
+	}
+	for _, bad := range []string{`,"min_tokens":-1`, `,"min_tokens":400`} {
+		if code, _, m := s.post(t, "/v1/chat/completions", body(bad)); code != 400 || m["error"].(map[string]any)["param"] != "min_tokens" {
+			t.Errorf("%s: status %d %v, want 400 naming min_tokens", bad, code, m)
+		}
 	}
 }
