@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"tfc/runtime/bench"
+	"tfc/runtime/loadgen"
 )
 
 func init() {
@@ -69,7 +72,102 @@ replay off.`,
 	fl.IntVar(&o.Repeat, "repeat", 5, "timed vision runs after one warm-up")
 	fl.StringVar(&out, "out", "", "also write the JSON report to this file")
 	fl.BoolVar(&o.Profile, "profile", false, "time every kernel of the decode rounds on the device (cuda, hip) and print a table")
+	c.AddCommand(benchServe())
 	addCommand(c)
+}
+
+// benchServe is tfc bench serve: the load generator for a running server.
+func benchServe() *cobra.Command {
+	var o loadgen.Options
+	var images, synthetic, out string
+	c := &cobra.Command{
+		Use:   "serve --url URL [--images DIR | --synthetic WxH] --requests N --concurrency C",
+		Short: "Send chat requests with pages to a running OpenAI-compatible server and report pages/s and latencies",
+		Long: `Send --requests streamed chat requests, --concurrency at a time, each one page (a file of
+--images DIR in turn, or a synthetic --synthetic WxH page) and --prompt, to the server at --url
+(tfc serve or any OpenAI-compatible server, so a peer is measured with the same tool). Prints a
+summary and, with --out, the JSON report: pages/s, output tok/s, time to first token, time per
+output token, inter-token latency and end-to-end time (p50, p90, p99), errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			switch {
+			case images != "" && synthetic != "":
+				return fmt.Errorf("give --images or --synthetic, not both")
+			case images != "":
+				if o.Images, err = readPages(images); err != nil {
+					return err
+				}
+			default:
+				w, h, ok := strings.Cut(synthetic, "x")
+				wi, e1 := strconv.Atoi(w)
+				hi, e2 := strconv.Atoi(h)
+				if !ok || e1 != nil || e2 != nil {
+					return fmt.Errorf("--synthetic %q: want WIDTHxHEIGHT, e.g. 1000x1400", synthetic)
+				}
+				page, err := loadgen.Synthetic(wi, hi)
+				if err != nil {
+					return err
+				}
+				o.Images = [][]byte{page}
+			}
+			rep, err := loadgen.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), rep.Summary())
+			if out != "" {
+				data, err := json.MarshalIndent(rep, "", " ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+					return err
+				}
+			}
+			if rep.Failed > 0 {
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.URL, "url", "http://127.0.0.1:8000", "the server's base URL")
+	fl.StringVar(&o.Model, "model", "", "model name to send (default: the first GET /v1/models lists)")
+	fl.StringVar(&o.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
+	fl.StringVar(&images, "images", "", "a folder of PNG, JPEG or WebP pages, sent in name order, in turn")
+	fl.StringVar(&synthetic, "synthetic", "1000x1400", "a synthetic page of this size when --images is not given")
+	fl.StringVar(&o.Prompt, "prompt", "Read the text in this image.", "the text sent beside each page")
+	fl.IntVar(&o.Requests, "requests", 16, "requests in all")
+	fl.IntVar(&o.Concurrency, "concurrency", 4, "requests in flight at once")
+	fl.IntVar(&o.MaxTokens, "max-tokens", 256, "max_tokens of each request")
+	fl.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "ask the server to ignore EOS (ignore_eos), so each page yields --max-tokens")
+	fl.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "limit on one request")
+	fl.StringVar(&out, "out", "", "write the JSON report to this file")
+	return c
+}
+
+// readPages reads the image files of dir in name order.
+func readPages(dir string) ([][]byte, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var pages [][]byte
+	for _, e := range entries {
+		switch strings.ToLower(filepath.Ext(e.Name())) {
+		case ".png", ".jpg", ".jpeg", ".webp":
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			pages = append(pages, b)
+		}
+	}
+	if len(pages) == 0 {
+		return nil, fmt.Errorf("%s holds no PNG, JPEG or WebP file", dir)
+	}
+	return pages, nil
 }
 
 // parseBatches reads a comma list of batch sizes.

@@ -27,6 +27,7 @@ import (
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/engine"
 	"tfc/runtime/lanes"
+	"tfc/runtime/loadgen"
 	"tfc/runtime/model"
 	"tfc/runtime/server"
 )
@@ -474,5 +475,32 @@ func TestCancelThenNext(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if want := `tfc:request_success_total{finished_reason="cancelled",model_name="qwen2-vl-tiny"} 2`; !strings.Contains(string(b), want) {
 		t.Errorf("metrics lack %q", want)
+	}
+}
+
+// TestLoadGenerator: tfc bench serve's load generator against the tiny checkpoint served on the
+// CPU: every request succeeds, ignore_eos makes each yield max_tokens, and the report has every
+// measure. A smoke run of the report's shape, not a timed test.
+func TestLoadGenerator(t *testing.T) {
+	url := serve(t, 2, true)
+	page, err := loadgen.Synthetic(112, 140)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Images: [][]byte{page}, Prompt: "Read the page.",
+		Requests: 6, Concurrency: 3, MaxTokens: 8, IgnoreEOS: true, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Succeeded != 6 || rep.Failed != 0 || rep.OutputTokens != 48 || rep.Model == "" {
+		t.Fatalf("report: %+v", rep)
+	}
+	if rep.TTFT.N != 6 || rep.TPOT.N != 6 || rep.E2E.N != 6 || rep.ITL.N == 0 || rep.PagesPerSecond <= 0 || rep.TTFT.P50 <= 0 {
+		t.Errorf("measures missing: %s", rep.Summary())
+	}
+	bad, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Model: "no-such-model", Images: [][]byte{page},
+		Requests: 2, Concurrency: 2, MaxTokens: 4})
+	if err != nil || bad.Failed != 2 || len(bad.Errors) != 2 || !strings.Contains(bad.Errors[0], "404") {
+		t.Errorf("requests for an unknown model: %+v, %v", bad, err)
 	}
 }
