@@ -3,6 +3,8 @@ package lower
 import (
 	"fmt"
 	"strings"
+
+	"tfc/compiler/ir"
 )
 
 // Builder appends device ops to a graph in program order; each op starts as its own launch and
@@ -29,31 +31,31 @@ func (b *Builder) value(v *Value) *Value {
 }
 
 // Dim declares a symbolic size bounded by limit.
-func (b *Builder) Dim(name string, limit *Expr) {
+func (b *Builder) Dim(name string, limit ir.Dim) {
 	b.G.Dims = append(b.G.Dims, &Dim{Name: name, Limit: limit})
 }
 
 // Input declares a graph input read from the runtime field role.
-func (b *Builder) Input(name, role, dtype string, rows, cols *Expr, pos Pos) *Value {
+func (b *Builder) Input(name, role, dtype string, rows, cols ir.Dim, pos Pos) *Value {
 	v := b.value(&Value{Name: name, Kind: Input, Role: role, DType: dtype, Rows: rows, Cols: cols, Pos: pos})
 	b.G.Inputs = append(b.G.Inputs, v)
 	return v
 }
 
 // Special declares a rows or cache input (no buffer of its own).
-func (b *Builder) Special(name, role string, kind ValueKind, rows, cols *Expr, pos Pos) *Value {
+func (b *Builder) Special(name, role string, kind ValueKind, rows, cols ir.Dim, pos Pos) *Value {
 	v := b.value(&Value{Name: name, Kind: kind, Role: role, Rows: rows, Cols: cols, Pos: pos})
 	b.G.Inputs = append(b.G.Inputs, v)
 	return v
 }
 
 // Cache is the cache input indexed by a layer.
-func (b *Builder) Cache(cache *Value, index *Expr) *Value {
-	return b.value(&Value{Name: cache.Name, Kind: CacheRef, Base: cache, Index: index, Cols: cache.Cols, Pos: cache.Pos})
+func (b *Builder) Cache(cache *Value, index ir.Dim) *Value {
+	return b.value(&Value{Name: cache.Name, Kind: CacheRef, Base: cache, Index: &index, Cols: cache.Cols, Pos: cache.Pos})
 }
 
 // Weight refers to a weight tensor, indexed by index for per-layer families.
-func (b *Builder) Weight(w *Weight, index *Expr) *Value {
+func (b *Builder) Weight(w *Weight, index *ir.Dim) *Value {
 	return b.value(&Value{Name: w.Display(), Kind: WeightRef, Weight: w, Index: index, Rows: w.Rows(), Cols: w.Cols()})
 }
 
@@ -63,17 +65,17 @@ func (b *Builder) Select(cond *Expr, then, els *Value) *Value {
 }
 
 // Columns views columns [lo, hi) of x.
-func (b *Builder) Columns(name string, x *Value, lo, hi *Expr, pos Pos) *Value {
-	return b.value(&Value{Name: name, Kind: View, Base: x, ColLo: lo, ColHi: hi, DType: x.DType, Rows: x.Rows, Cols: Fold(Bin("-", hi, lo), nil), Pos: pos})
+func (b *Builder) Columns(name string, x *Value, lo, hi ir.Dim, pos Pos) *Value {
+	return b.value(&Value{Name: name, Kind: View, Base: x, ColLo: &lo, ColHi: &hi, DType: x.DType, Rows: x.Rows, Cols: hi.Sub(lo), Pos: pos})
 }
 
 // Reshape views a contiguous x as rows×cols.
-func (b *Builder) Reshape(name string, x *Value, rows, cols *Expr, pos Pos) *Value {
+func (b *Builder) Reshape(name string, x *Value, rows, cols ir.Dim, pos Pos) *Value {
 	return b.value(&Value{Name: name, Kind: View, Base: x, DType: x.DType, Rows: rows, Cols: cols, Pos: pos})
 }
 
 // New makes an activation value (the output of an op).
-func (b *Builder) New(name, dtype string, rows, cols *Expr, pos Pos) *Value {
+func (b *Builder) New(name, dtype string, rows, cols ir.Dim, pos Pos) *Value {
 	return b.value(&Value{Name: name, Kind: Activation, DType: dtype, Rows: rows, Cols: cols, Pos: pos})
 }
 
@@ -95,7 +97,7 @@ func (b *Builder) Op(kind string, args []Arg, attrs []Attr, out *Value, src ...S
 
 // BeginLoop opens a loop that carries inits; ops go into its body until EndLoop. It returns
 // the values the body reads for the carried ones.
-func (b *Builder) BeginLoop(v string, count *Expr, pos Pos, inits ...*Value) []*Value {
+func (b *Builder) BeginLoop(v string, count ir.Dim, pos Pos, inits ...*Value) []*Value {
 	l := &Loop{Var: v, Count: count, Pos: pos}
 	if len(b.loops) > 0 {
 		l.parent = b.loops[len(b.loops)-1]

@@ -23,7 +23,7 @@ func Explain(w io.Writer, p *Program) {
 		fmt.Fprintf(w, "\ngraph %s (%s, line %d)\n", g.Name, g.Role, g.Pos.Line)
 		var dims []string
 		for _, d := range g.Dims {
-			dims = append(dims, d.Name+" ≤ "+d.Limit.String())
+			dims = append(dims, d.Name+" ≤ "+FromDim(d.Limit).String())
 		}
 		fmt.Fprintf(w, "  dims    %s\n", strings.Join(dims, ", "))
 		for _, in := range g.Inputs {
@@ -31,7 +31,7 @@ func Explain(w io.Writer, p *Program) {
 			case RowsRef:
 				fmt.Fprintf(w, "  input   %-12s %-11s sequence slot, cache position and page table of each row\n", in.Name, in.Role)
 			case CacheRef:
-				fmt.Fprintf(w, "  input   %-12s %-11s %s layers of paged K and V rows [Parallel × pages × PageSize, %s]\n", in.Name, in.Role, in.Rows, in.Cols)
+				fmt.Fprintf(w, "  input   %-12s %-11s %s layers of paged K and V rows [Parallel × pages × PageSize, %s]\n", in.Name, in.Role, FromDim(in.Rows), FromDim(in.Cols))
 			default:
 				fmt.Fprintf(w, "  input   %-12s %-11s %s\n", in.Name, in.Role, shape(in))
 			}
@@ -59,7 +59,7 @@ func Explain(w io.Writer, p *Program) {
 func explainSteps(w io.Writer, steps []*Step, indent string, n *int) {
 	for _, s := range steps {
 		if l := s.Loop; l != nil {
-			fmt.Fprintf(w, "%sfor %s < %s (line %d): these launches once a layer\n", indent, l.Var, l.Count, l.Pos.Line)
+			fmt.Fprintf(w, "%sfor %s < %s (line %d): these launches once a layer\n", indent, l.Var, FromDim(l.Count), l.Pos.Line)
 			explainSteps(w, l.Steps, indent+"  ", n)
 			continue
 		}
@@ -90,7 +90,7 @@ func explainSteps(w io.Writer, steps []*Step, indent string, n *int) {
 }
 
 func shape(v *Value) string {
-	s := "[" + v.Rows.String() + ", " + v.Cols.String() + "]"
+	s := "[" + FromDim(v.Rows).String() + ", " + FromDim(v.Cols).String() + "]"
 	if v.DType != "" && v.DType != "F32" {
 		s += " " + v.DType
 	}
@@ -105,12 +105,12 @@ func operand(v *Value) string {
 	case Select:
 		return v.Cond.String() + "?" + operand(v.Then) + ":" + operand(v.Else)
 	case CacheRef:
-		return v.Name + "[" + v.Index.String() + "]"
+		return v.Name + "[" + FromDim(*v.Index).String() + "]"
 	case RowsRef:
 		return v.Name
 	case View:
 		if v.ColLo != nil {
-			return v.Name + "(" + operand(v.Base) + " cols " + v.ColLo.String() + ":" + v.ColHi.String() + ")"
+			return v.Name + "(" + operand(v.Base) + " cols " + FromDim(*v.ColLo).String() + ":" + FromDim(*v.ColHi).String() + ")"
 		}
 		return v.Name + "(" + operand(v.Base) + " as " + shape(v) + ")"
 	}

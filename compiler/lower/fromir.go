@@ -96,7 +96,7 @@ func Translate(m *ir.Module) (*Program, error) {
 			name = strings.TrimPrefix(name[len(w.Prefix.Name):], ".")
 		}
 		if w.Layered() {
-			lw.Count = FromDim(w.Count)
+			lw.Count = w.Count
 			at := strings.Index(name, "["+w.Index+"]")
 			lw.Group = GoName(lw.Prefix + "." + name[:at])
 			lw.Field = GoName(strings.TrimPrefix(name[at+len(w.Index)+2:], "."))
@@ -106,7 +106,7 @@ func Translate(m *ir.Module) (*Program, error) {
 		}
 		lw.Path = name
 		for _, d := range w.Shape {
-			lw.Shape = append(lw.Shape, FromDim(d))
+			lw.Shape = append(lw.Shape, d)
 		}
 		if w.Cond != nil {
 			lw.Cond = Ref(w.Cond.Name)
@@ -216,23 +216,23 @@ func attrExpr(a *ir.Attr) *Expr {
 }
 
 // shape2 views an IR shape as the device's rows × cols: [n] is one row of n.
-func shape2(s ir.Shape) (rows, cols *Expr) {
+func shape2(s ir.Shape) (rows, cols ir.Dim) {
 	switch len(s) {
 	case 0:
-		return Int(1), Int(1)
+		return ir.Const(1), ir.Const(1)
 	case 1:
-		return Int(1), FromDim(s[0])
+		return ir.Const(1), s[0]
 	}
 	r := s[0]
 	for _, d := range s[1 : len(s)-1] {
 		r = r.Mul(d)
 	}
-	return FromDim(r), FromDim(s[len(s)-1])
+	return r, s[len(s)-1]
 }
 
 // MaxPages is the page-table width: pages a sequence of Context tokens needs.
-func MaxPages() *Expr {
-	return Bin("/", Bin("-", Bin("+", Ref("Context"), Ref("PageSize")), Int(1)), Ref("PageSize"))
+func MaxPages() ir.Dim {
+	return ir.Var("Context").Add(ir.Var("PageSize")).Sub(ir.Const(1)).Div(ir.Var("PageSize"))
 }
 
 // roles maps a decoder graph's param names to the runtime's round fields.
@@ -258,9 +258,9 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 		}
 	}
 	t := &translator{b: NewGraph(g.Name, role, g.Pos), env: map[*ir.Value]*Value{}, uses: map[*ir.Value]int{}, weights: weights}
-	limit := Ref("Patches")
+	limit := ir.Var("Patches")
 	if role == "decoder" {
-		limit = Ref("Rows")
+		limit = ir.Var("Rows")
 	}
 	for _, v := range g.ShapeVars() {
 		if !configNames[v] && !strings.Contains(v, "[") {
@@ -289,22 +289,22 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 		rows, cols := shape2(prm.Shape)
 		switch prm.Kind {
 		case ir.Rows:
-			r := Ref(t.b.G.Dims[0].Name)
-			v := t.b.Special(prm.Name, "rows", RowsRef, nil, nil, ps)
-			v.RowSeq = t.b.Input(prm.Name+"_seq", "row_seq", "I32", Int(1), r, ps)
-			v.RowPos = t.b.Input(prm.Name+"_pos", "row_pos", "I32", Int(1), r, ps)
-			v.PageTable = t.b.Input(prm.Name+"_pages", "page_table", "I32", Ref("Parallel"), MaxPages(), ps)
+			r := ir.Var(t.b.G.Dims[0].Name)
+			v := t.b.Special(prm.Name, "rows", RowsRef, ir.Dim{}, ir.Dim{}, ps)
+			v.RowSeq = t.b.Input(prm.Name+"_seq", "row_seq", "I32", ir.Const(1), r, ps)
+			v.RowPos = t.b.Input(prm.Name+"_pos", "row_pos", "I32", ir.Const(1), r, ps)
+			v.PageTable = t.b.Input(prm.Name+"_pages", "page_table", "I32", ir.Var("Parallel"), MaxPages(), ps)
 			t.env[prm] = v
 			continue
 		case ir.KVCache:
 			l, w := shape2(prm.Shape)
 			if len(prm.Shape) == 2 {
-				l = FromDim(prm.Shape[0])
+				l = prm.Shape[0]
 			}
 			t.env[prm] = t.b.Special(prm.Name, "cache", CacheRef, l, w, ps)
 			continue
 		case ir.Spans:
-			t.env[prm] = t.b.Input(prm.Name, "spans", "I32", Int(1), Fold(Add(Ref(t.b.G.Dims[0].Name), Int(1)), nil), ps)
+			t.env[prm] = t.b.Input(prm.Name, "spans", "I32", ir.Const(1), ir.Var(t.b.G.Dims[0].Name).Add(ir.Const(1)), ps)
 			continue
 		}
 		dt := "F32"
@@ -392,9 +392,9 @@ func (t *translator) arg(n *ir.Node, role string) *Value {
 		return nil
 	}
 	if a.Weight != nil {
-		var idx *Expr
+		var idx *ir.Dim
 		if a.Weight.Weight.Layered() {
-			idx = FromDim(a.Weight.Layer)
+			idx = &a.Weight.Layer
 		}
 		return t.b.Weight(t.weights[a.Weight.Weight], idx)
 	}
@@ -403,7 +403,7 @@ func (t *translator) arg(n *ir.Node, role string) *Value {
 		panic("lower: operand " + a.Value.String() + " used before it is defined")
 	}
 	if a.Index != nil {
-		return t.b.Cache(v, FromDim(*a.Index))
+		return t.b.Cache(v, *a.Index)
 	}
 	return v
 }
@@ -438,7 +438,7 @@ func (t *translator) node(n *ir.Node) error {
 		for _, c := range l.Carried {
 			inits = append(inits, t.env[c.In])
 		}
-		params := b.BeginLoop(l.Index, FromDim(l.Count), ps, inits...)
+		params := b.BeginLoop(l.Index, l.Count, ps, inits...)
 		for i, c := range l.Carried {
 			t.env[c.Param] = params[i]
 		}
@@ -456,7 +456,7 @@ func (t *translator) node(n *ir.Node) error {
 		x := t.arg(n, "x")
 		w := n.Outs[0].Shape.Last()
 		for i := range n.Outs {
-			lo, hi := FromDim(w.Scale(int64(i))), FromDim(w.Scale(int64(i+1)))
+			lo, hi := w.Scale(int64(i)), w.Scale(int64(i+1))
 			t.env[n.Outs[i]] = b.Columns(t.name(n, i), x, lo, hi, ps)
 		}
 	case ir.OpMerge:

@@ -323,14 +323,14 @@ func signature(ops []*Op) string {
 		b.WriteString(op.Kind + "(")
 		for _, a := range op.Args {
 			b.WriteString(a.Field)
-			if v := a.Value; v.Cols != nil {
-				b.WriteString(":" + v.Cols.String())
+			if v := a.Value; !v.Cols.IsZero() {
+				b.WriteString(":" + FromDim(v.Cols).String())
 			}
-			if v := a.Value; (v.Kind == WeightRef || v.Kind == Select) && v.Rows != nil {
-				b.WriteString("x" + v.Rows.String())
+			if v := a.Value; v.Kind == WeightRef || v.Kind == Select {
+				b.WriteString("x" + FromDim(v.Rows).String())
 			}
 			if v := a.Value; v.Kind == View && v.ColLo != nil {
-				b.WriteString("@" + v.ColLo.String())
+				b.WriteString("@" + FromDim(*v.ColLo).String())
 			}
 			b.WriteString(",")
 		}

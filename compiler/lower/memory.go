@@ -216,7 +216,7 @@ func (m *planner) unite() error {
 	g := m.g
 	for _, v := range g.Values {
 		if owns(v) && v.Kind != Alias && (v.Kind == Input || v.first >= 0) {
-			v.class = &class{members: []*Value{v}, dtype: v.DType, size: Fold(Mul(v.Rows, v.Cols), nil)}
+			v.class = &class{members: []*Value{v}, dtype: v.DType, size: Fold(Mul(FromDim(v.Rows), FromDim(v.Cols)), nil)}
 		}
 	}
 	for _, v := range g.Values {

@@ -59,31 +59,31 @@ type Prefix struct {
 
 // Weight is one tensor template of the manifest.
 type Weight struct {
-	Prefix string  // prefix name, or "" when the name is absolute
-	Path   string  // the name after the prefix; "{i}" stands for the layer index
-	Index  string  // the loop variable of a per-layer family ("" when single)
-	Count  *Expr   // layers in the family
-	Shape  []*Expr // as declared
-	Cond   *Expr   // the tensor is present only when Cond holds; nil when always
-	Group  string  // the per-layer family's name in Go ("" for single tensors)
-	Field  string  // the Go field holding the tensor
+	Prefix string   // prefix name, or "" when the name is absolute
+	Path   string   // the name after the prefix; "{i}" stands for the layer index
+	Index  string   // the loop variable of a per-layer family ("" when single)
+	Count  ir.Dim   // layers in the family
+	Shape  []ir.Dim // as declared
+	Cond   *Expr    // the tensor is present only when Cond holds; nil when always
+	Group  string   // the per-layer family's name in Go ("" for single tensors)
+	Field  string   // the Go field holding the tensor
 	Pos    Pos
 }
 
 // Rows and Cols view a weight as the 2-D tensor the device ops take.
-func (w *Weight) Rows() *Expr {
+func (w *Weight) Rows() ir.Dim {
 	if len(w.Shape) == 1 {
-		return Int(1)
+		return ir.Const(1)
 	}
 	return w.Shape[0]
 }
 
 // Cols is the product of every dimension after the first.
-func (w *Weight) Cols() *Expr {
+func (w *Weight) Cols() ir.Dim {
 	if len(w.Shape) == 1 {
 		return w.Shape[0]
 	}
-	return Mul(w.Shape[1:]...)
+	return ir.Shape(w.Shape[1:]).Elems()
 }
 
 // Display is the weight's name as the graph writes it.
@@ -141,7 +141,7 @@ type Graph struct {
 // Dim is a symbolic size of a graph's inputs, bounded by one of the runtime's limits.
 type Dim struct {
 	Name  string
-	Limit *Expr // the largest value, in terms of the limits (Rows, Patches, Parallel, Context, PageSize)
+	Limit ir.Dim // the largest value, in terms of the limits (Rows, Patches, Parallel, Context, PageSize)
 }
 
 // Step is one entry of a schedule: a launch, or a loop of steps.
@@ -153,7 +153,7 @@ type Step struct {
 // Loop repeats its steps Count times with Var bound to 0, 1, ...
 type Loop struct {
 	Var    string
-	Count  *Expr
+	Count  ir.Dim
 	Steps  []*Step
 	Carry  []*Carry
 	Pos    Pos
@@ -276,15 +276,15 @@ type Value struct {
 	Name  string // the graph's name for it
 	Kind  ValueKind
 	DType string // F32, I32
-	Rows  *Expr
-	Cols  *Expr
+	Rows  ir.Dim // 0 for a cache, whose rows are the pages'
+	Cols  ir.Dim
 	Pos   Pos
 
-	Base         *Value // View and Alias
-	ColLo, ColHi *Expr  // View: a column range of Base; nil for a reshape
+	Base         *Value  // View and Alias
+	ColLo, ColHi *ir.Dim // View: a column range of Base; nil for a reshape
 
 	Weight *Weight // WeightRef
-	Index  *Expr   // WeightRef and CacheRef: the layer index
+	Index  *ir.Dim // WeightRef and CacheRef: the layer index; nil for a single weight
 
 	Cond       *Expr  // Select
 	Then, Else *Value // Select

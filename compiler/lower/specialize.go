@@ -186,11 +186,13 @@ func KernelParams(p *Program) map[string]bool {
 				addExpr(a.Value)
 			}
 			for _, a := range op.Args {
-				addExpr(a.Value.Cols)
+				addExpr(FromDim(a.Value.Cols))
 				if a.Value.Kind == WeightRef || a.Value.Kind == Select {
-					addExpr(a.Value.Rows)
+					addExpr(FromDim(a.Value.Rows))
 				}
-				addExpr(a.Value.ColLo)
+				if a.Value.ColLo != nil {
+					addExpr(FromDim(*a.Value.ColLo))
+				}
 			}
 		}
 	}

@@ -83,15 +83,15 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 		}
 		switch op.Kind {
 		case "linear":
-			o.Ints["N"], o.Ints["K"] = op.Arg("W").Rows, op.Arg("X").Cols
+			o.Ints["N"], o.Ints["K"] = lower.FromDim(op.Arg("W").Rows), lower.FromDim(op.Arg("X").Cols)
 			o.Flags["has_bias"] = op.Arg("B") != nil
 			o.Flags["has_res"] = op.Arg("Res") != nil
 		case "rmsnorm":
-			o.Ints["D"] = op.Arg("X").Cols
+			o.Ints["D"] = lower.FromDim(op.Arg("X").Cols)
 			o.Floats["eps"] = op.Attr("Eps")
 			o.Flags["has_res"] = op.Arg("Res") != nil
 		case "layernorm":
-			o.Ints["D"] = op.Arg("X").Cols
+			o.Ints["D"] = lower.FromDim(op.Arg("X").Cols)
 			o.Floats["eps"] = op.Attr("Eps")
 			o.Flags["has_bias"] = op.Arg("B") != nil
 		case "rope":
@@ -100,7 +100,7 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 			o.Sections = op.Attr("Sections")
 			o.Flags["per_axis"] = op.Attr("Mode") != nil && op.Attr("Mode").Name == "per_axis"
 			if x := op.Arg("X"); i > 0 && x.Kind == lower.View && x.ColLo != nil {
-				o.Ints["col"] = x.ColLo
+				o.Ints["col"] = lower.FromDim(*x.ColLo)
 			} else if i > 0 {
 				o.Ints["col"] = lower.Int(0)
 			}
@@ -112,11 +112,11 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 				o.Paged = true
 			}
 		case "add", "mul", "activate", "glu", "copy":
-			o.Ints["N"] = op.Out.Cols
+			o.Ints["N"] = lower.FromDim(op.Out.Cols)
 		case "embed":
-			o.Ints["D"], o.Ints["V"] = op.Out.Cols, op.Arg("Table").Rows
+			o.Ints["D"], o.Ints["V"] = lower.FromDim(op.Out.Cols), lower.FromDim(op.Arg("Table").Rows)
 		case "gather", "scatter":
-			o.Ints["D"] = op.Out.Cols
+			o.Ints["D"] = lower.FromDim(op.Out.Cols)
 		}
 		sk.Ops = append(sk.Ops, o)
 	}

@@ -109,7 +109,7 @@ func (e *emitter) family(f *File) error {
 		field("Unpinned", Id("c").Dot("unpinned")), field("Resolve", Id("g").Dot("Resolve")),
 	}
 	if cache := input(dec, "cache"); cache != nil {
-		ly = append(ly, field("KVLayers", Id(e.goExpr(cache.Rows, nil))), field("KVWidth", Id(e.goExpr(cache.Cols, nil))))
+		ly = append(ly, field("KVLayers", Id(e.goExpr(lower.FromDim(cache.Rows), nil))), field("KVWidth", Id(e.goExpr(lower.FromDim(cache.Cols), nil))))
 	}
 	f.Comment("Bind reads config.json through cfg and returns the family bound to its values (model.Glue over")
 	f.Comment("the family's tables).")
@@ -139,20 +139,20 @@ func (e *emitter) family(f *File) error {
 	// Info
 	info := Dict{}
 	if dec != nil {
-		info[Id("Vocab")] = Id(e.goExpr(dec.Output.Cols, nil))
+		info[Id("Vocab")] = Id(e.goExpr(lower.FromDim(dec.Output.Cols), nil))
 		if v := input(dec, "image_rows"); v != nil {
-			info[Id("Hidden")] = Id(e.goExpr(v.Cols, nil))
+			info[Id("Hidden")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
 		}
 		if v := input(dec, "positions"); v != nil {
-			info[Id("PositionAxes")] = Id(e.goExpr(v.Cols, nil))
+			info[Id("PositionAxes")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
 		}
 		if v := input(dec, "cache"); v != nil {
-			info[Id("Layers")] = Id(e.goExpr(v.Rows, nil))
-			info[Id("KVWidth")] = Id(e.goExpr(v.Cols, nil))
+			info[Id("Layers")] = Id(e.goExpr(lower.FromDim(v.Rows), nil))
+			info[Id("KVWidth")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
 		}
 	}
 	if v := input(e.graph("vision"), "pixels"); v != nil {
-		info[Id("PixelCols")] = Id(e.goExpr(v.Cols, nil))
+		info[Id("PixelCols")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
 	}
 	if r := e.rule("image"); r != nil {
 		info[Id("Image")] = Lit(r.Name)

@@ -49,13 +49,13 @@ func (f *fwd) tensor(v *lower.Value) string {
 	case lower.WeightRef:
 		w := v.Weight
 		if w.Group != "" {
-			return fmt.Sprintf("w.%s[%s].%s", w.Group, f.ref(v.Index), w.Field)
+			return fmt.Sprintf("w.%s[%s].%s", w.Group, f.ref(lower.FromDim(*v.Index)), w.Field)
 		}
 		return "w." + w.Field
 	case lower.Select:
 		return fmt.Sprintf("model.Cond(%s, %s, %s)", f.ref(v.Cond), f.tensor(v.Then), f.tensor(v.Else))
 	case lower.CacheRef:
-		return fmt.Sprintf("&m.KV[%s]", f.ref(v.Index))
+		return fmt.Sprintf("&m.KV[%s]", f.ref(lower.FromDim(*v.Index)))
 	case lower.RowsRef:
 		if name, ok := f.byVal[v]; ok {
 			return "&" + name
@@ -75,16 +75,18 @@ func (f *fwd) tensor(v *lower.Value) string {
 	if v.Kind == lower.View {
 		base := f.tensor(v.Base)
 		if v.ColLo != nil {
-			key = fmt.Sprintf("%s[:, %s:%s]", base, v.ColLo, v.ColHi)
-			decl = Id(base).Dot("ColSlice").Call(Id(f.ref(v.ColLo)), Id(f.ref(v.ColHi)))
+			lo, hi := lower.FromDim(*v.ColLo), lower.FromDim(*v.ColHi)
+			key = fmt.Sprintf("%s[:, %s:%s]", base, lo, hi)
+			decl = Id(base).Dot("ColSlice").Call(Id(f.ref(lo)), Id(f.ref(hi)))
 		} else {
-			key = fmt.Sprintf("%s as %s×%s", base, v.Rows, v.Cols)
-			decl = Id(base).Dot("Reshape").Call(Id(f.ref(v.Rows)), Id(f.ref(v.Cols)))
+			rows, cols := lower.FromDim(v.Rows), lower.FromDim(v.Cols)
+			key = fmt.Sprintf("%s as %s×%s", base, rows, cols)
+			decl = Id(base).Dot("Reshape").Call(Id(f.ref(rows)), Id(f.ref(cols)))
 		}
 	} else {
 		buf := v.Buffer()
-		key = fmt.Sprintf("%s %s %s×%s", buf.Name, v.StorageName(), v.Rows, v.Cols)
-		rows, cols := f.ref(v.Rows), f.ref(v.Cols)
+		key = fmt.Sprintf("%s %s %s×%s", buf.Name, v.StorageName(), lower.FromDim(v.Rows), lower.FromDim(v.Cols))
+		rows, cols := f.ref(lower.FromDim(v.Rows)), f.ref(lower.FromDim(v.Cols))
 		if v.Role == "spans" {
 			cols = "len(spanData)"
 		}
@@ -162,7 +164,7 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 	for _, s := range steps {
 		if l := s.Loop; l != nil {
 			guard = ""
-			out = append(out, For(Id(l.Var).Op(":=").Lit(0), Id(l.Var).Op("<").Id(f.ref(l.Count)), Id(l.Var).Op("++")).Block(f.steps(l.Steps)...).
+			out = append(out, For(Id(l.Var).Op(":=").Lit(0), Id(l.Var).Op("<").Id(f.ref(lower.FromDim(l.Count))), Id(l.Var).Op("++")).Block(f.steps(l.Steps)...).
 				Comment(fmt.Sprintf("%s:%d", l.Pos.File, l.Pos.Line)))
 			continue
 		}
@@ -268,7 +270,7 @@ func (e *emitter) forward(file *File) error {
 			if px == nil {
 				return fmt.Errorf("graph %s has no pixels input", g.Name)
 			}
-			n := px.Rows.Name
+			n := lower.FromDim(px.Rows).Name
 			body = append(body, List(Id(n), Err()).Op(":=").Qual(modelPkg, "ImagePatches").Call(Lit(e.p.Family), Id("grids"), Id(merge), Id("m").Dot("Lim").Dot("Patches")),
 				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
 			defined[n] = true
@@ -282,16 +284,17 @@ func (e *emitter) forward(file *File) error {
 			body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+": the round has no rows")))))
 			for _, in := range g.Inputs {
 				data, _ := hostData(in.Role)
-				if data == "" || in.Rows == nil {
+				if data == "" || in.Rows.IsZero() {
 					continue
 				}
 				var d *lower.Expr
 				var per string
+				rows, cols := lower.FromDim(in.Rows), lower.FromDim(in.Cols)
 				switch {
-				case in.Rows.Op == "ref" && dimSet[in.Rows.Name]:
-					d, per = in.Rows, f.ref(in.Cols)
-				case in.Rows.IsInt(1) && in.Cols.Op == "ref" && dimSet[in.Cols.Name]:
-					d, per = in.Cols, "1"
+				case rows.Op == "ref" && dimSet[rows.Name]:
+					d, per = rows, f.ref(cols)
+				case rows.IsInt(1) && cols.Op == "ref" && dimSet[cols.Name]:
+					d, per = cols, "1"
 				}
 				if d == nil || defined[d.Name] {
 					continue
@@ -307,7 +310,7 @@ func (e *emitter) forward(file *File) error {
 				if !defined[d.Name] {
 					return fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
 				}
-				body = append(body, Id("l").Dot("Limit").Call(Lit(d.Name), Id(d.Name), Lit(d.Limit.String()), Id(d.Limit.Go(limitRef("m.Lim")))))
+				body = append(body, Id("l").Dot("Limit").Call(Lit(d.Name), Id(d.Name), Lit(lower.FromDim(d.Limit).String()), Id(lower.FromDim(d.Limit).Go(limitRef("m.Lim")))))
 			}
 		}
 		for _, r := range g.Requires {
@@ -326,11 +329,11 @@ func (e *emitter) forward(file *File) error {
 		var writes []Code
 		for _, in := range g.Inputs {
 			data, dt := hostData(in.Role)
-			if data == "" || in.Rows == nil {
+			if data == "" || in.Rows.IsZero() {
 				continue
 			}
 			t := f.tensor(in)
-			writes = append(writes, Id("l").Dot("Write").Call(Id(t), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", in.Rows, in.Cols))))
+			writes = append(writes, Id("l").Dot("Write").Call(Id(t), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", lower.FromDim(in.Rows), lower.FromDim(in.Cols)))))
 		}
 		body = append(body, f.decls...)
 		body = append(body, writes...)
@@ -357,7 +360,7 @@ func (e *emitter) forward(file *File) error {
 // launchRows is the row count a launch covers: its first op's rows operand (the catalog's Rows).
 func launchRows(op *lower.Op) *lower.Expr {
 	if v := op.Arg(catalog.Find(op.Kind).Rows); v != nil {
-		return v.Rows
+		return lower.FromDim(v.Rows)
 	}
 	return nil
 }

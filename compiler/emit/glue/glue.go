@@ -11,6 +11,7 @@ import (
 	. "github.com/dave/jennifer/jen"
 	"golang.org/x/tools/imports"
 
+	"tfc/compiler/ir"
 	"tfc/compiler/lower"
 )
 
@@ -245,7 +246,7 @@ func (e *emitter) weightGroups() []string {
 func (e *emitter) groupCount(g string) *lower.Expr {
 	for _, w := range e.p.Weights {
 		if w.Group == g {
-			return w.Count
+			return lower.FromDim(w.Count)
 		}
 	}
 	return nil
@@ -300,7 +301,7 @@ func (e *emitter) weights(f *File) error {
 	weight := func(w *lower.Weight, dst Code) Code {
 		var shape []Code
 		for _, d := range w.Shape {
-			shape = append(shape, Id(e.goExpr(d, nil)))
+			shape = append(shape, Id(e.goExpr(lower.FromDim(d), nil)))
 		}
 		stmt := Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "WeightAt").Call(name(w), Index().Int().Values(shape...), dst))
 		if w.Cond != nil {
@@ -323,7 +324,7 @@ func (e *emitter) weights(f *File) error {
 				loop = append(loop, weight(x, Op("&").Id("l").Dot(x.Field)))
 			}
 		}
-		body = append(body, For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(w.Count, nil)), Id("i").Op("++")).Block(loop...))
+		body = append(body, For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(lower.FromDim(w.Count), nil)), Id("i").Op("++")).Block(loop...))
 	}
 	body = append(body, Return(Id("out")))
 	f.Comment("tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.")
@@ -354,10 +355,10 @@ func (e *emitter) weights(f *File) error {
 	return nil
 }
 
-func shapeText(s []*lower.Expr) string {
+func shapeText(s []ir.Dim) string {
 	var parts []string
 	for _, d := range s {
-		parts = append(parts, d.String())
+		parts = append(parts, lower.FromDim(d).String())
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }

@@ -41,7 +41,7 @@ func (e *emitter) plan(f *File) error {
 
 		body := []Code{}
 		for _, d := range g.Dims {
-			body = append(body, Id(d.Name).Op(":=").Id(d.Limit.Go(limitRef("l"))), Id("_").Op("=").Id(d.Name))
+			body = append(body, Id(d.Name).Op(":=").Id(lower.FromDim(d.Limit).Go(limitRef("l"))), Id("_").Op("=").Id(d.Name))
 		}
 		ref := func(x *lower.Expr) string { return e.goExpr(x, limitRef("l")) }
 		arena := func(a *lower.Arena) string { return strings.ToLower(a.DType) }
