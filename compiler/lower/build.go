@@ -30,9 +30,9 @@ func (b *Builder) value(v *Value) *Value {
 	return v
 }
 
-// Dim declares a symbolic size bounded by limit.
-func (b *Builder) Dim(name string, limit ir.Dim) {
-	b.G.Dims = append(b.G.Dims, &Dim{Name: name, Limit: limit})
+// Size declares a symbolic size bounded by limit.
+func (b *Builder) Size(name string, limit ir.Dim) {
+	b.G.Sizes = append(b.G.Sizes, &Size{Name: name, Limit: limit})
 }
 
 // Input declares a graph input read from the runtime field role.

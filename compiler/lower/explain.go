@@ -22,7 +22,7 @@ func Explain(w io.Writer, p *Program) {
 	for _, g := range p.Graphs {
 		fmt.Fprintf(w, "\ngraph %s (%s, line %d)\n", g.Name, g.Role, g.Pos.Line)
 		var dims []string
-		for _, d := range g.Dims {
+		for _, d := range g.Sizes {
 			dims = append(dims, d.Name+" ≤ "+FromDim(d.Limit).String())
 		}
 		fmt.Fprintf(w, "  dims    %s\n", strings.Join(dims, ", "))

@@ -264,7 +264,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 	}
 	for _, v := range g.ShapeVars() {
 		if !configNames[v] && !strings.Contains(v, "[") {
-			t.b.Dim(v, limit)
+			t.b.Size(v, limit)
 		}
 	}
 	ir.Walk(g.Nodes, func(n *ir.Node, _ int) {
@@ -289,7 +289,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 		rows, cols := shape2(prm.Shape)
 		switch prm.Kind {
 		case ir.Rows:
-			r := ir.Var(t.b.G.Dims[0].Name)
+			r := ir.Var(t.b.G.Sizes[0].Name)
 			v := t.b.Special(prm.Name, "rows", RowsRef, ir.Dim{}, ir.Dim{}, ps)
 			v.RowSeq = t.b.Input(prm.Name+"_seq", "row_seq", "I32", ir.Const(1), r, ps)
 			v.RowPos = t.b.Input(prm.Name+"_pos", "row_pos", "I32", ir.Const(1), r, ps)
@@ -304,7 +304,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			t.env[prm] = t.b.Special(prm.Name, "cache", CacheRef, l, w, ps)
 			continue
 		case ir.Spans:
-			t.env[prm] = t.b.Input(prm.Name, "spans", "I32", ir.Const(1), ir.Var(t.b.G.Dims[0].Name).Add(ir.Const(1)), ps)
+			t.env[prm] = t.b.Input(prm.Name, "spans", "I32", ir.Const(1), ir.Var(t.b.G.Sizes[0].Name).Add(ir.Const(1)), ps)
 			continue
 		}
 		dt := "F32"

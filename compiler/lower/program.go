@@ -128,7 +128,7 @@ type Graph struct {
 	Role     string // vision or decoder
 	Inputs   []*Value
 	Output   *Value
-	Dims     []*Dim
+	Sizes    []*Size    // the sizes of its inputs (R, N, ...), each bounded by a limit
 	Requires []*Require // checks on the dims at call time
 	Steps    []*Step
 	Values   []*Value
@@ -138,8 +138,8 @@ type Graph struct {
 	nextVal  int
 }
 
-// Dim is a symbolic size of a graph's inputs, bounded by one of the runtime's limits.
-type Dim struct {
+// Size is a symbolic size of a graph's inputs (R, N), bounded by one of the runtime's limits.
+type Size struct {
 	Name  string
 	Limit ir.Dim // the largest value, in terms of the limits (Rows, Patches, Parallel, Context, PageSize)
 }

@@ -256,7 +256,7 @@ func (e *emitter) forward(file *File) error {
 			Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
 		// dims from the host data
 		dimSet := map[string]bool{}
-		for _, d := range g.Dims {
+		for _, d := range g.Sizes {
 			dimSet[d.Name] = true
 		}
 		defined := map[string]bool{}
@@ -306,7 +306,7 @@ func (e *emitter) forward(file *File) error {
 					body = append(body, Id(d.Name).Op(":=").Len(Id(data)).Op("/").Parens(Id(per)))
 				}
 			}
-			for _, d := range g.Dims {
+			for _, d := range g.Sizes {
 				if !defined[d.Name] {
 					return fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
 				}
@@ -369,7 +369,7 @@ func launchRows(op *lower.Op) *lower.Expr {
 // the forward function checks to be positive.
 func (f *fwd) mayBeZero(rows *lower.Expr) bool {
 	for _, r := range rows.Refs() {
-		for i, d := range f.g.Dims {
+		for i, d := range f.g.Sizes {
 			if d.Name == r && i > 0 {
 				return true
 			}

@@ -40,7 +40,7 @@ func (e *emitter) plan(f *File) error {
 		f.Type().Id(planType(g)).Struct(fields...)
 
 		body := []Code{}
-		for _, d := range g.Dims {
+		for _, d := range g.Sizes {
 			body = append(body, Id(d.Name).Op(":=").Id(lower.FromDim(d.Limit).Go(limitRef("l"))), Id("_").Op("=").Id(d.Name))
 		}
 		ref := func(x *lower.Expr) string { return e.goExpr(x, limitRef("l")) }
