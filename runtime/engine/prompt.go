@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/image"
@@ -50,17 +51,32 @@ func (f *Frontend) Fits(info model.Info) error {
 
 // Images decodes and preprocesses encoded images; errors name the image by its 1-based index.
 func (f *Frontend) Images(files [][]byte) ([]*image.Patches, error) {
+	out, _, err := f.TimedImages(files)
+	return out, err
+}
+
+// ImageTimes are the time images took to decode and to preprocess.
+type ImageTimes struct{ Decode, Preprocess time.Duration }
+
+// TimedImages is Images with the time each stage took.
+func (f *Frontend) TimedImages(files [][]byte) ([]*image.Patches, ImageTimes, error) {
+	var t ImageTimes
 	out := make([]*image.Patches, len(files))
 	for i, data := range files {
+		t0 := time.Now()
 		img, err := image.Decode(i+1, data, f.Limits)
+		t1 := time.Now()
+		t.Decode += t1.Sub(t0)
 		if err != nil {
-			return nil, err
+			return nil, t, err
 		}
-		if out[i], err = image.Preprocess(img, f.Image); err != nil {
-			return nil, fmt.Errorf("image %d: %w", i+1, err)
+		out[i], err = image.Preprocess(img, f.Image)
+		t.Preprocess += time.Since(t1)
+		if err != nil {
+			return nil, t, fmt.Errorf("image %d: %w", i+1, err)
 		}
 	}
-	return out, nil
+	return out, t, nil
 }
 
 // Build renders messages (a JSON array) with the generation prompt, tokenizes the text and

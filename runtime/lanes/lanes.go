@@ -91,6 +91,14 @@ type Event struct {
 	StopReason string
 	Err        error // why a cancelled or failed sequence ended
 	Usage      Usage // set on Done
+	Times      Times // set on Done
+}
+
+// Times are where a finished request's time went: waiting for a lane, its images' vision tower,
+// filling its prompt (from its lane to its first token, the tower excluded) and decoding (from
+// its first token to its last).
+type Times struct {
+	Queue, Vision, Prefill, Decode time.Duration
 }
 
 // Usage counts a finished request's tokens.
@@ -179,9 +187,29 @@ type seq struct {
 	imageKey  []string  // prompt-cache identity of each vision row
 	usage     Usage
 	finished  bool
+
+	submitted, laned, first time.Time // Submit, admission to a lane, the first token
+	visionTime              time.Duration
 }
 
 func (s *seq) out() []int32 { return s.ids[s.n:] }
+
+// times is where the sequence's time went, at its end now; stages it never reached are zero.
+func (s *seq) times(now time.Time) Times {
+	var t Times
+	if s.laned.IsZero() {
+		t.Queue = now.Sub(s.submitted)
+		return t
+	}
+	t.Queue, t.Vision = s.laned.Sub(s.submitted), s.visionTime
+	if s.first.IsZero() {
+		t.Prefill = max(now.Sub(s.laned)-s.visionTime, 0)
+		return t
+	}
+	t.Prefill = max(s.first.Sub(s.laned)-s.visionTime, 0)
+	t.Decode = now.Sub(s.first)
+	return t
+}
 
 // New starts a scheduler for m.
 func New(m model.Model, cfg Config) (*Scheduler, error) {
@@ -229,6 +257,7 @@ func (s *Scheduler) Submit(ctx context.Context, r *Request) (*Stream, error) {
 		return nil, err
 	}
 	sq.ctx = ctx
+	sq.submitted = time.Now()
 	sq.events = make(chan Event, r.MaxTokens+2)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -410,6 +439,7 @@ func (s *Scheduler) admit() {
 		s.stats.Running++
 		s.mu.Unlock()
 		sq.slot = slot
+		sq.laned = time.Now()
 		s.admitted++
 		sq.admitted = s.admitted
 		s.slots[slot] = sq
@@ -512,7 +542,7 @@ func (s *Scheduler) finish(sq *seq, reason string, err error) {
 	}
 	s.stats.PagesUsed, s.stats.PagesCached = s.pool.counts()
 	s.mu.Unlock()
-	ev := Event{Done: true, Finish: reason, Err: err, Usage: sq.usage}
+	ev := Event{Done: true, Finish: reason, Err: err, Usage: sq.usage, Times: sq.times(time.Now())}
 	if reason == "repetition" {
 		ev.Finish, ev.StopReason = "stop", "repetition"
 	}
@@ -680,6 +710,7 @@ func (s *Scheduler) runRound() bool {
 			fill.vision = nil
 			tok := picks[len(picks)-1]
 			fill.ids = append(fill.ids, tok)
+			fill.first = time.Now()
 			generated++
 			fill.events <- Event{Tokens: []int32{tok}}
 			if reason := s.stopReason(fill); reason != "" {
@@ -751,7 +782,9 @@ func (s *Scheduler) see(sq *seq) error {
 	if sq.vision != nil || len(sq.imageAt) == 0 || int(sq.imageAt[len(sq.imageAt)-1]) < sq.filled {
 		return nil
 	}
+	t0 := time.Now()
 	rows, err := s.m.Vision(sq.req.Pixels, sq.req.Grids)
+	sq.visionTime += time.Since(t0)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ type Options struct {
 	Concurrency int
 	MaxTokens   int
 	IgnoreEOS   bool          // ask for ignore_eos (vLLM and tfc honour it), so every page yields MaxTokens
+	Timings     bool          // ask for return_timings (tfc serve) and report the server's stages
 	Timeout     time.Duration // per request; 0: none
 	Client      *http.Client  // http.DefaultClient when nil
 }
@@ -64,7 +65,10 @@ type Report struct {
 	TPOT               Stats    `json:"tpot_ms"` // (last content - first content) / (tokens - 1), per request
 	ITL                Stats    `json:"itl_ms"`  // gaps between content chunks
 	E2E                Stats    `json:"e2e_ms"`  // request sent to the last chunk
-	Method             string   `json:"method"`
+	// Stages are the server's own times a request (return_timings): image_decode, image_preprocess,
+	// queue, vision, prefill, decode and total, each in milliseconds.
+	Stages map[string]Stats `json:"server_stages_ms,omitempty"`
+	Method string           `json:"method"`
 }
 
 const method = "Each request is one chat message: the page as a data URL and the prompt, streamed " +
@@ -79,6 +83,7 @@ type result struct {
 	gaps                   []time.Duration
 	tokens                 int
 	firstAt, lastAt, start time.Time
+	stages                 map[string]float64 // the server's timings, in ms
 }
 
 // Run sends the requests and reports.
@@ -128,6 +133,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &Report{URL: o.URL, Model: o.Model, Requests: o.Requests, Concurrency: o.Concurrency, MaxTokens: o.MaxTokens,
 		IgnoreEOS: o.IgnoreEOS, WallSeconds: wall.Seconds(), Method: method}
 	var ttft, tpot, itl, e2e []time.Duration
+	stages := map[string][]time.Duration{}
 	for _, x := range results {
 		if x.err != nil {
 			r.Failed++
@@ -138,6 +144,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		r.Succeeded++
 		r.OutputTokens += x.tokens
+		for k, v := range x.stages {
+			stages[strings.TrimSuffix(k, "_ms")] = append(stages[strings.TrimSuffix(k, "_ms")], time.Duration(v*float64(time.Millisecond)))
+		}
 		ttft, e2e, itl = append(ttft, x.ttft), append(e2e, x.e2e), append(itl, x.gaps...)
 		if x.tokens > 1 {
 			tpot = append(tpot, x.tpot)
@@ -146,6 +155,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.PagesPerSecond = float64(r.Succeeded) / wall.Seconds()
 	r.OutputTokPerSecond = float64(r.OutputTokens) / wall.Seconds()
 	r.TTFT, r.TPOT, r.ITL, r.E2E = stats(ttft), stats(tpot), stats(itl), stats(e2e)
+	if len(stages) > 0 {
+		r.Stages = map[string]Stats{}
+		for k, ds := range stages {
+			r.Stages[k] = stats(ds)
+		}
+	}
 	return r, nil
 }
 
@@ -165,6 +180,9 @@ func one(ctx context.Context, o Options, url string) (res result) {
 	}
 	if o.IgnoreEOS {
 		body["ignore_eos"] = true
+	}
+	if o.Timings {
+		body["return_timings"] = true
 	}
 	data, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, "POST", o.URL+"/v1/chat/completions", bytes.NewReader(data))
@@ -205,7 +223,8 @@ func one(ctx context.Context, o Options, url string) (res result) {
 			Usage *struct {
 				CompletionTokens int `json:"completion_tokens"`
 			} `json:"usage"`
-			Error *struct {
+			Timings map[string]float64 `json:"timings"`
+			Error   *struct {
 				Message string `json:"message"`
 			} `json:"error"`
 		}
@@ -217,6 +236,9 @@ func one(ctx context.Context, o Options, url string) (res result) {
 		}
 		if c.Usage != nil {
 			usage = c.Usage.CompletionTokens
+		}
+		if c.Timings != nil {
+			res.stages = c.Timings
 		}
 		if len(c.Choices) == 0 || c.Choices[0].Delta.Content == "" {
 			continue
@@ -331,6 +353,15 @@ func (r *Report) Summary() string {
 		st   Stats
 	}{{"TTFT", r.TTFT}, {"TPOT", r.TPOT}, {"ITL", r.ITL}, {"E2E", r.E2E}} {
 		fmt.Fprintf(&b, "%-4s ms  p50 %.1f  p90 %.1f  p99 %.1f  mean %.1f  (n %d)\n", s.name, s.st.P50, s.st.P90, s.st.P99, s.st.Mean, s.st.N)
+	}
+	var names []string
+	for k := range r.Stages {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		s := r.Stages[k]
+		fmt.Fprintf(&b, "server %-16s ms  p50 %.1f  p90 %.1f  mean %.1f\n", k, s.P50, s.P90, s.Mean)
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "error: %s\n", e)

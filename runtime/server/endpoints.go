@@ -23,11 +23,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, ld *loaded, body [
 	if req.Messages == nil {
 		return badRequest("messages", "messages is required: an array of {\"role\", \"content\"} objects")
 	}
-	p, keys, e := s.chatPrompt(ld, req.Messages, req.ChatTemplateKwargs, true)
+	p, keys, times, e := s.chatPrompt(ld, req.Messages, req.ChatTemplateKwargs, true)
 	if e != nil {
 		return e
 	}
-	return s.generate(w, r, ld, &job{chat: true, prompt: p, imageKeys: keys, set: set, defMax: s.cfg.MaxTokens})
+	return s.generate(w, r, ld, &job{chat: true, prompt: p, imageKeys: keys, set: set, defMax: s.cfg.MaxTokens, images: times})
 }
 
 type completionRequest struct {
@@ -125,7 +125,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, ld *loaded, bo
 		ids = toInt32(ld.fe.Tok.Encode(*req.Prompt))
 	case req.Messages != nil:
 		add := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		p, _, e := s.chatPrompt(ld, req.Messages, req.ChatTemplateKwargs, add)
+		p, _, _, e := s.chatPrompt(ld, req.Messages, req.ChatTemplateKwargs, add)
 		if e != nil {
 			return e
 		}

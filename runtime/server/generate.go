@@ -24,7 +24,8 @@ type job struct {
 	prompt    engine.Prompt
 	imageKeys []string
 	set       settings
-	defMax    int // max tokens when the request sets none
+	defMax    int               // max tokens when the request sets none
+	images    engine.ImageTimes // its images' decode and preprocessing
 }
 
 // TokenSHA256 is the sha256 (hex) of the ids joined by commas in decimal.
@@ -246,6 +247,26 @@ func (r *reply) done(ev lanes.Event) {
 	r.ended = true
 	r.s.metrics.e2e.Observe(time.Since(r.start).Seconds())
 	r.s.metrics.finished.WithLabelValues(ev.Finish).Inc()
+	m, t := r.s.metrics, ev.Times
+	m.queue.Observe(t.Queue.Seconds())
+	if t.Vision > 0 {
+		m.vision.Observe(t.Vision.Seconds())
+	}
+	if t.Prefill > 0 {
+		m.prefill.Observe(t.Prefill.Seconds())
+	}
+	if t.Decode > 0 {
+		m.decode.Observe(t.Decode.Seconds())
+	}
+}
+
+// timings is where the request's time went, in milliseconds (return_timings).
+func (r *reply) timings(ev lanes.Event) map[string]any {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	t := ev.Times
+	return map[string]any{"image_decode_ms": ms(r.j.images.Decode), "image_preprocess_ms": ms(r.j.images.Preprocess),
+		"queue_ms": ms(t.Queue), "vision_ms": ms(t.Vision), "prefill_ms": ms(t.Prefill), "decode_ms": ms(t.Decode),
+		"total_ms": ms(time.Since(r.start) + r.j.images.Decode + r.j.images.Preprocess)}
 }
 
 func (r *reply) object() string {
@@ -299,6 +320,9 @@ func (r *reply) whole(st *lanes.Stream) *apiError {
 		}
 		resp := map[string]any{"id": r.id, "object": r.object(), "created": r.created, "model": r.s.cfg.Name,
 			"choices": []any{choice}, "usage": r.usage(ev.Usage)}
+		if r.j.set.timings {
+			resp["timings"] = r.timings(ev)
+		}
 		if r.j.set.returnIDs {
 			choice["token_ids"] = nonNil(r.ids)
 			choice["token_sha256"] = TokenSHA256(r.ids)
@@ -390,6 +414,9 @@ func (r *reply) stream(st *lanes.Stream) *apiError {
 				last["token_sha256"] = TokenSHA256(r.ids)
 			}
 			c := chunk(last)
+			if r.j.set.timings {
+				c["timings"] = r.timings(ev)
+			}
 			if !sentPrompt && r.j.set.returnIDs {
 				c["prompt_token_ids"] = r.j.prompt.IDs
 			}

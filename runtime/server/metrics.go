@@ -10,8 +10,10 @@ import (
 type metrics struct {
 	reg            *prometheus.Registry
 	ttft, itl, e2e prometheus.Histogram
-	finished       *prometheus.CounterVec
-	refused        prometheus.Counter
+	// where requests' time goes, stage by stage
+	imageDecode, imagePreprocess, vision, queue, prefill, decode prometheus.Histogram
+	finished                                                     *prometheus.CounterVec
+	refused                                                      prometheus.Counter
 }
 
 var (
@@ -28,6 +30,12 @@ func newMetrics(s *Server) *metrics {
 	m.ttft = hist("time_to_first_token_seconds", "Time from a request's arrival to its first token.", latencyBuckets)
 	m.itl = hist("inter_token_latency_seconds", "Time between a request's consecutive tokens.", tokenBuckets)
 	m.e2e = hist("e2e_request_latency_seconds", "Time from a request's arrival to its last token.", latencyBuckets)
+	m.imageDecode = hist("image_decode_seconds", "Time a request's images took to decode.", tokenBuckets)
+	m.imagePreprocess = hist("image_preprocess_seconds", "Time a request's images took to resize, normalise and cut into patches.", tokenBuckets)
+	m.vision = hist("vision_tower_seconds", "Time the vision tower took on a request's images.", latencyBuckets)
+	m.queue = hist("request_queue_time_seconds", "Time a request waited for a lane.", latencyBuckets)
+	m.prefill = hist("request_prefill_time_seconds", "Time from a request's lane to its first token, the vision tower excluded.", latencyBuckets)
+	m.decode = hist("request_decode_time_seconds", "Time from a request's first token to its last.", latencyBuckets)
 	m.finished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfc:request_success_total",
 		Help: "Requests finished, by reason (stop, length, cancelled, error).", ConstLabels: labels}, []string{"finished_reason"})
 	m.refused = prometheus.NewCounter(prometheus.CounterOpts{Name: "tfc:request_queue_full_total",
@@ -48,6 +56,7 @@ func newMetrics(s *Server) *metrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tfc:" + name, Help: help, ConstLabels: labels}, stat(f))
 	}
 	m.reg.MustRegister(m.ttft, m.itl, m.e2e, m.finished, m.refused,
+		m.imageDecode, m.imagePreprocess, m.vision, m.queue, m.prefill, m.decode,
 		gauge("num_requests_running", "Requests holding a lane.", func(st lanes.Stats) float64 { return float64(st.Running) }),
 		gauge("num_requests_waiting", "Requests waiting for a lane.", func(st lanes.Stats) float64 { return float64(st.Waiting) }),
 		gauge("kv_cache_usage_perc", "Fraction of KV pages held by running requests.", func(st lanes.Stats) float64 {

@@ -33,6 +33,7 @@ type genFields struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	ReturnTokenIDs bool            `json:"return_token_ids"`
+	ReturnTimings  bool            `json:"return_timings"`
 	IgnoreEOS      bool            `json:"ignore_eos"`
 	MinTokens      *int            `json:"min_tokens"`
 	RepetitionStop *bool           `json:"repetition_stop"`
@@ -67,6 +68,7 @@ type settings struct {
 	stream       bool
 	includeUsage bool
 	returnIDs    bool
+	timings      bool // add where the request's time went (return_timings)
 	ignoreEOS    bool
 	minTokens    int
 	repetition   bool // stop a looping output (lanes.Repeats)
@@ -138,6 +140,7 @@ func (s *Server) settings(f *genFields) (settings, *apiError) {
 		st.includeUsage = f.StreamOptions.IncludeUsage
 	}
 	st.returnIDs = f.ReturnTokenIDs
+	st.timings = f.ReturnTimings
 	st.ignoreEOS = f.IgnoreEOS
 	if f.MinTokens != nil {
 		if *f.MinTokens < 0 {
@@ -282,32 +285,43 @@ func (s *Server) imageData(index int, where string, raw json.RawMessage) ([]byte
 	return data, nil
 }
 
-// chatPrompt renders a chat request to token ids with its images' patches and identities.
-func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, *apiError) {
+// chatPrompt renders a chat request to token ids with its images' patches and identities, and
+// the time its images took to decode and preprocess.
+func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
+	p, keys, times, e := s.chatPromptOf(ld, msgs, kwargs, addGen)
+	if times.Decode+times.Preprocess > 0 {
+		s.metrics.imageDecode.Observe(times.Decode.Seconds())
+		s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
+	}
+	return p, keys, times, e
+}
+
+func (s *Server) chatPromptOf(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
+	var times engine.ImageTimes
 	conv, files, e := s.conversation(msgs)
 	if e != nil {
-		return engine.Prompt{}, nil, e
+		return engine.Prompt{}, nil, times, e
 	}
-	imgs, err := ld.fe.Images(files)
+	imgs, times, err := ld.fe.TimedImages(files)
 	if err != nil {
-		return engine.Prompt{}, nil, badRequest("messages", "%v", err)
+		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}
 	opts := chattemplate.Options{AddGenerationPrompt: addGen}
 	if k := bytes.TrimSpace(kwargs); len(k) > 0 && string(k) != "null" {
 		if k[0] != '{' {
-			return engine.Prompt{}, nil, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object")
+			return engine.Prompt{}, nil, times, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object")
 		}
 		opts.KwargsJSON = k
 	}
 	p, _, err := ld.fe.Build(conv, imgs, ld.info.ImageToken, ld.info.Merge, opts)
 	if err != nil {
-		return engine.Prompt{}, nil, badRequest("messages", "%v", err)
+		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}
 	keys := make([]string, len(imgs))
 	for i, im := range imgs {
 		keys[i] = im.Hash
 	}
-	return p, keys, nil
+	return p, keys, times, nil
 }
 
 // fetchImage downloads an image URL, bounded in time and size.

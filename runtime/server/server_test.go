@@ -160,7 +160,7 @@ func (s *ts) want(t *testing.T, messages string, images []string, maxTokens int,
 		t.Fatal(err)
 	}
 	ld := s.srv.ready.Load()
-	p, _, e := s.srv.chatPrompt(ld, msgs, nil, true)
+	p, _, _, e := s.srv.chatPrompt(ld, msgs, nil, true)
 	if e != nil {
 		t.Fatal(e.msg)
 	}
@@ -898,6 +898,53 @@ func TestRepetitionAndEOSFields(t *testing.T) {
 	for _, bad := range []string{`,"min_tokens":-1`, `,"min_tokens":400`} {
 		if code, _, m := s.post(t, "/v1/chat/completions", body(bad)); code != 400 || m["error"].(map[string]any)["param"] != "min_tokens" {
 			t.Errorf("%s: status %d %v, want 400 naming min_tokens", bad, code, m)
+		}
+	}
+}
+
+// TestStageTimes: a chat with an image and return_timings gets where its time went, stage by
+// stage, whole and streamed, and /metrics counts every stage.
+func TestStageTimes(t *testing.T) {
+	s := start(t, nil)
+	img := dataURL(t, filepath.Join(tinyDir, "oracle/images/a.png"))
+	body := func(extra string) string {
+		return `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + img + `"}},{"type":"text","text":"Read it."}]}],"max_tokens":4,"return_timings":true` + extra + `}`
+	}
+	code, _, m := s.post(t, "/v1/chat/completions", body(""))
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, m)
+	}
+	tm, ok := m["timings"].(map[string]any)
+	if !ok {
+		t.Fatalf("no timings in %v", m)
+	}
+	for _, k := range []string{"image_decode_ms", "image_preprocess_ms", "queue_ms", "vision_ms", "prefill_ms", "decode_ms", "total_ms"} {
+		if v, ok := tm[k].(float64); !ok || v < 0 {
+			t.Errorf("timings[%s] = %v", k, tm[k])
+		}
+	}
+	if tm["vision_ms"].(float64) <= 0 || tm["image_decode_ms"].(float64) <= 0 || tm["total_ms"].(float64) < tm["vision_ms"].(float64) {
+		t.Errorf("timings %v: the image's stages took no time", tm)
+	}
+	req, _ := http.NewRequest("POST", s.url+"/v1/chat/completions", strings.NewReader(body(`,"stream":true`)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"timings":{`) {
+		t.Errorf("the stream carries no timings:\n%s", raw)
+	}
+	if _, _, m := s.post(t, "/v1/chat/completions", `{"messages":`+poem+`,"max_tokens":4}`); m["timings"] != nil {
+		t.Errorf("timings without return_timings: %v", m["timings"])
+	}
+	text := s.metricsText(t)
+	for _, name := range []string{"image_decode_seconds", "image_preprocess_seconds", "vision_tower_seconds", "request_queue_time_seconds",
+		"request_prefill_time_seconds", "request_decode_time_seconds"} {
+		if !strings.Contains(text, "tfc:"+name+"_count{") || strings.Contains(text, "tfc:"+name+`_count{model_name="tiny"} 0`) {
+			t.Errorf("/metrics does not count %s:\n%s", name, grep(text, name))
 		}
 	}
 }

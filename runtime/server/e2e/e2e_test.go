@@ -488,7 +488,7 @@ func TestLoadGenerator(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Images: [][]byte{page}, Prompt: "Read the page.",
-		Requests: 6, Concurrency: 3, MaxTokens: 8, IgnoreEOS: true, Timeout: time.Minute})
+		Requests: 6, Concurrency: 3, MaxTokens: 8, IgnoreEOS: true, Timings: true, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,6 +497,11 @@ func TestLoadGenerator(t *testing.T) {
 	}
 	if rep.TTFT.N != 6 || rep.TPOT.N != 6 || rep.E2E.N != 6 || rep.ITL.N == 0 || rep.PagesPerSecond <= 0 || rep.TTFT.P50 <= 0 {
 		t.Errorf("measures missing: %s", rep.Summary())
+	}
+	for _, k := range []string{"image_decode", "image_preprocess", "queue", "vision", "prefill", "decode", "total"} {
+		if rep.Stages[k].N != 6 {
+			t.Errorf("server stage %s: %+v", k, rep.Stages[k])
+		}
 	}
 	bad, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Model: "no-such-model", Images: [][]byte{page},
 		Requests: 2, Concurrency: 2, MaxTokens: 4})
