@@ -12,6 +12,7 @@ import (
 	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 )
 
 // Program is what specialising a family needs of its lowered form.
@@ -81,22 +82,26 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 		if internal[i] {
 			o.Flags["internal"] = true
 		}
-		switch op.Kind {
-		case "linear":
-			o.Ints["N"], o.Ints["K"] = lower.FromDim(op.Arg("W").Rows), lower.FromDim(op.Arg("X").Cols)
-			o.Flags["has_bias"] = op.Arg("B") != nil
-			o.Flags["has_res"] = op.Arg("Res") != nil
-		case "rmsnorm":
-			o.Ints["D"] = lower.FromDim(op.Arg("X").Cols)
-			o.Floats["eps"] = op.Attr("Eps")
-			o.Flags["has_res"] = op.Arg("Res") != nil
-		case "layernorm":
-			o.Ints["D"] = lower.FromDim(op.Arg("X").Cols)
-			o.Floats["eps"] = op.Attr("Eps")
-			o.Flags["has_bias"] = op.Arg("B") != nil
+		spec := catalog.Find(op.Kind)
+		for _, c := range spec.Consts { // the constants the catalog names
+			switch c.Of {
+			case catalog.Cols:
+				o.Ints[c.Name] = lower.FromDim(op.Arg(c.Field).Cols)
+			case catalog.RowCount:
+				o.Ints[c.Name] = lower.FromDim(op.Arg(c.Field).Rows)
+			case catalog.IntAttr:
+				o.Ints[c.Name] = op.Attr(c.Field)
+			case catalog.FloatAttr:
+				o.Floats[c.Name] = op.Attr(c.Field)
+			}
+		}
+		for _, t := range spec.Tensors { // optional tensors, by the flag that says they are present
+			if t.Flag != "" {
+				o.Flags[t.Flag] = o.Flags[t.Flag] || op.Arg(t.Path) != nil
+			}
+		}
+		switch op.Kind { // what only one template reads
 		case "rope":
-			o.Ints["heads"], o.Ints["head_dim"] = op.Attr("Heads"), op.Attr("HeadDim")
-			o.Floats["theta"] = op.Attr("Theta")
 			o.Sections = op.Attr("Sections")
 			o.Flags["per_axis"] = op.Attr("Mode") != nil && op.Attr("Mode").Name == "per_axis"
 			if x := op.Arg("X"); i > 0 && x.Kind == lower.View && x.ColLo != nil {
@@ -105,18 +110,10 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 				o.Ints["col"] = lower.Int(0)
 			}
 		case "attention":
-			o.Ints["heads"], o.Ints["kv_heads"], o.Ints["head_dim"] = op.Attr("Heads"), op.Attr("KVHeads"), op.Attr("HeadDim")
-			o.Floats["scale"] = op.Attr("Scale")
 			if op.Arg("Cache") != nil {
 				o.Flags["cache"] = true
 				o.Paged = true
 			}
-		case "add", "mul", "activate", "glu", "copy":
-			o.Ints["N"] = lower.FromDim(op.Out.Cols)
-		case "embed":
-			o.Ints["D"], o.Ints["V"] = lower.FromDim(op.Out.Cols), lower.FromDim(op.Arg("Table").Rows)
-		case "gather", "scatter":
-			o.Ints["D"] = lower.FromDim(op.Out.Cols)
 		}
 		sk.Ops = append(sk.Ops, o)
 	}

@@ -31,15 +31,11 @@
 //
 // # Constants each op needs
 //
-//	linear     Ints N, K; Act; Flags has_bias, has_res
-//	rmsnorm    Ints D; Floats eps; Flags has_res
-//	layernorm  Ints D; Floats eps; Flags has_bias
-//	rope       Ints heads, head_dim, sections, section0..section{sections-1}, col (in a linear
-//	           kernel); Floats theta; Flags per_axis (RopePerAxis, else RopeSections)
-//	attention  Ints heads, kv_heads, head_dim, page_size (with cache); Floats scale; Flags cache
-//	add mul activate glu copy  Ints N (columns); Act for activate and glu
-//	embed      Ints D, V (table rows)
-//	gather scatter  Ints D
+// The op catalog's Consts (runtime/device/catalog): a linear's N and K, a norm's D and eps, the
+// pointwise ops' N, embed's D and V, gather's and scatter's D, rope's heads, head_dim and theta,
+// attention's heads, kv_heads, head_dim and scale; the flags of its optional tensors (has_bias,
+// has_res); and what one template reads alone: rope's sections, section0..section{sections-1},
+// col (in a linear kernel) and per_axis, attention's cache and page_size.
 //
 // DTypes maps an operand field to "F32", "BF16" or "F16" (absent means F32); index operands
 // (Ids, Index, Pos, Spans, Rows.*) are always I32.

@@ -61,21 +61,23 @@ func operandsOf(kind string) []operand {
 // rowsOperand is the operand whose Rows is the launch's M, by the kernel's first op.
 func rowsOperand(kind string) string { return catalog.Find(kind).Rows }
 
-// required lists the constants each op must carry.
-var required = map[string]struct{ ints, floats []string }{
-	"linear":    {ints: []string{"N", "K"}},
-	"rmsnorm":   {ints: []string{"D"}, floats: []string{"eps"}},
-	"layernorm": {ints: []string{"D"}, floats: []string{"eps"}},
-	"rope":      {ints: []string{"heads", "head_dim", "sections"}, floats: []string{"theta"}},
-	"attention": {ints: []string{"heads", "kv_heads", "head_dim"}, floats: []string{"scale"}},
-	"add":       {ints: []string{"N"}},
-	"mul":       {ints: []string{"N"}},
-	"activate":  {ints: []string{"N"}},
-	"glu":       {ints: []string{"N"}},
-	"copy":      {ints: []string{"N"}},
-	"embed":     {ints: []string{"D", "V"}},
-	"scatter":   {ints: []string{"D"}},
-	"gather":    {ints: []string{"D"}},
+// required lists the constants op kind must carry: the catalog's, and rope's section count.
+func required(kind string) (ints, floats []string, ok bool) {
+	spec := catalog.Find(kind)
+	if spec == nil {
+		return nil, nil, false
+	}
+	for _, c := range spec.Consts {
+		if c.Of == catalog.FloatAttr {
+			floats = append(floats, c.Name)
+		} else {
+			ints = append(ints, c.Name)
+		}
+	}
+	if kind == "rope" {
+		ints = append(ints, "sections")
+	}
+	return ints, floats, true
 }
 
 var cTypes = map[string]string{"F32": "float", "BF16": "tfc_bf16", "F16": "__half"}
@@ -125,16 +127,16 @@ func (k Kernel) validate() error {
 		return fmt.Errorf("kernel %s has no ops", k.Name)
 	}
 	for i, o := range k.Ops {
-		req, ok := required[o.Kind]
+		reqInts, reqFloats, ok := required(o.Kind)
 		if !ok {
 			return fmt.Errorf("kernel %s: op %d: unknown op %q (the catalog is runtime/device/catalog)", k.Name, i, o.Kind)
 		}
-		for _, key := range req.ints {
+		for _, key := range reqInts {
 			if v, ok := o.Ints[key]; !ok || v <= 0 {
 				return fmt.Errorf("kernel %s: op %d (%s) needs Ints[%q] > 0", k.Name, i, o.Kind, key)
 			}
 		}
-		for _, key := range req.floats {
+		for _, key := range reqFloats {
 			if _, ok := o.Floats[key]; !ok {
 				return fmt.Errorf("kernel %s: op %d (%s) needs Floats[%q]", k.Name, i, o.Kind, key)
 			}

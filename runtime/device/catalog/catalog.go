@@ -19,7 +19,26 @@ type Op struct {
 	Epilogues []string
 	Rows      string // the tensor whose row count is the launch's rows
 	Scale     string // the field the dropped-scale control neutralises (a float set to 1, a tensor to ones)
+	// Consts are the constants a kernel of the op is specialised for, as its template names them.
+	Consts []Const
 }
+
+// Const is one constant of a kernel: a tensor's rows or columns, or an attribute.
+type Const struct {
+	Name  string // as the template reads it: N, K, D, V, heads, head_dim, eps, theta, scale
+	Field string // the tensor or attribute it comes from
+	Of    Of
+}
+
+// Of says what of its field a constant is.
+type Of uint8
+
+const (
+	Cols      Of = iota // a tensor's columns
+	RowCount            // a tensor's rows
+	IntAttr             // an int attribute
+	FloatAttr           // a float attribute
+)
 
 // Tensor is one tensor field of an op.
 type Tensor struct {
@@ -88,25 +107,29 @@ var Ops = []Op{
 			"Res [M,N] optional (added after the activation), Y [M,N]. Y may alias Res."},
 		Tensors:   []Tensor{in("X"), weight("W"), optional(weight("B"), "has_bias"), optional(reuse(in("Res")), "has_res"), out("Y")},
 		Attrs:     []Attr{{"Act", "Act"}},
-		Epilogues: []string{"rope", "activate", "add", "mul", "copy"}},
+		Epilogues: []string{"rope", "activate", "add", "mul", "copy"},
+		Consts:    []Const{{"N", "W", RowCount}, {"K", "X", Cols}}},
 	{Name: "rmsnorm", Type: "RMSNorm", Class: Reduction, Role: Producer, Rows: "X", Scale: "W",
 		Doc: []string{"RMSNorm: Y = x / sqrt(mean(x²) + Eps) * W, per row. X, Y [M,D], W [1,D].",
 			"With Res present, x = X + Res is formed first and also stored to Sum (the residual stream)."},
 		Tensors:   []Tensor{in("X"), optional(in("Res"), "has_res"), optional(out("Sum"), "has_res"), weight("W"), out("Y")},
 		Attrs:     []Attr{{"Eps", "float32"}},
-		Epilogues: pointwise},
+		Epilogues: pointwise,
+		Consts:    []Const{{"D", "X", Cols}, {"eps", "Eps", FloatAttr}}},
 	{Name: "layernorm", Type: "LayerNorm", Class: Reduction, Role: Producer, Rows: "X", Scale: "W",
 		Doc:       []string{"LayerNorm: Y = (x - mean) / sqrt(var + Eps) * W + B, per row; var is the biased variance."},
 		Tensors:   []Tensor{in("X"), weight("W"), optional(weight("B"), "has_bias"), out("Y")},
 		Attrs:     []Attr{{"Eps", "float32"}},
-		Epilogues: pointwise},
+		Epilogues: pointwise,
+		Consts:    []Const{{"D", "X", Cols}, {"eps", "Eps", FloatAttr}}},
 	{Name: "rope", Type: "Rope", Class: Elementwise, Role: Solo, Rows: "X",
 		Doc: []string{"Rope rotates each head of X in place by the angles of its row's positions, in the",
 			"rotate-half layout: for pair j, (x[j], x[j+HeadDim/2]) → (x·cos − y·sin, y·cos + x·sin).",
 			"X [R, Heads*HeadDim] (may be a column slice), Pos [R, len(Sections)] I32. As transformers does,",
 			"even in a float64 model, inv_freq = 1/Theta^e and the angle pos·inv_freq are float32 values."},
 		Tensors: []Tensor{inout("X"), {Path: "Pos", In: true, Index: true, Per: PerRow}},
-		Attrs:   []Attr{{"Heads", "int"}, {"HeadDim", "int"}, {"Theta", "float32"}, {"Sections", "[]int"}, {"Mode", "RopeMode"}}},
+		Attrs:   []Attr{{"Heads", "int"}, {"HeadDim", "int"}, {"Theta", "float32"}, {"Sections", "[]int"}, {"Mode", "RopeMode"}},
+		Consts:  []Const{{"heads", "Heads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"theta", "Theta", FloatAttr}}},
 	{Name: "attention", Type: "Attention", Class: Reduction, Role: Solo, Rows: "Q", Scale: "Scale",
 		Doc: []string{"Attention writes softmax(Q·Kᵀ·Scale)·V per head into Y. Q [R, Heads*HeadDim], K and V",
 			"[R, KVHeads*HeadDim] (column slices allowed); query head h reads KV head h/(Heads/KVHeads).",
@@ -119,33 +142,42 @@ var Ops = []Op{
 			{Path: "Cache.K", In: true, Out: true, WithCache: 1}, {Path: "Cache.V", In: true, Out: true, WithCache: 1},
 			{Path: "Rows.RowSeq", In: true, Index: true, WithCache: 1, Per: PerCol}, {Path: "Rows.RowPos", In: true, Index: true, WithCache: 1, Per: PerCol},
 			{Path: "Rows.PageTable", In: true, Index: true, WithCache: 1}},
-		Attrs: []Attr{{"Heads", "int"}, {"KVHeads", "int"}, {"HeadDim", "int"}, {"Scale", "float32"}, {"Cache", "*KVCache"}, {"Rows", "*Rows"}}},
+		Attrs:  []Attr{{"Heads", "int"}, {"KVHeads", "int"}, {"HeadDim", "int"}, {"Scale", "float32"}, {"Cache", "*KVCache"}, {"Rows", "*Rows"}},
+		Consts: []Const{{"heads", "Heads", IntAttr}, {"kv_heads", "KVHeads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"scale", "Scale", FloatAttr}}},
 	{Name: "add", Type: "Add", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Add: Y = A + B, elementwise over equal shapes."},
-		Tensors: []Tensor{reuse(in("A")), reuse(in("B")), out("Y")}},
+		Tensors: []Tensor{reuse(in("A")), reuse(in("B")), out("Y")},
+		Consts:  []Const{{"N", "Y", Cols}}},
 	{Name: "mul", Type: "Mul", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Mul: Y = A * B, elementwise over equal shapes."},
-		Tensors: []Tensor{reuse(in("A")), reuse(in("B")), out("Y")}},
+		Tensors: []Tensor{reuse(in("A")), reuse(in("B")), out("Y")},
+		Consts:  []Const{{"N", "Y", Cols}}},
 	{Name: "activate", Type: "Activate", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Activate: Y = act(X)."},
 		Tensors: []Tensor{reuse(in("X")), out("Y")},
-		Attrs:   []Attr{{"Act", "Act"}}},
+		Attrs:   []Attr{{"Act", "Act"}},
+		Consts:  []Const{{"N", "Y", Cols}}},
 	{Name: "glu", Type: "GLU", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"GLU: Y = act(Gate) * Up (SwiGLU with ActSiLU). Gate, Up, Y [M,F]."},
 		Tensors: []Tensor{reuse(in("Gate")), reuse(in("Up")), out("Y")},
-		Attrs:   []Attr{{"Act", "Act"}}},
+		Attrs:   []Attr{{"Act", "Act"}},
+		Consts:  []Const{{"N", "Y", Cols}}},
 	{Name: "embed", Type: "Embed", Class: Exact, Role: Solo, Rows: "Y",
 		Doc:     []string{"Embed: Y[r] = Table[Ids[r]]. Ids [1,R] I32, Table [V,D], Y [R,D]. An id outside [0,V) is an error."},
-		Tensors: []Tensor{rowIndex("Ids"), weight("Table"), out("Y")}},
+		Tensors: []Tensor{rowIndex("Ids"), weight("Table"), out("Y")},
+		Consts:  []Const{{"D", "Y", Cols}, {"V", "Table", RowCount}}},
 	{Name: "scatter", Type: "Scatter", Class: Exact, Role: Solo, Rows: "Src",
 		Doc:     []string{"Scatter: Y[Index[i]] = Src[i] for each row i of Src. Index [1,n] I32."},
-		Tensors: []Tensor{in("Src"), rowIndex("Index"), {Path: "Y", In: true, Out: true}}},
+		Tensors: []Tensor{in("Src"), rowIndex("Index"), {Path: "Y", In: true, Out: true}},
+		Consts:  []Const{{"D", "Y", Cols}}},
 	{Name: "gather", Type: "Gather", Class: Exact, Role: Solo, Rows: "Y",
 		Doc:     []string{"Gather: Y[i] = X[Index[i]]. Index [1,n] I32."},
-		Tensors: []Tensor{weight("X"), rowIndex("Index"), out("Y")}},
+		Tensors: []Tensor{weight("X"), rowIndex("Index"), out("Y")},
+		Consts:  []Const{{"D", "Y", Cols}}},
 	{Name: "copy", Type: "Copy", Class: Exact, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Copy: Y = X (shapes equal; strides may differ)."},
-		Tensors: []Tensor{in("X"), out("Y")}},
+		Tensors: []Tensor{in("X"), out("Y")},
+		Consts:  []Const{{"N", "Y", Cols}}},
 }
 
 // Find is the catalog entry named name, or nil.
