@@ -94,6 +94,20 @@ func start(t testing.TB, mod func(*Config, *lanes.Config)) *ts {
 	return &ts{url: h.URL, fe: fe, fake: fake, lanes: l, srv: srv, info: info, eos: eos}
 }
 
+// streamText posts a streamed chat and returns the whole event stream.
+func (s *ts) streamText(t *testing.T, body string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return raw
+}
+
 // modelFor replaces the fake model for the named tests.
 var modelFor = map[string]func(model.Info) model.Model{
 	"TestRepetitionAndEOSFields": func(info model.Info) model.Model { return looping{info} },
@@ -880,14 +894,7 @@ func TestRepetitionAndEOSFields(t *testing.T) {
 	if code != 200 || ch["finish_reason"] != "length" || ch["stop_reason"] != nil || len(ch["token_ids"].([]any)) != 200 {
 		t.Errorf("repetition_stop false: %d %v %v", code, ch["finish_reason"], ch["stop_reason"])
 	}
-	req, _ := http.NewRequest("POST", s.url+"/v1/chat/completions", strings.NewReader(body(`,"stream":true`)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	raw := s.streamText(t, body(`,"stream":true`))
 	if !strings.Contains(string(raw), `"finish_reason":"stop"`) || !strings.Contains(string(raw), `"stop_reason":"repetition"`) {
 		t.Errorf("streamed looping chat lacks stop_reason repetition:\n%s", raw)
 	}
@@ -926,14 +933,7 @@ func TestStageTimes(t *testing.T) {
 	if tm["vision_ms"].(float64) <= 0 || tm["image_decode_ms"].(float64) <= 0 || tm["total_ms"].(float64) < tm["vision_ms"].(float64) {
 		t.Errorf("timings %v: the image's stages took no time", tm)
 	}
-	req, _ := http.NewRequest("POST", s.url+"/v1/chat/completions", strings.NewReader(body(`,"stream":true`)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	raw := s.streamText(t, body(`,"stream":true`))
 	if !strings.Contains(string(raw), `"timings":{`) {
 		t.Errorf("the stream carries no timings:\n%s", raw)
 	}
