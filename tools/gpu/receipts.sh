@@ -3,7 +3,7 @@
 # receipts under OUT. From the repository root, with bin/ holding CGO_ENABLED=0 builds of tfc and
 # of the gpu-tagged test binaries (gatetest: ./cmd/tfc, compilertest: ./compiler) and `make
 # testdata` done (testdata/tokenizer/qwen, and testdata/dots-ocr-tiny/tokenizer.json).
-#   tools/gpu/receipts.sh tiny OUT   kernel contracts of both families, the tiny model gates, a
+#   tools/gpu/receipts.sh tiny OUT   kernel contracts of every family, the tiny model gates, a
 #                                    changed-shape checkpoint against the CPU, serving over HTTP
 #   tools/gpu/receipts.sh qwen OUT   Qwen2-VL-2B-shaped gate and speeds (tools/gpu/full-size.sh)
 #   tools/gpu/receipts.sh dots OUT   dots.ocr at full size against the publisher's code
@@ -80,8 +80,7 @@ sweep-gpu)
 	;;
 tiny)
 	mkdir -p "$out/receipts"
-	step 120 contract-qwen2_vl bin/tfc contract --backend "$backend" --family qwen2_vl --receipt "$out/receipts"
-	step 120 contract-dots_ocr bin/tfc contract --backend "$backend" --family dots_ocr --receipt "$out/receipts"
+	step 240 contracts bin/tfc contract --backend "$backend" --receipt "$out/receipts"  # every family
 	step 90 gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestFixtureGatesCUDA'"
 	step 60 changed bash -c "cd compiler && ../bin/compilertest -test.v -test.run 'OnCUDA'"
 	step 60 serve-qwen2_vl bash tools/gpu/serve-receipt.sh "$backend" testdata/qwen2-vl-tiny image1
