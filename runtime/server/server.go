@@ -82,6 +82,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /tokenize", s.api(s.tokenize))
 	s.mux.HandleFunc("POST /detokenize", s.api(s.detokenize))
 	s.mux.HandleFunc("GET /v1/models", s.auth(s.models))
+	s.mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.modelByID))
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -157,18 +158,35 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{s.model()}})
+}
+
+// modelByID answers GET /v1/models/{id}, as OpenAI clients' models.retrieve asks.
+func (s *Server) modelByID(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); id != s.cfg.Name {
+		writeError(w, &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+			msg: fmt.Sprintf("the model %q does not exist; this server serves %q", id, s.cfg.Name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.model())
+}
+
+// model is the served model's object.
+func (s *Server) model() map[string]any {
 	m := map[string]any{"id": s.cfg.Name, "object": "model", "created": s.created, "owned_by": "tfc", "root": s.cfg.Name}
 	if ld := s.ready.Load(); ld != nil {
 		m["max_model_len"] = ld.lanes.Config().Context
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{m}})
+	return m
 }
 
 // auth checks the API key.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.APIKey != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+			ok = ok && strings.EqualFold(scheme, "Bearer") // the scheme is case-insensitive (RFC 9110)
+			got = strings.TrimSpace(got)
 			if !ok || got != s.cfg.APIKey {
 				msg := "this server needs an API key; send it as \"Authorization: Bearer <key>\""
 				if ok {

@@ -510,8 +510,10 @@ func TestAPIKey(t *testing.T) {
 			t.Errorf("header %v: %d %v", h, status, m)
 		}
 	}
-	if status, _, m := s.post(t, "/v1/chat/completions", body, "Authorization", "Bearer sesame"); status != 200 {
-		t.Errorf("right key: %d %v", status, m)
+	for _, h := range []string{"Bearer sesame", "bearer sesame", "BEARER  sesame "} { // the scheme is case-insensitive
+		if status, _, m := s.post(t, "/v1/chat/completions", body, "Authorization", h); status != 200 {
+			t.Errorf("right key as %q: %d %v", h, status, m)
+		}
 	}
 	resp, _ := http.Get(s.url + "/health")
 	resp.Body.Close()
@@ -946,5 +948,28 @@ func TestStageTimes(t *testing.T) {
 		if !strings.Contains(text, "tfc:"+name+"_count{") || strings.Contains(text, "tfc:"+name+`_count{model_name="tiny"} 0`) {
 			t.Errorf("/metrics does not count %s:\n%s", name, grep(text, name))
 		}
+	}
+}
+
+// TestModelRetrieve: GET /v1/models/{id} gives the served model, as OpenAI clients'
+// models.retrieve asks, and a 404 naming the served one for any other id.
+func TestModelRetrieve(t *testing.T) {
+	s := start(t, nil)
+	get := func(path string) (int, map[string]any) {
+		resp, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	if code, m := get("/v1/models/tiny"); code != 200 || m["id"] != "tiny" || m["object"] != "model" || m["max_model_len"] == nil {
+		t.Errorf("/v1/models/tiny: %d %v", code, m)
+	}
+	code, m := get("/v1/models/org/other")
+	if e, ok := m["error"].(map[string]any); code != 404 || !ok || e["code"] != "model_not_found" || !strings.Contains(e["message"].(string), `"tiny"`) {
+		t.Errorf("/v1/models/org/other: %d %v", code, m)
 	}
 }
