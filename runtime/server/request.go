@@ -32,13 +32,24 @@ type genFields struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	ReturnTokenIDs bool            `json:"return_token_ids"`
-	ReturnTimings  bool            `json:"return_timings"`
-	IgnoreEOS      bool            `json:"ignore_eos"`
-	MinTokens      *int            `json:"min_tokens"`
-	RepetitionStop *bool           `json:"repetition_stop"`
-	Logprobs       json.RawMessage `json:"logprobs"`
-	ResponseFormat *struct {
+	ReturnTokenIDs bool `json:"return_token_ids"`
+	ReturnTimings  bool `json:"return_timings"`
+	IgnoreEOS      bool `json:"ignore_eos"`
+	// fields this server does not compute: refused by name when asked for, never ignored
+	Tools            json.RawMessage `json:"tools"`
+	ToolChoice       json.RawMessage `json:"tool_choice"`
+	Functions        json.RawMessage `json:"functions"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	Echo             bool            `json:"echo"`
+	BestOf           *int            `json:"best_of"`
+	Suffix           *string         `json:"suffix"`
+	MinTokens        *int            `json:"min_tokens"`
+	RepetitionStop   *bool           `json:"repetition_stop"`
+	Logprobs         json.RawMessage `json:"logprobs"`
+	ResponseFormat   *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
 }
@@ -87,6 +98,9 @@ func (s *Server) settings(f *genFields) (settings, *apiError) {
 	}
 	if f.ResponseFormat != nil && f.ResponseFormat.Type != "" && f.ResponseFormat.Type != "text" {
 		return st, badRequest("response_format", "response_format %q is not supported; this server only returns free text", f.ResponseFormat.Type)
+	}
+	if e := unsupported(f); e != nil {
+		return st, e
 	}
 	if f.N != nil && *f.N != 1 {
 		return st, badRequest("n", "n is %d; this server returns one choice per request, so n must be 1", *f.N)
@@ -156,6 +170,42 @@ func (s *Server) settings(f *genFields) (settings, *apiError) {
 		st.repetition = *f.RepetitionStop
 	}
 	return st, nil
+}
+
+// unsupported refuses a field this server would otherwise ignore: tools and functions, logit
+// bias, penalties, echo, best_of and suffix, when a request asks for them (their neutral values
+// pass: null, {}, [], "none", 0, 1, "").
+func unsupported(f *genFields) *apiError {
+	set := func(raw json.RawMessage) bool {
+		r := string(bytes.TrimSpace(raw))
+		return r != "" && r != "null" && r != "{}" && r != "[]" && r != `"none"`
+	}
+	for _, x := range []struct {
+		name string
+		raw  json.RawMessage
+		why  string
+	}{
+		{"tools", f.Tools, "tool calls"}, {"tool_choice", f.ToolChoice, "tool calls"},
+		{"functions", f.Functions, "function calls"}, {"function_call", f.FunctionCall, "function calls"},
+		{"logit_bias", f.LogitBias, "logit_bias"},
+	} {
+		if set(x.raw) {
+			return badRequest(x.name, "%s: this server does not support %s; leave %s out", x.name, x.why, x.name)
+		}
+	}
+	switch {
+	case f.PresencePenalty != nil && *f.PresencePenalty != 0:
+		return badRequest("presence_penalty", "presence_penalty is %g; this server applies no penalties, so it must be 0 or left out", *f.PresencePenalty)
+	case f.FrequencyPenalty != nil && *f.FrequencyPenalty != 0:
+		return badRequest("frequency_penalty", "frequency_penalty is %g; this server applies no penalties, so it must be 0 or left out", *f.FrequencyPenalty)
+	case f.Echo:
+		return badRequest("echo", "echo is not supported; the reply holds the completion only")
+	case f.BestOf != nil && *f.BestOf != 1:
+		return badRequest("best_of", "best_of is %d; this server returns one completion, so it must be 1", *f.BestOf)
+	case f.Suffix != nil && *f.Suffix != "":
+		return badRequest("suffix", "suffix is not supported; send the text after the insertion as part of the prompt")
+	}
+	return nil
 }
 
 // parseStop reads stop: null, a string or an array of strings.

@@ -453,6 +453,15 @@ func TestBadRequests(t *testing.T) {
 		{"logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"logprobs":true}`, 400, "logprobs", "", "logprobs are not supported"},
 		{"json mode", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "", "only returns free text"},
 		{"n > 1", "/v1/chat/completions", `{"n":2,"messages":[{"role":"user","content":"hi"}]}`, 400, "n", "", "n must be 1"},
+		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "tools", "", "does not support tool calls"},
+		{"tool_choice", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"tool_choice":"auto"}`, 400, "tool_choice", "", "does not support tool calls"},
+		{"functions", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}`, 400, "functions", "", "function calls"},
+		{"logit_bias", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"logit_bias":{"15":-100}}`, 400, "logit_bias", "", "does not support logit_bias"},
+		{"presence_penalty", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"presence_penalty":0.5}`, 400, "presence_penalty", "", "applies no penalties"},
+		{"frequency_penalty", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"frequency_penalty":-1}`, 400, "frequency_penalty", "", "applies no penalties"},
+		{"echo", "/v1/completions", `{"prompt":"hi","echo":true}`, 400, "echo", "", "echo is not supported"},
+		{"best_of", "/v1/completions", `{"prompt":"hi","best_of":3}`, 400, "best_of", "", "must be 1"},
+		{"suffix", "/v1/completions", `{"prompt":"hi","suffix":"end"}`, 400, "suffix", "", "suffix is not supported"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "", "messages is empty"},
 		{"audio part", "/v1/chat/completions", part(`{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`), 400, "messages", "", "content parts must be text or image_url; audio and video inputs are unsupported"},
 		{"video part", "/v1/chat/completions", part(`{"type":"video_url","video_url":{"url":"data:video/mp4;base64,AAAA"}}`), 400, "messages", "", "content parts must be text or image_url; audio and video inputs are unsupported"},
@@ -971,5 +980,19 @@ func TestModelRetrieve(t *testing.T) {
 	code, m := get("/v1/models/org/other")
 	if e, ok := m["error"].(map[string]any); code != 404 || !ok || e["code"] != "model_not_found" || !strings.Contains(e["message"].(string), `"tiny"`) {
 		t.Errorf("/v1/models/org/other: %d %v", code, m)
+	}
+}
+
+// TestNeutralUnsupportedFields: the fields refused when asked for pass at their neutral values,
+// as OpenAI clients send them.
+func TestNeutralUnsupportedFields(t *testing.T) {
+	s := start(t, nil)
+	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"presence_penalty":0,"frequency_penalty":0,` +
+		`"tools":null,"tool_choice":"none","logit_bias":{},"functions":[]}`
+	if code, _, m := s.post(t, "/v1/chat/completions", body); code != 200 {
+		t.Errorf("neutral values: %d %v", code, m)
+	}
+	if code, _, m := s.post(t, "/v1/completions", `{"prompt":"hi","max_tokens":2,"echo":false,"best_of":1,"suffix":""}`); code != 200 {
+		t.Errorf("neutral completion values: %d %v", code, m)
 	}
 }
