@@ -28,6 +28,15 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Dir = args[0]
+			if o.MaxTokens < 1 {
+				return fmt.Errorf("--max-tokens is %d; it must be at least 1", o.MaxTokens)
+			}
+			if cacheMiB < 0 {
+				return fmt.Errorf("--prompt-cache-mib is %d; it must not be negative (0: what running requests leave free)", cacheMiB)
+			}
+			if o.APIKey == "" {
+				o.APIKey = os.Getenv("TFC_API_KEY") // a key out of the command line, where ps shows it
+			}
 			o.CacheBytes = cacheMiB << 20
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			o.Backend = func() (device.Backend, error) { return newBackend(backend) }
@@ -48,7 +57,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
 	fl.BoolVar(&o.NoRepetitionStop, "no-repetition-stop", false, "let outputs that repeat a period run on to max_tokens (requests may still ask for the stop with repetition_stop)")
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
-	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
+	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\" (default $TFC_API_KEY, which keeps it out of ps)")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")
 	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")
 	fl.BoolVar(&o.FetchImages, "allow-image-urls", false, "fetch http(s) image URLs (otherwise only data URLs are accepted)")

@@ -66,8 +66,13 @@ func Run(ctx context.Context, o Options) error {
 	if o.Name == "" {
 		o.Name = filepath.Base(filepath.Clean(o.Dir))
 	}
-	if o.Parallel < 1 || o.Context < 2 {
-		return fmt.Errorf("--parallel must be at least 1 and --context at least 2 (got %d and %d)", o.Parallel, o.Context)
+	switch {
+	case o.Parallel < 1:
+		return fmt.Errorf("--parallel is %d; it must be at least 1", o.Parallel)
+	case o.Context < pageSize:
+		return fmt.Errorf("--context is %d; it must hold at least one KV page of %d tokens", o.Context, pageSize)
+	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0:
+		return fmt.Errorf("the default max_tokens, the prompt cache's size and the queue must not be negative")
 	}
 	if o.Queue == 0 {
 		o.Queue = 4 * o.Parallel
@@ -78,6 +83,11 @@ func Run(ctx context.Context, o Options) error {
 	ck, fam, bound, err := engine.Validate(o.Dir)
 	if err != nil {
 		return err
+	}
+	const maxPos = "text_config.max_position_embeddings|max_position_embeddings"
+	if n, err := ck.Config.Int(maxPos); err == nil && ck.Config.Has(maxPos) && o.Context > n {
+		ck.Close()
+		return fmt.Errorf("--context %d is above the checkpoint's max_position_embeddings (%d), the longest sequence its positions were trained for; use --context %d or less", o.Context, n, n)
 	}
 	gen := ck.Generation
 	ck.Close()

@@ -172,3 +172,21 @@ func TestShutdownInFlight(t *testing.T) {
 }
 
 func tail(s string) string { return s[max(0, len(s)-300):] }
+
+// TestRunRefusesContext: a context shorter than a KV page, or longer than the checkpoint's
+// max_position_embeddings, is refused before anything loads.
+func TestRunRefusesContext(t *testing.T) {
+	for _, c := range []struct {
+		context int
+		want    string
+	}{
+		{10, "at least one KV page of 16 tokens"},
+		{40000, "above the checkpoint's max_position_embeddings (32768)"},
+	} {
+		err := Run(context.Background(), Options{Dir: tinyDir, Host: "127.0.0.1", Port: 0, Parallel: 1, Context: c.context,
+			Log: slog.New(slog.DiscardHandler), Backend: func() (device.Backend, error) { return cpu.New(), nil }})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--context %d: %v, want %q", c.context, err, c.want)
+		}
+	}
+}
