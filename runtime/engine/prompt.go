@@ -17,6 +17,8 @@ type Frontend struct {
 	Template *chattemplate.Template
 	Image    image.Config
 	Limits   image.Limits
+	// MaxTextBytes, when set, refuses a rendered prompt longer than this before it is encoded.
+	MaxTextBytes int
 }
 
 // LoadFrontend reads a checkpoint directory's tokenizer, chat template and image processor config.
@@ -79,12 +81,23 @@ func (f *Frontend) TimedImages(files [][]byte) ([]*image.Patches, ImageTimes, er
 	return out, t, nil
 }
 
+// TextTooLongError refuses a prompt whose text is longer than the context could hold, before it
+// is encoded (encoding a very long text costs seconds and memory for nothing).
+type TextTooLongError struct{ Bytes, Limit int }
+
+func (e *TextTooLongError) Error() string {
+	return fmt.Sprintf("the prompt's text is %d bytes, more than this model's context can hold as tokens (%d bytes at the most); shorten it", e.Bytes, e.Limit)
+}
+
 // Build renders messages (a JSON array) with the generation prompt, tokenizes the text and
 // expands each image placeholder token to the image's vision rows.
 func (f *Frontend) Build(messagesJSON []byte, imgs []*image.Patches, imageToken, merge int, o chattemplate.Options) (Prompt, string, error) {
 	text, err := f.Template.RenderJSON(messagesJSON, o)
 	if err != nil {
 		return Prompt{}, "", err
+	}
+	if f.MaxTextBytes > 0 && len(text) > f.MaxTextBytes {
+		return Prompt{}, "", &TextTooLongError{Bytes: len(text), Limit: f.MaxTextBytes}
 	}
 	ids := f.Tok.Encode(text)
 	var p Prompt

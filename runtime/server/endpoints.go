@@ -52,6 +52,15 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, ld *loaded,
 }
 
 // promptIDs reads a text completion prompt: a string, an array of token ids, or an array of one of either.
+// tooLong refuses a text longer than the context can hold, before encoding it.
+func tooLong(ld *loaded, param, text string) *apiError {
+	if m := ld.fe.MaxTextBytes; m > 0 && len(text) > m {
+		return &apiError{status: http.StatusBadRequest, param: param, code: "context_length_exceeded",
+			msg: (&engine.TextTooLongError{Bytes: len(text), Limit: m}).Error()}
+	}
+	return nil
+}
+
 func (s *Server) promptIDs(ld *loaded, raw json.RawMessage) ([]int32, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -61,6 +70,9 @@ func (s *Server) promptIDs(ld *loaded, raw json.RawMessage) ([]int32, *apiError)
 	if json.Unmarshal(raw, &text) == nil {
 		if text == "" {
 			return nil, badRequest("prompt", "prompt is empty")
+		}
+		if e := tooLong(ld, "prompt", text); e != nil {
+			return nil, e
 		}
 		return toInt32(ld.fe.Tok.Encode(text)), nil
 	}
@@ -122,6 +134,9 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, ld *loaded, bo
 	case req.Prompt != nil && req.Messages != nil:
 		return badRequest("prompt", "send either prompt or messages, not both")
 	case req.Prompt != nil:
+		if e := tooLong(ld, "prompt", *req.Prompt); e != nil {
+			return e
+		}
 		ids = toInt32(ld.fe.Tok.Encode(*req.Prompt))
 	case req.Messages != nil:
 		add := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -364,6 +365,9 @@ func (s *Server) chatPromptOf(ld *loaded, msgs []chatMessage, kwargs json.RawMes
 		opts.KwargsJSON = k
 	}
 	p, _, err := ld.fe.Build(conv, imgs, ld.info.ImageToken, ld.info.Merge, opts)
+	if tl := (*engine.TextTooLongError)(nil); errors.As(err, &tl) {
+		return engine.Prompt{}, nil, times, &apiError{status: http.StatusBadRequest, param: "messages", code: "context_length_exceeded", msg: err.Error()}
+	}
 	if err != nil {
 		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}

@@ -97,6 +97,8 @@ func (s *Server) Ready(l *lanes.Scheduler, fe *engine.Frontend, info model.Info)
 	for _, id := range l.Config().EOS {
 		eos[id] = true
 	}
+	// a text longer than the context times the longest token cannot fit: refused unencoded
+	fe.MaxTextBytes = l.Config().Context * fe.Tok.MaxTokenBytes()
 	s.ready.Store(&loaded{lanes: l, fe: fe, info: info, eos: eos})
 }
 

@@ -996,3 +996,21 @@ func TestNeutralUnsupportedFields(t *testing.T) {
 		t.Errorf("neutral completion values: %d %v", code, m)
 	}
 }
+
+// TestLongTextRefusedUnencoded: a prompt text longer than the context times the longest token is
+// refused with context_length_exceeded before it is encoded, in a chat and in a completion.
+func TestLongTextRefusedUnencoded(t *testing.T) {
+	s := start(t, nil)
+	limit := 512 * s.fe.Tok.MaxTokenBytes()
+	word := strings.Repeat("a", limit+1)
+	for _, c := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"` + word + `"}]}`, "messages"},
+		{"/v1/completions", `{"prompt":"` + word + `"}`, "prompt"},
+	} {
+		code, _, m := s.post(t, c.path, c.body)
+		e, _ := m["error"].(map[string]any)
+		if code != 400 || e == nil || e["code"] != "context_length_exceeded" || e["param"] != c.param || !strings.Contains(e["message"].(string), "bytes") {
+			t.Errorf("%s: %d %v", c.path, code, m)
+		}
+	}
+}

@@ -279,6 +279,19 @@ func (t *Tokenizer) encodePlain(ids []int, s string) []int {
 // VocabSize is one more than the largest id, added tokens included.
 func (t *Tokenizer) VocabSize() int { return len(t.idToToken) }
 
+// MaxTokenBytes is the most bytes of text one token stands for: a text of n bytes encodes to at
+// least n/MaxTokenBytes tokens, which bounds a prompt before it is encoded.
+func (t *Tokenizer) MaxTokenBytes() int {
+	n := 1
+	for _, b := range t.rawBytes {
+		n = max(n, len(b))
+	}
+	for _, a := range t.added {
+		n = max(n, len(a.Content))
+	}
+	return n
+}
+
 // IDToToken returns the token's spelling in the vocabulary (byte-level alphabet), or the content
 // of an added token; ok is false for an id the tokenizer does not define.
 func (t *Tokenizer) IDToToken(id int) (string, bool) {
