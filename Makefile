@@ -39,10 +39,11 @@ audit: build
 # the main job: serve the bundled tiny Qwen2-VL on the CPU and send it one image request with curl
 DEMO_PORT ?= 8765
 demo: build testdata
-	@$(TFC) serve testdata/qwen2-vl-tiny --port $(DEMO_PORT) & pid=$$!; trap "kill $$pid" EXIT; \
-	for i in $$(seq 300); do curl -sf localhost:$(DEMO_PORT)/health >/dev/null && break; sleep 0.2; done; \
+	@$(TFC) serve testdata/qwen2-vl-tiny --port $(DEMO_PORT) & pid=$$!; trap "kill $$pid 2>/dev/null" EXIT; \
+	for i in $$(seq 300); do kill -0 $$pid 2>/dev/null || break; curl -sf localhost:$(DEMO_PORT)/health >/dev/null && break; sleep 0.2; done; \
+	kill -0 $$pid 2>/dev/null || { echo "make demo: tfc serve did not start (see above); try DEMO_PORT=another port"; exit 1; }; \
 	printf '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,%s"}},{"type":"text","text":"What is in this picture?"}]}],"max_tokens":24,"return_token_ids":true}' \
 		"$$(base64 -w0 testdata/qwen2-vl-tiny/oracle/images/a.png)" > bin/demo-request.json; \
-	curl -sS localhost:$(DEMO_PORT)/v1/chat/completions -H 'Content-Type: application/json' -d @bin/demo-request.json; echo
+	curl -sSf localhost:$(DEMO_PORT)/v1/chat/completions -H 'Content-Type: application/json' -d @bin/demo-request.json; echo
 
 ci: test graphs-clean check-generated audit
