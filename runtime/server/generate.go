@@ -291,7 +291,13 @@ func (r *reply) usage(u lanes.Usage) map[string]any {
 	}
 }
 
+// statusClientClosed is the status a request whose client disconnected is logged with (499).
+const statusClientClosed = 499
+
 func failure(ev lanes.Event) *apiError {
+	if errors.Is(ev.Err, context.Canceled) { // the client went away: logged as nginx logs it, not as a server error
+		return &apiError{status: statusClientClosed, typ: "client_closed", msg: "the client closed the connection before the reply"}
+	}
 	if errors.Is(ev.Err, lanes.ErrClosed) {
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down", msg: ev.Err.Error()}
 	}

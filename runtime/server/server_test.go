@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -1012,5 +1013,54 @@ func TestLongTextRefusedUnencoded(t *testing.T) {
 		if code != 400 || e == nil || e["code"] != "context_length_exceeded" || e["param"] != c.param || !strings.Contains(e["message"].(string), "bytes") {
 			t.Errorf("%s: %d %v", c.path, code, m)
 		}
+	}
+}
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDisconnectLogged499: a non-streaming request whose client leaves is logged with status
+// 499 (client closed), not as a server error.
+func TestDisconnectLogged499(t *testing.T) {
+	var logs lockedBuffer
+	s := start(t, func(c *Config, l *lanes.Config) { c.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
+	release := s.fake.Hold()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/v1/chat/completions", strings.NewReader(`{"messages":`+poem+`,"max_tokens":8}`))
+	done := make(chan struct{})
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	release()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "status=499") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no status=499 in the log:\n%s", logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if strings.Contains(logs.String(), "status=500") {
+		t.Errorf("a disconnect was logged as a server error:\n%s", logs.String())
 	}
 }
