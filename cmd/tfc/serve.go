@@ -18,7 +18,7 @@ import (
 func init() {
 	var o server.Options
 	var backend string
-	var cacheMiB int64
+	var cacheMiB, visionMiB int64
 	c := &cobra.Command{
 		Use:   "serve DIR",
 		Short: "Serve a checkpoint over an OpenAI-compatible HTTP API",
@@ -31,13 +31,13 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 			if o.MaxTokens < 1 {
 				return fmt.Errorf("--max-tokens is %d; it must be at least 1", o.MaxTokens)
 			}
-			if cacheMiB < 0 {
-				return fmt.Errorf("--prompt-cache-mib is %d; it must not be negative (0: what running requests leave free)", cacheMiB)
+			if cacheMiB < 0 || visionMiB < 0 {
+				return fmt.Errorf("--prompt-cache-mib and --vision-cache-mib must not be negative")
 			}
 			if o.APIKey == "" {
 				o.APIKey = os.Getenv("TFC_API_KEY") // a key out of the command line, where ps shows it
 			}
-			o.CacheBytes = cacheMiB << 20
+			o.CacheBytes, o.VisionCache = cacheMiB<<20, visionMiB<<20
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			o.Backend = func() (device.Backend, error) { return newBackend(backend) }
 			if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
@@ -62,6 +62,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")
 	fl.BoolVar(&o.FetchImages, "allow-image-urls", false, "fetch http(s) image URLs (otherwise only data URLs are accepted)")
 	fl.Int64Var(&cacheMiB, "prompt-cache-mib", 0, "MiB of KV pages the prompt cache may keep (default: what running requests leave free)")
+	fl.Int64Var(&visionMiB, "vision-cache-mib", 256, "MiB of vision-tower rows kept by image, so a page sent again skips the tower (0: none)")
 	addCommand(c)
 }
 

@@ -38,6 +38,9 @@ type Config struct {
 	CachePages int
 	// MaxPatches bounds the vision patches of one request (the model's vision limit); 0: no bound.
 	MaxPatches int
+	// VisionCache is the bytes of vision rows kept by image key (ImageKeys), so a page sent again
+	// skips the tower; 0 keeps none.
+	VisionCache int
 }
 
 // Pages is the page-table width a sequence of Context tokens needs.
@@ -53,8 +56,8 @@ func (c Config) check() error {
 		return fmt.Errorf("lanes: page size %d must be at least 1", c.PageSize)
 	case c.Rows <= c.Parallel:
 		return fmt.Errorf("lanes: %d rows a round leave no room for a prompt beside %d decoding lanes; use more rows than lanes", c.Rows, c.Parallel)
-	case c.Queue < 0 || c.Drafts < 0 || c.CachePages < 0:
-		return fmt.Errorf("lanes: queue, drafts and cache pages must not be negative")
+	case c.Queue < 0 || c.Drafts < 0 || c.CachePages < 0 || c.VisionCache < 0:
+		return fmt.Errorf("lanes: queue, drafts, cache pages and the vision cache must not be negative")
 	}
 	return nil
 }
@@ -162,6 +165,7 @@ type Scheduler struct {
 	pool     *pagePool
 	round    model.Round
 	admitted uint64
+	vcache   *visionCache
 }
 
 // seq is one request's state.
@@ -220,8 +224,9 @@ func New(m model.Model, cfg Config) (*Scheduler, error) {
 	s := &Scheduler{
 		m: m, info: info, cfg: cfg, eos: map[int32]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		slots: make([]*seq, cfg.Parallel),
-		pool:  newPagePool(cfg.Parallel*cfg.Pages(), cfg.CachePages),
+		slots:  make([]*seq, cfg.Parallel),
+		pool:   newPagePool(cfg.Parallel*cfg.Pages(), cfg.CachePages),
+		vcache: newVisionCache(cfg.VisionCache / 4),
 	}
 	for _, id := range cfg.EOS {
 		s.eos[id] = true
@@ -782,18 +787,69 @@ func (s *Scheduler) see(sq *seq) error {
 	if sq.vision != nil || len(sq.imageAt) == 0 || int(sq.imageAt[len(sq.imageAt)-1]) < sq.filled {
 		return nil
 	}
-	t0 := time.Now()
-	rows, err := s.m.Vision(sq.req.Pixels, sq.req.Grids)
-	sq.visionTime += time.Since(t0)
-	if err != nil {
-		return err
+	r, merge := sq.req, max(s.info.Merge, 1)
+	patches := 0
+	for _, g := range r.Grids {
+		patches += g[0] * g[1] * g[2]
+	}
+	cols := len(r.Pixels) / patches
+	key := func(j int) string {
+		if j < len(r.ImageKeys) {
+			return r.ImageKeys[j]
+		}
+		return ""
+	}
+	// each image's rows: from the cache, or from one tower run over the images it lacks
+	per := make([][]float32, len(r.Grids))
+	var missing []int
+	for j := range r.Grids {
+		if rows, ok := s.vcache.get(key(j)); ok {
+			per[j] = rows
+		} else {
+			missing = append(missing, j)
+		}
+	}
+	if len(missing) > 0 {
+		pixels, grids := r.Pixels, r.Grids
+		if len(missing) < len(r.Grids) {
+			pixels, grids = nil, nil
+			at := 0
+			for j, g := range r.Grids {
+				n := g[0] * g[1] * g[2] * cols
+				if len(per[j]) == 0 {
+					pixels, grids = append(pixels, r.Pixels[at:at+n]...), append(grids, g)
+				}
+				at += n
+			}
+		}
+		t0 := time.Now()
+		rows, err := s.m.Vision(pixels, grids)
+		sq.visionTime += time.Since(t0)
+		if err != nil {
+			return err
+		}
+		at := 0
+		for _, j := range missing {
+			g := r.Grids[j]
+			n := g[0] * g[1] * g[2] / (merge * merge) * s.info.Hidden
+			if at+n > len(rows) {
+				return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))
+			}
+			per[j] = rows[at : at+n : at+n]
+			s.vcache.put(key(j), per[j])
+			at += n
+		}
+	}
+	var rows []float32
+	for _, p := range per {
+		rows = append(rows, p...)
 	}
 	if len(rows) != len(sq.imageAt)*s.info.Hidden {
 		return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))
 	}
 	sq.vision = rows
-	if sq.req.Vision != nil {
-		sq.req.Vision(rows)
+	if r.Vision != nil {
+		r.Vision(rows)
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ type Options struct {
 	Queue            int   // requests that may wait for a lane; 4×Parallel when 0
 	Budget           int64 // bytes the plan may use; the machine's available memory when 0
 	CacheBytes       int64 // bytes of KV pages the prompt cache may keep idle; what the lanes leave free when 0
+	VisionCache      int64 // bytes of vision-tower rows kept by image, so a page sent again skips the tower; 0: none
 	Grace            time.Duration
 	Backend          func() (device.Backend, error)
 	Log              *slog.Logger
@@ -71,7 +72,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("--parallel is %d; it must be at least 1", o.Parallel)
 	case o.Context < pageSize:
 		return fmt.Errorf("--context is %d; it must hold at least one KV page of %d tokens", o.Context, pageSize)
-	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0:
+	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0 || o.VisionCache < 0:
 		return fmt.Errorf("the default max_tokens, the prompt cache's size and the queue must not be negative")
 	}
 	if o.Queue == 0 {
@@ -175,7 +176,7 @@ func Run(ctx context.Context, o Options) error {
 		eos = append(eos, int32(id))
 	}
 	lc := lanes.Config{Parallel: o.Parallel, Context: o.Context, Rows: limits.Rows, PageSize: pageSize,
-		Queue: o.Queue, EOS: eos, PromptCache: !o.NoCache, MaxPatches: limits.Patches}
+		Queue: o.Queue, EOS: eos, PromptCache: !o.NoCache, MaxPatches: limits.Patches, VisionCache: int(o.VisionCache)}
 	if o.CacheBytes > 0 {
 		pages := int64(o.Parallel * lc.Pages())
 		pageBytes := max(1, bound.Plan(limits).KVCache/pages)
