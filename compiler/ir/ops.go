@@ -174,9 +174,3 @@ func Ops() []Op {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
-
-// View reports whether op only reinterprets its operand's memory (it lowers to no device op).
-func (op Op) View() bool {
-	s := Spec(op)
-	return s != nil && s.Device == ""
-}

@@ -174,13 +174,6 @@ func (e *Engine) Generate(p Prompt, o Options) (*Result, error) {
 	if o.Step != nil {
 		req.Logits = func(pos int, logits []float32) { o.Step(pos-n, logits) }
 	}
-	if len(p.Grids) == 0 {
-		for _, id := range p.IDs {
-			if int(id) == e.Info.ImageToken {
-				return nil, fmt.Errorf("the prompt has image placeholder tokens and no image")
-			}
-		}
-	}
 	st, err := s.Submit(context.Background(), req)
 	if err != nil {
 		return nil, err

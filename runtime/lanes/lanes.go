@@ -802,6 +802,7 @@ func (s *Scheduler) see(sq *seq) error {
 	// each image's rows: from the cache, or from one tower run over the images it lacks
 	per := make([][]float32, len(r.Grids))
 	var missing []int
+	var all []float32 // the tower's rows
 	for j := range r.Grids {
 		if rows, ok := s.vcache.get(key(j)); ok {
 			per[j] = rows
@@ -823,7 +824,8 @@ func (s *Scheduler) see(sq *seq) error {
 			}
 		}
 		t0 := time.Now()
-		rows, err := s.m.Vision(pixels, grids)
+		var err error
+		all, err = s.m.Vision(pixels, grids)
 		sq.visionTime += time.Since(t0)
 		if err != nil {
 			return err
@@ -832,17 +834,20 @@ func (s *Scheduler) see(sq *seq) error {
 		for _, j := range missing {
 			g := r.Grids[j]
 			n := g[0] * g[1] * g[2] / (merge * merge) * s.info.Hidden
-			if at+n > len(rows) {
-				return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))
+			if at+n > len(all) {
+				return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(all)/max(s.info.Hidden, 1), len(sq.imageAt))
 			}
-			per[j] = rows[at : at+n : at+n]
+			per[j] = all[at : at+n : at+n]
 			s.vcache.put(key(j), per[j])
 			at += n
 		}
 	}
-	var rows []float32
-	for _, p := range per {
-		rows = append(rows, p...)
+	rows := all // the tower ran on every image: its rows are the prompt's already
+	if len(missing) < len(r.Grids) {
+		rows = nil
+		for _, p := range per {
+			rows = append(rows, p...)
+		}
 	}
 	if len(rows) != len(sq.imageAt)*s.info.Hidden {
 		return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))

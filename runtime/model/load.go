@@ -195,9 +195,6 @@ func (l *Launcher) Launch(k *device.Kernel, name string, out device.Tensor, ops 
 	}
 }
 
-// Err is the first launch's error, or nil.
-func (l *Launcher) Err() error { return l.err }
-
 // WriteInput checks that data ([]float32 or []int32 of element type dt) fills t, and writes it;
 // an empty input writes nothing. family, name and shape word the errors.
 func WriteInput(b device.Backend, t device.Tensor, data any, dt device.DType, family, name, shape string) error {

@@ -24,7 +24,7 @@ func (f *failing) Launch(*device.Kernel, ...device.Op) error {
 }
 
 // TestLauncherKeepsTheFirstError: after a failed launch the rest are skipped and Trace sees no
-// more; Err names the kernel and its graph lines.
+// more; Finish returns that error, naming the kernel and its graph lines.
 func TestLauncherKeepsTheFirstError(t *testing.T) {
 	be := &failing{Backend: cpu.New()}
 	traced := 0
@@ -35,8 +35,8 @@ func TestLauncherKeepsTheFirstError(t *testing.T) {
 	if be.calls != 2 || traced != 1 {
 		t.Fatalf("%d launches, %d traced; want 2 and 1", be.calls, traced)
 	}
-	if err := l.Err(); err == nil || err.Error() != "b (graphs/x.graph:7): boom" {
-		t.Fatalf("Err = %v", err)
+	if _, err := l.Finish(device.Tensor{}); err == nil || err.Error() != "b (graphs/x.graph:7): boom" {
+		t.Fatalf("Finish = %v", err)
 	}
 }
 

@@ -339,21 +339,16 @@ func (s *Server) imageData(index int, where string, raw json.RawMessage) ([]byte
 // chatPrompt renders a chat request to token ids with its images' patches and identities, and
 // the time its images took to decode and preprocess.
 func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
-	p, keys, times, e := s.chatPromptOf(ld, msgs, kwargs, addGen)
-	if times.Decode+times.Preprocess > 0 {
-		s.metrics.imageDecode.Observe(times.Decode.Seconds())
-		s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
-	}
-	return p, keys, times, e
-}
-
-func (s *Server) chatPromptOf(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
 	var times engine.ImageTimes
 	conv, files, e := s.conversation(msgs)
 	if e != nil {
 		return engine.Prompt{}, nil, times, e
 	}
 	imgs, times, err := ld.fe.TimedImages(files)
+	if len(files) > 0 {
+		s.metrics.imageDecode.Observe(times.Decode.Seconds())
+		s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
+	}
 	if err != nil {
 		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}
