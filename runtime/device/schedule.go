@@ -45,6 +45,17 @@ type Launch struct {
 	GridY          int    `json:"grid_y"`
 	SmallRows      int    `json:"small_rows,omitempty"`
 	SmallRowsGridY int    `json:"small_rows_grid_y,omitempty"`
+	// SmallSymbol, when set, is the function launched instead at M ≤ SmallRows: the same kernel
+	// built for small launches alone, so each layout has its own registers.
+	SmallSymbol string `json:"small_symbol,omitempty"`
+}
+
+// Function is the symbol launched for M rows.
+func (l Launch) Function(m int) string {
+	if l.SmallSymbol != "" && m <= l.SmallRows {
+		return l.SmallSymbol
+	}
+	return l.Symbol
 }
 
 // Grid is the launch's grid for M rows and S spans.
@@ -82,7 +93,7 @@ func (s *Schedule) Check() error {
 		return fmt.Errorf("schedule of kernel %s: %d parameters carry M; want one", s.Kernel, rows)
 	}
 	for _, l := range s.Launches {
-		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) {
+		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

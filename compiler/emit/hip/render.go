@@ -163,16 +163,31 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 		if l.Symbol != k.Name {
 			body = g.pre[l.Symbol]
 		}
-		fmt.Fprintf(&b, "extern \"C\" __global__ __launch_bounds__(%d) void %s(\n    %s) {\n", l.Threads, l.Symbol, sig.String())
-		if l.Symbol == k.Name {
-			macro := mutationMacros[mut] + ";"
-			if mut != NoMutation {
-				macro += "  // planted control: " + mut.String()
-			}
-			fmt.Fprintf(&b, "  constexpr int MUT = %s\n", macro)
+		// a launch with a small-row function renders the body twice, small false and true
+		variants := []struct {
+			sym, small string
+		}{{l.Symbol, ""}}
+		if l.SmallSymbol != "" {
+			variants = []struct{ sym, small string }{{l.Symbol, "false"}, {l.SmallSymbol, "true"}}
 		}
-		b.WriteString(body)
-		b.WriteString("}\n")
+		for j, v := range variants {
+			if j > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "extern \"C\" __global__ __launch_bounds__(%d) void %s(\n    %s) {\n", l.Threads, v.sym, sig.String())
+			if l.Symbol == k.Name {
+				macro := mutationMacros[mut] + ";"
+				if mut != NoMutation {
+					macro += "  // planted control: " + mut.String()
+				}
+				fmt.Fprintf(&b, "  constexpr int MUT = %s\n", macro)
+			}
+			if v.small != "" {
+				fmt.Fprintf(&b, "  constexpr bool small = %s;  // launched at M %s %d\n", v.small, map[string]string{"false": ">", "true": "≤"}[v.small], l.SmallRows)
+			}
+			b.WriteString(body)
+			b.WriteString("}\n")
+		}
 	}
 	return b.String(), nil
 }
@@ -187,7 +202,11 @@ func Describe(l device.Launch) string {
 		x += " + S"
 	}
 	if l.SmallRowsGridY > 0 {
-		return fmt.Sprintf("grid (%s, %d), or (1, %d) when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, l.SmallRows, l.Threads)
+		as := ""
+		if l.SmallSymbol != "" {
+			as = " as " + l.SmallSymbol
+		}
+		return fmt.Sprintf("grid (%s, %d), or (1, %d)%s when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, as, l.SmallRows, l.Threads)
 	}
 	return fmt.Sprintf("grid (%s, %d), %d threads", x, l.GridY, l.Threads)
 }

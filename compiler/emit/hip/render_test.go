@@ -120,7 +120,7 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRows: 8, SmallRowsGridY: 8}},                                   // 16-column tiles of rotary pairs at M ≤ 8
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows"}},          // 16-column tiles of rotary pairs at M ≤ 8
 		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4}}, // a block a query head
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
@@ -149,7 +149,7 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
 		"tfc_attention_paged<32, 2, 32, 256, 16, MUT>(",
-		"// launch qkv: grid (ceil(M/64), 4), or (1, 8) when M ≤ 8, 256 threads",
+		"// launch qkv: grid (ceil(M/64), 4), or (1, 8) as qkv_rows when M ≤ 8, 256 threads",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
 		"const float f = powf(10000.0f, -2.f * j / 32);",
@@ -186,6 +186,9 @@ func TestMutations(t *testing.T) {
 		}
 		d := lineDiff(string(clean), string(got))
 		want := []string{"-  constexpr int MUT = TFC_MUT_NONE;", "+  constexpr int MUT = " + mutationMacros[c.m] + ";  // planted control: " + c.m.String()}
+		if len(d) == 4 && d[2] == want[0] && d[3] == want[1] { // a kernel with a small-row function: both carry MUT
+			d = d[:2]
+		}
 		if len(d) != 2 || d[0] != want[0] || d[1] != want[1] {
 			t.Errorf("%s %s changed %q, want only the MUT line of that kernel", c.kernel, c.m, d)
 			continue
@@ -281,8 +284,8 @@ func TestVisionMMA(t *testing.T) {
 			"  constexpr int BM = 64, BN = 64, N = 1280, K = 5120;\n#if TFC_CUDA  // tensor cores: the same path at every M\n" +
 				"  __shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];\n#else\n  constexpr int BK = 16;\n" +
 				"  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
-			"#if TFC_CUDA\n  if (M <= TFC_SMALL_ROWS)\n    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
-				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (M <= TFC_SMALL_ROWS)\n    tfc_gemm_rows<",
+			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
 			"tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{

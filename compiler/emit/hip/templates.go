@@ -106,6 +106,11 @@ func (f *gemm) useMMA() bool {
 // kernels/tfc_kernels.h names them TFC_SMALL_BN and TFC_SMALL_ROWS.
 const smallBN, smallRows = 16, 8
 
+// smallSuffix ends the name of a kernel's function for launches of at most smallRows rows: the
+// same body with small a constant, so the compiler keeps only the small-row layout in it and
+// each function has the registers of its own layout.
+const smallSuffix = "_rows"
+
 func (f *gemm) launches() []device.Launch {
 	l := device.Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
 	switch {
@@ -113,6 +118,9 @@ func (f *gemm) launches() []device.Launch {
 		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, smallBN)
 	case f.pairs:
 		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, f.bn)*(f.bn/smallBN)
+	}
+	if l.SmallRows > 0 {
+		l.SmallSymbol = f.k.Name + smallSuffix
 	}
 	return []device.Launch{l}
 }
@@ -172,14 +180,14 @@ func (f *gemm) body(g *gen) error {
 	}
 	if len(f.ropeOf) == 0 {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
-		g.line("const int bn = M <= TFC_SMALL_ROWS ? TFC_SMALL_BN : BN;")
+		g.line("const int bn = small ? TFC_SMALL_BN : BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
-		f.tileCall(g, "M <= TFC_SMALL_ROWS", args, args, tile)
+		f.tileCall(g, "small", args, args, tile)
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
 		pairs := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});"
-		g.line("const bool pairs = M <= TFC_SMALL_ROWS;")
+		g.line("const bool pairs = small;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
 		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
 		f.tileCall(g, "pairs", pairs, args, tile)

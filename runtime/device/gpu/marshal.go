@@ -61,7 +61,7 @@ func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint
 	grids := make([]Grid, len(s.Launches))
 	for i, l := range s.Launches {
 		x, y := l.Grid(m, spans)
-		grids[i] = Grid{Symbol: l.Symbol, X: x, Y: y, Threads: l.Threads}
+		grids[i] = Grid{Symbol: l.Function(m), X: x, Y: y, Threads: l.Threads}
 	}
 	return vals, grids, nil
 }

@@ -95,8 +95,12 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 				}
 				for j, l := range s.Launches {
 					x, y := l.Grid(m, spans)
-					if g := grids[j]; g != (Grid{Symbol: l.Symbol, X: x, Y: y, Threads: l.Threads}) {
-						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, l.Symbol, x, y, l.Threads)
+					sym := l.Symbol
+					if l.SmallSymbol != "" && m <= l.SmallRows {
+						sym = l.SmallSymbol
+					}
+					if g := grids[j]; g != (Grid{Symbol: sym, X: x, Y: y, Threads: l.Threads}) {
+						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, sym, x, y, l.Threads)
 					}
 				}
 				// tfc_attention_paged reads blockIdx.y as the query head
