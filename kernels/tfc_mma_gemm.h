@@ -1,11 +1,11 @@
-// tfc_mma_gemm.h: the tensor-core GEMM of the vision linears on CUDA (tfc_gemm_mma, mma.sync BF16 with
-// F32 activations split exactly into three BF16 terms).
+// tfc_mma_gemm.h: the tensor-core GEMM of the linears on CUDA (tfc_gemm_mma, mma.sync BF16 with
+// F32 activations split exactly into three BF16 terms), and its small-row layout (tfc_gemm_mma_rows).
 #pragma once
 #include "tfc_gemm.h"
 
 #if TFC_CUDA
 // ---------------------------------------------------------------------------------------------
-// Tensor-core GEMM (CUDA): the linears of the vision towers.
+// Tensor-core GEMM (CUDA): the linears with BF16 weights, vision and decoder.
 //
 // tfc_gemm_mma computes what tfc_gemm_tile computes, the BM×BN tile at row m0 of X·Wᵀ with X
 // F32 [M,K] and W BF16 [N,K] (tile column c is column tfc_col(cols, c): cols is n0, or a
@@ -24,8 +24,8 @@
 // the lo2 then lo products to another, both from zero; at the chunk's end hi + lo is added to the
 // output's sum, chunks in ascending order. An output's bits depend only on its own row of X and
 // column of W: every tile, whatever its width and however many of its rows are real (rows past M
-// are zeros), computes each element with the same instructions. So the path is the same at every
-// M (there is no small-row path here) and a row's result does not depend on the launch.
+// are zeros), computes each element with the same instructions. So a row's result does not
+// depend on the launch, and tfc_gemm_mma_rows (below) keeps these bits for launches of few rows.
 //
 // 256 threads are 8 warps, (BM/16) along the rows by 8/(BM/16) along the columns; warp (wm, wn)
 // owns rows 16wm..16wm+15 and the 8-column tiles wn, wn + WN, ... Each TFC_MMA_BK step is staged
@@ -251,5 +251,236 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
     c[8 * (BN + 1) + 1] = acc[i][3];
   }
   __syncthreads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// tfc_gemm_mma_rows is tfc_gemm_mma for a launch of at most TFC_SMALL_ROWS rows past m0 (decode
+// rounds): every output goes through the same chain of mma.sync
+// instructions on the same fragments, so its bits are tfc_gemm_mma's, but the work is laid out
+// for streaming W instead of for reuse. Fragments come straight from global memory (no LDS
+// stages), and the tile's K is split across the warps by TFC_KC chunks: each chunk's sum starts
+// from zero in tfc_gemm_mma too, so warps compute chunk sums side by side and one warp a column
+// tile adds them to the output's sum in ascending chunk order, as tfc_gemm_mma does. A wave is
+// TFC_MMA_ROWS_U chunks a warp; its sums pass through LDS slots, double-buffered by wave, one
+// barrier a wave. The C tile is left in smem as tfc_gemm_mma leaves it (rows past 16 untouched).
+// The missing-barrier control drops the wave barriers and the one before the epilogue reads C.
+#define TFC_MMA_ROWS_U 4
+
+// tfc_mma_rows_smem is the LDS (in floats) tfc_gemm_mma_rows needs: the C tile, then two sets
+// of chunk-sum slots.
+template <int BM, int BN>
+struct tfc_mma_rows_smem {
+  static constexpr int nt8 = BN / 8, wpt = nt8 >= 8 ? 1 : 8 / nt8;
+  static constexpr int c = BM * (BN + 1);
+  static constexpr int slots = wpt > 1 ? 2 * nt8 * wpt * TFC_MMA_ROWS_U * 128 : 0;
+  static constexpr int floats = c + slots;
+};
+
+// tfc_mma_b_span turns the 16 bytes lane t of each lane group loaded from W row g, BF16 pairs
+// 4t..4t+3 of a 32-k span, into its B fragments of the span's two k16 steps: pairs t, t+4
+// (step 0) and t+8, t+12 (step 1), a 4×4 transpose of pairs across the group in two exchanges.
+__device__ __forceinline__ void tfc_mma_b_span(unsigned (&r)[4], int t) {
+  const bool hi = t & 2, odd = t & 1;
+  unsigned v0 = __shfl_xor_sync(0xffffffffu, hi ? r[0] : r[2], 2);
+  unsigned v1 = __shfl_xor_sync(0xffffffffu, hi ? r[1] : r[3], 2);
+  if (hi) {
+    r[0] = v0, r[1] = v1;
+  } else {
+    r[2] = v0, r[3] = v1;
+  }
+  v0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[1], 1);
+  v1 = __shfl_xor_sync(0xffffffffu, odd ? r[2] : r[3], 1);
+  if (odd) {
+    r[0] = v0, r[2] = v1;
+  } else {
+    r[1] = v0, r[3] = v1;
+  }
+}
+
+// tfc_mma_rows_chunks computes the sums of U chunks of one 8-column tile (tile column j8*8 +
+// lane/4 is W row tfc_col(cols, ...)), chunk c0 + WPT*u into sum[u], each as tfc_gemm_mma sums
+// a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi products of X's rows
+// m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo. Every fragment of the
+// U chunks is loaded before the first product, so a warp has all its loads in flight at once.
+// W comes 16 bytes a lane, 64 contiguous bytes a row for each lane group, and tfc_mma_b_span
+// lays it out as the fragments tfc_gemm_mma's ldmatrix reads. Chunks at or past NC are skipped.
+template <int N, int KPAD, int NC, int U, int WPT, typename COLS>
+__device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][4], const float* X, int ldx, bool xvec,
+                                                    const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols,
+                                                    int j8, int c0, int kend) {
+  constexpr int KS = TFC_KC / 16;  // k16 steps a chunk
+  static_assert(KS % 2 == 0, "chunks of whole 32-k spans");
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n = tfc_col(cols, j8 * 8 + g);
+  const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M, wn = n < N;
+  const float* x0 = X + (size_t)(m0 + g) * ldx;
+  const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
+  const tfc_bf16* w = W + (size_t)(wn ? n : 0) * ldw;
+  constexpr int R = TFC_SMALL_ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
+  unsigned b[U][KS][2];
+  float v[U][KS][2][R][2];  // rows g (and g+8) by k 2t, 2t+8
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int s2 = 0; s2 < KS / 2; ++s2) {
+      const int c = c0 + WPT * u, k = c * TFC_KC + 32 * s2 + 8 * t;
+      const bool live = c < NC && c * TFC_KC + 32 * s2 < KPAD;
+      unsigned e[4] = {0u, 0u, 0u, 0u};
+      if (live && wn) {
+        if (wvec && k + 8 <= kend) {
+          const uint4 q = *reinterpret_cast<const uint4*>(w + k);
+          e[0] = q.x, e[1] = q.y, e[2] = q.z, e[3] = q.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            e[j] = (k + 2 * j < kend ? w[k + 2 * j].bits : 0u) | (k + 2 * j + 1 < kend ? (unsigned)w[k + 2 * j + 1].bits << 16 : 0u);
+        }
+      }
+      b[u][2 * s2][0] = e[0], b[u][2 * s2][1] = e[1], b[u][2 * s2 + 1][0] = e[2], b[u][2 * s2 + 1][1] = e[3];
+    }
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int s = 0; s < KS; ++s)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = c0 + WPT * u, k = c * TFC_KC + 16 * s + 8 * h + 2 * t;
+        const bool live = c < NC && c * TFC_KC + 16 * s < KPAD;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const bool real = live && (r ? r1 : r0);
+          const float* x = r ? x1 : x0;
+          float a0 = 0.f, a1 = 0.f;
+          if (real) {
+            if (xvec && k + 2 <= kend) {
+              const float2 f = *reinterpret_cast<const float2*>(x + k);
+              a0 = f.x, a1 = f.y;
+            } else {
+              a0 = k < kend ? x[k] : 0.f;
+              a1 = k + 1 < kend ? x[k + 1] : 0.f;
+            }
+          }
+          v[u][s][h][r][0] = a0;
+          v[u][s][h][r][1] = a1;
+        }
+      }
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int s2 = 0; s2 < KS / 2; ++s2) {
+      unsigned q[4] = {b[u][2 * s2][0], b[u][2 * s2][1], b[u][2 * s2 + 1][0], b[u][2 * s2 + 1][1]};
+      tfc_mma_b_span(q, t);
+      b[u][2 * s2][0] = q[0], b[u][2 * s2][1] = q[1], b[u][2 * s2 + 1][0] = q[2], b[u][2 * s2 + 1][1] = q[3];
+    }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float phi[4] = {0.f, 0.f, 0.f, 0.f}, plo[4] = {0.f, 0.f, 0.f, 0.f};
+    const int c = c0 + WPT * u;
+#pragma unroll
+    for (int s = 0; s < KS; ++s) {
+      if (c >= NC || c * TFC_KC + 16 * s >= KPAD) continue;
+      unsigned a[3][4];  // hi, lo, lo2 of the A fragment: register q is row g + 8(q%2), k 2t + 8(q/2)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        unsigned h0 = 0u, l0 = 0u, z0 = 0u, h1 = 0u, l1 = 0u, z1 = 0u;
+        if (q % 2 < R) {
+          tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][0], h0, l0, z0);
+          tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][1], h1, l1, z1);
+        }
+        a[0][q] = h0 | h1 << 16;
+        a[1][q] = l0 | l1 << 16;
+        a[2][q] = z0 | z1 << 16;
+      }
+      tfc_mma_bf16(plo, a[2], b[u][s]);
+      tfc_mma_bf16(plo, a[1], b[u][s]);
+      tfc_mma_bf16(phi, a[0], b[u][s]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sum[u][e] = phi[e] + plo[e];
+  }
+}
+
+// tfc_mma_floats is the LDS a kernel declares for both layouts at tile BM×BN (and the small-row
+// tiles of TFC_SMALL_BN columns).
+template <int BM, int BN>
+constexpr int tfc_mma_floats = tfc_mma_smem<BM, BN>::floats > tfc_mma_rows_smem<BM, BN>::floats
+                                   ? (tfc_mma_smem<BM, BN>::floats > tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats
+                                          ? tfc_mma_smem<BM, BN>::floats
+                                          : tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats)
+                                   : (tfc_mma_rows_smem<BM, BN>::floats > tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats
+                                          ? tfc_mma_rows_smem<BM, BN>::floats
+                                          : tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats);
+
+template <int BM, int BN, int N, int K, int MUT, typename COLS>
+__device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
+  using S = tfc_mma_rows_smem<BM, BN>;
+  constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
+  constexpr int NT8 = S::nt8, WPT = S::wpt, U = TFC_MMA_ROWS_U, WAVE = WPT * U;
+  static_assert(BM >= 16 && BN % 8 == 0 && TFC_KC % 16 == 0 && TFC_SMALL_ROWS <= 16, "tiles of whole mma fragments");
+  // M - m0 <= TFC_SMALL_ROWS: the launch's rows past that are not read
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int kend = tfc_bound<MUT>(K);
+  const int ldxm = tfc_stride<MUT>(ldx);
+  const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const int j8 = warp / WPT, q = warp % WPT;  // this warp's 8-column tile (when WPT > 1) and place in it
+  if constexpr (WPT == 1) {
+    // 8 or more column tiles: a warp takes whole tiles and walks K alone, chunk after chunk
+    for (int j = warp; j < NT8; j += 8) {
+      float a4[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int c = 0; c < NC; c += U) {
+        float sum[U][4];
+        tfc_mma_rows_chunks<N, KPAD, NC, U, 1>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, j, c, kend);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (c + u < NC)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a4[e] += sum[u][e];
+      }
+      tfc_fill_skew<MUT>();
+      float* cc = smem + g * (BN + 1) + j * 8 + 2 * t;
+      cc[0] = a4[0];
+      cc[1] = a4[1];
+      cc[8 * (BN + 1)] = a4[2];
+      cc[8 * (BN + 1) + 1] = a4[3];
+    }
+  } else {
+    float* const slots = smem + S::c;  // [2][NT8][WAVE][32 lanes][4]
+    for (int c0 = 0, wave = 0; c0 < NC; c0 += WAVE, ++wave) {
+      float* const set = slots + (wave & 1) * NT8 * WAVE * 128;
+      if (j8 < NT8) {
+        // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
+        // warp, q 0, the last ones, so that it waits least)
+        float sum[U][4];
+        tfc_mma_rows_chunks<N, KPAD, NC, U, WPT>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, j8, c0 + WPT - 1 - q, kend);
+        tfc_fill_skew<MUT>();
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int s = WPT - 1 - q + WPT * u;
+          if (c0 + s >= NC) continue;
+          float* sl = set + ((j8 * WAVE + s) * 32 + lane) * 4;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sl[e] = sum[u][e];
+        }
+      }
+      tfc_fill_barrier<MUT>();
+      if (j8 < NT8 && q == 0) {
+        for (int s = 0; s < WAVE && c0 + s < NC; ++s) {
+          const float* sl = set + ((j8 * WAVE + s) * 32 + lane) * 4;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] += sl[e];
+        }
+      }
+    }
+    if (j8 < NT8 && q == 0) {
+      tfc_fill_skew<MUT>();
+      float* cc = smem + g * (BN + 1) + j8 * 8 + 2 * t;
+      cc[0] = acc[0];
+      cc[1] = acc[1];
+      cc[8 * (BN + 1)] = acc[2];
+      cc[8 * (BN + 1) + 1] = acc[3];
+    }
+  }
+  tfc_fill_barrier<MUT>();  // the epilogue reads C
 }
 #endif

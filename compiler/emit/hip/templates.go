@@ -82,14 +82,13 @@ func newGEMM(k Kernel) (template, error) {
 // (TFC_MMA_BK, TFC_MMA_LD), and the static LDS a block may declare.
 const mmaBK, mmaLD, staticLDS = 32, 32 + 8, 48 * 1024
 
-// useMMA says whether the linear's tile is computed on tensor cores under CUDA (tfc_gemm_mma): in
-// a vision graph only, whose launches hold the patches of whole images and never share a launch
-// between decode rows and prompt rows, so the tile may differ from the decoder's small-row path
-// (tfc_gemm_mma computes every row alike at every M); with F32 activations and BF16 weights; and
-// with tiles whose warps and LDS tfc_gemm_mma can lay out. AMD keeps tfc_gemm_tile.
+// useMMA says whether the linear is computed on tensor cores under CUDA (tfc_gemm_mma for tiles,
+// tfc_gemm_mma_rows, the same bits, for launches of at most smallRows rows): with F32 activations
+// and BF16 weights, and with tiles whose warps and LDS both layouts can lay out. AMD keeps
+// tfc_gemm_tile.
 func (f *gemm) useMMA() bool {
 	lin := f.k.Ops[0]
-	if f.k.Role != "vision" || lin.DTypes["W"] != "BF16" || (lin.DTypes["X"] != "" && lin.DTypes["X"] != "F32") {
+	if lin.DTypes["W"] != "BF16" || (lin.DTypes["X"] != "" && lin.DTypes["X"] != "F32") {
 		return false
 	}
 	wm := f.bm / 16
@@ -97,7 +96,20 @@ func (f *gemm) useMMA() bool {
 		return false
 	}
 	stages, c := (3*f.bm+f.bn)*mmaLD, f.bm*(f.bn+1) // floats: two BF16 stages; the C tile
-	return 4*max(stages, c) <= staticLDS
+	return 4*max(stages, c, mmaRowsFloats(f.bm, f.bn), mmaRowsFloats(f.bm, smallBN)) <= staticLDS
+}
+
+// mmaRowsFloats is the LDS in floats tfc_gemm_mma_rows takes at tile bm×bn (tfc_mma_rows_smem):
+// the C tile and, when fewer than 8 column tiles leave warps to split K, two sets of chunk-sum
+// slots, TFC_MMA_ROWS_U chunks a warp.
+func mmaRowsFloats(bm, bn int) int {
+	const mmaRowsU = 4
+	nt8, wpt, slots := bn/8, 1, 0
+	if nt8 < 8 {
+		wpt = 8 / nt8
+		slots = 2 * nt8 * wpt * mmaRowsU * 128
+	}
+	return bm*(bn+1) + slots
 }
 
 // smallBN is the column tile of a GEMM launched on at most smallRows rows (decode rounds): more
@@ -148,7 +160,7 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, tile string) {
 	if f.mma {
 		g.raw("#if TFC_CUDA")
 		g.line("if (%s)", small)
-		g.line("  tfc_gemm_mma<BM, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
+		g.line("  tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
 		g.line("else")
 		g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
 		g.raw("#else")
@@ -172,7 +184,7 @@ func (f *gemm) body(g *gen) error {
 	} else {
 		g.line("constexpr int BM = %d, BN = %d, N = %d, K = %d;", f.bm, f.bn, f.n, lin.int("K"))
 		g.raw("#if TFC_CUDA  // tensor cores: the same path at every M")
-		g.line("__shared__ __align__(16) float smem[tfc_mma_smem<BM, BN>::floats];")
+		g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
 		g.raw("#else")
 		g.line("constexpr int BK = %d;", f.bk)
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
@@ -196,7 +208,10 @@ func (f *gemm) body(g *gen) error {
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
 		if f.mma {
 			g.raw("#if TFC_CUDA")
-			g.line("tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
+			g.line("if (M <= TFC_SMALL_ROWS)")
+			g.line("  tfc_gemm_mma_rows<BM, BN, N, K, MUT>%s", args)
+			g.line("else")
+			g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
 			g.raw("#else")
 			g.line("%s", tile)
 			g.raw("#endif")

@@ -45,6 +45,22 @@ static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, floa
     }
 }
 
+// run_rows launches tfc_gemm_mma_rows (the small-row layout) over M <= 16 rows into Y [M, N].
+template <int BM, int BN, int N, int K, int MUT>
+static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
+  constexpr int floats = tfc_mma_floats<BM, BN>;
+  std::vector<float4> store((floats + 3) / 4 + 1);
+  float* smem = reinterpret_cast<float*>(store.data());
+  for (int by = 0; by < (N + BN - 1) / BN; ++by) {
+    std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
+    const int n0 = by * BN;
+    emu_run(reinterpret_cast<unsigned char*>(smem), 0, by,
+            [=] { tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, X, ldx, W, ldw, M, 0, n0); });
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)r * N + n0 + c] = smem[r * (BN + 1) + c];
+  }
+}
+
 struct Case {
   std::vector<float> x;
   std::vector<tfc_bf16> w;
@@ -107,7 +123,34 @@ static void suite(const char* name) {
       std::snprintf(what, sizeof what, "%s strided=%d: rows alone keep their bits", name, strided);
       check(std::memcmp(alone.data(), y.data() + (size_t)20 * N, alone.size() * 4) == 0, what);
     }
+    // the small-row layout, on 1, 5 and 8 rows at row 20, in 16-column tiles and in the tile's own
+    // width: the same bits as the tile computes for those rows
+    for (int rows : {1, 5, TFC_SMALL_ROWS}) {
+      std::vector<float> small((size_t)rows * N, NAN), wide((size_t)rows * N, NAN);
+      run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_NONE>(c.x.data() + (size_t)20 * ldx, ldx, c.w.data(), ldw, rows, small.data());
+      run_rows<BM, BN, N, K, TFC_MUT_NONE>(c.x.data() + (size_t)20 * ldx, ldx, c.w.data(), ldw, rows, wide.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: %d rows in the small-row layout keep their bits", name, strided, rows);
+      check(std::memcmp(small.data(), y.data() + (size_t)20 * N, small.size() * 4) == 0 &&
+                std::memcmp(wide.data(), y.data() + (size_t)20 * N, wide.size() * 4) == 0,
+            what);
+    }
     if (strided) continue;
+    {  // the small-row layout's controls change its result
+      std::vector<float> r((size_t)5 * N, NAN);
+      Case five{std::vector<float>(c.x.begin(), c.x.begin() + (size_t)5 * ldx + 4), c.w, ldx, ldw};
+      run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_BOUND>(five.x.data(), ldx, five.w.data(), ldw, 5, r.data());
+      std::snprintf(what, sizeof what, "%s: small-row off-by-one control differs", name);
+      check(worst<N, K>(five, 5, r.data()) > 1e-4, what);
+      run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_STRIDE>(five.x.data(), ldx, five.w.data(), ldw, 5, r.data());
+      std::snprintf(what, sizeof what, "%s: small-row wrong-stride control differs", name);
+      check(worst<N, K>(five, 5, r.data()) > 1e-4, what);
+      {
+        run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_BARRIER>(five.x.data(), ldx, five.w.data(), ldw, 5, r.data());
+        const double b = worst<N, K>(five, 5, r.data());
+        std::snprintf(what, sizeof what, "%s: small-row missing-barrier control differs", name);
+        check(b < 0 || b > 1e-4, what);
+      }
+    }
     Case s = make<N, K>(M, ldx, ldw, 99, true);
     run<BM, BN, N, K, TFC_MUT_NONE>(s.x.data(), ldx, s.w.data(), ldw, M, y.data());
     std::snprintf(what, sizeof what, "%s: NaN and ±Inf as the reference's", name);
