@@ -72,7 +72,7 @@ replay off.`,
 	fl.IntVar(&o.Repeat, "repeat", 5, "timed vision runs after one warm-up")
 	fl.StringVar(&out, "out", "", "also write the JSON report to this file")
 	fl.BoolVar(&o.Profile, "profile", false, "time every kernel of the decode rounds on the device (cuda, hip) and print a table")
-	c.AddCommand(benchServe())
+	c.AddCommand(benchServe(), benchPreprocess())
 	addCommand(c)
 }
 

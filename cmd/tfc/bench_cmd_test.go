@@ -111,3 +111,31 @@ func TestBenchProfileNeedsAGPU(t *testing.T) {
 		t.Errorf("the checkpoint was loaded before --profile was refused:\n%s", stderr.String())
 	}
 }
+
+// TestBenchPreprocessCommand times two images under a family's published settings and under a
+// checkpoint's, and checks each report's sizes and that every stage was timed.
+func TestBenchPreprocessCommand(t *testing.T) {
+	images := []string{filepath.Join(tinyQwen2VL, "oracle", "images", "a.png"), filepath.Join(tinyQwen2VL, "oracle", "images", "b.png")}
+	for _, how := range [][]string{{"--family", "dots_ocr"}, {"--model", tinyQwen2VL}} {
+		out, err := runTFC(t, append(append([]string{"bench", "preprocess", "--runs", "3"}, images...), how...)...)
+		if err != nil {
+			t.Fatalf("tfc bench preprocess %v: %v\n%s", how, err, out)
+		}
+		var reps []preprocessTimes
+		if err := json.Unmarshal([]byte(out), &reps); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		if len(reps) != len(images) {
+			t.Fatalf("%d reports for %d images", len(reps), len(images))
+		}
+		for _, r := range reps {
+			if r.Runs != 3 || r.Width <= 0 || r.Resized[0]%28 != 0 || r.Resized[1]%28 != 0 || r.GridTHW[1]*14 != r.Resized[1] ||
+				r.DecodeMs <= 0 || r.Preprocess <= 0 || r.PatchMs <= 0 || r.TotalMs < r.Preprocess {
+				t.Errorf("%v: report %+v", how, r)
+			}
+		}
+	}
+	if _, err := runTFC(t, "bench", "preprocess", images[0], "--family", "nope", "--model", ""); err == nil || !strings.Contains(err.Error(), "want qwen2_vl or dots_ocr") {
+		t.Errorf("unknown family: %v", err)
+	}
+}

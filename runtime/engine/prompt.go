@@ -19,6 +19,8 @@ type Frontend struct {
 	Limits   image.Limits
 	// MaxTextBytes, when set, refuses a rendered prompt longer than this before it is encoded.
 	MaxTextBytes int
+	// OnDecoded, when set, is called with an image's 1-based index between its decode and its preprocessing.
+	OnDecoded func(index int)
 }
 
 // LoadFrontend reads a checkpoint directory's tokenizer, chat template and image processor config.
@@ -72,6 +74,9 @@ func (f *Frontend) TimedImages(files [][]byte) ([]*image.Patches, ImageTimes, er
 		if err != nil {
 			return nil, t, err
 		}
+		if f.OnDecoded != nil {
+			f.OnDecoded(i + 1)
+		}
 		out[i], err = image.Preprocess(img, f.Image)
 		t.Preprocess += time.Since(t1)
 		if err != nil {
@@ -101,6 +106,16 @@ func (f *Frontend) Build(messagesJSON []byte, imgs []*image.Patches, imageToken,
 	}
 	ids := f.Tok.Encode(text)
 	var p Prompt
+	switch {
+	case len(imgs) == 1:
+		p.Pixels = imgs[0].Pixels // one image's patches are the prompt's, not copied
+	case len(imgs) > 1:
+		n := 0
+		for _, im := range imgs {
+			n += len(im.Pixels)
+		}
+		p.Pixels = make([]float32, 0, n)
+	}
 	img := 0
 	for _, id := range ids {
 		if id != imageToken {
@@ -115,7 +130,9 @@ func (f *Frontend) Build(messagesJSON []byte, imgs []*image.Patches, imageToken,
 			p.IDs = append(p.IDs, int32(imageToken))
 		}
 		p.Grids = append(p.Grids, g)
-		p.Pixels = append(p.Pixels, imgs[img].Pixels...)
+		if len(imgs) > 1 {
+			p.Pixels = append(p.Pixels, imgs[img].Pixels...)
+		}
 		img++
 	}
 	if img != len(imgs) {

@@ -6,11 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"sync"
 )
-
-// scratch holds the horizontally resized images between calls.
-var scratch = sync.Pool{New: func() any { return new([]uint8) }}
 
 // Patches is one image ready for the vision tower.
 type Patches struct {
@@ -48,98 +44,109 @@ func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 			return nil, err
 		}
 	}
-	p, m, tp := cfg.PatchSize, cfg.MergeSize, cfg.TemporalPatchSize
+	p, m := cfg.PatchSize, cfg.MergeSize
 	if h%(p*m) != 0 || w%(p*m) != 0 {
 		return nil, fmt.Errorf("image is %dx%d, not a multiple of patch_size*merge_size=%d; enable do_resize", w, h, p*m)
 	}
-	// Hashing and zeroing the output are serial; they overlap the parallel resize.
+	// Hashing is serial; it overlaps the parallel resize.
 	hash := make(chan string, 1)
 	go func() { hash <- img.Hash() }()
-	gh, gw := h/p, w/p
-	pixels := make(chan []float32, 1)
-	go func() { pixels <- make([]float32, gh*gw*cfg.PatchDim()) }()
-
-	// The horizontal pass runs over the whole image; the vertical pass runs per strip of merge*patch
-	// rows, straight into the patches of that strip.
-	src := img
+	var hor, ver *taps
 	if w != img.Width {
-		buf := scratch.Get().(*[]uint8)
-		if cap(*buf) < w*img.Height*3 {
-			*buf = make([]uint8, w*img.Height*3)
-		}
-		defer scratch.Put(buf)
-		src = resizeHorizontalInto(img, w, *buf)
+		hor = computeTaps(img.Width, w)
 	}
-	var vertical *taps
 	if h != img.Height {
-		t := computeTaps(img.Height, h)
-		vertical = &t
+		ver = computeTaps(img.Height, h)
 	}
-	lut := valueTable(cfg)
+	r := newResampler(img, hor, ver)
+	gh, gw := h/p, w/p
 	out := &Patches{
 		GridTHW: [3]int{1, gh, gw},
 		Rows:    gh * gw,
 		Cols:    cfg.PatchDim(),
-		Pixels:  <-pixels,
+		Pixels:  make([]float32, gh*gw*cfg.PatchDim()),
 	}
-	// Row order is (block row, block col, row in block, col in block); column order is (channel, frame, y, x).
-	blocksW := gw / m
+	pt := newPatcher(cfg, gw)
+	// Each strip of merge*patch resized rows fills the patches of one row of merged blocks.
 	stripRows := p * m
 	rowLen := w * 3
 	parallelRows(gh/m, func(b0, b1 int) {
-		var strip []uint8
-		var acc []int32
-		if vertical != nil {
-			strip = make([]uint8, stripRows*rowLen)
-			acc = make([]int32, rowLen)
+		if hor == nil && ver == nil {
+			for bh := b0; bh < b1; bh++ {
+				pt.putStrip(out.Pixels, bh, img.Pix[bh*stripRows*rowLen:(bh+1)*stripRows*rowLen], rowLen)
+			}
+			return
 		}
+		var work resampleWork
+		defer work.release()
+		strip := getBuffer(stripRows * rowLen)
+		defer rowBuffers.Put(strip)
 		for bh := b0; bh < b1; bh++ {
-			pix := strip
-			if vertical == nil {
-				pix = src.Pix[bh*stripRows*rowLen : (bh+1)*stripRows*rowLen]
-			} else {
-				for r := 0; r < stripRows; r++ {
-					verticalRow(src, vertical, bh*stripRows+r, strip[r*rowLen:(r+1)*rowLen], acc)
-				}
+			for row := range stripRows {
+				copy((*strip)[row*rowLen:(row+1)*rowLen], r.row(&work, bh*stripRows+row))
 			}
-			for bw := 0; bw < blocksW; bw++ {
-				for mh := 0; mh < m; mh++ {
-					for mw := 0; mw < m; mw++ {
-						row := ((bh*blocksW+bw)*m+mh)*m + mw
-						dst := out.Pixels[row*out.Cols : (row+1)*out.Cols]
-						y0 := mh * p
-						x0 := (bw*m + mw) * p
-						for c := 0; c < 3; c++ {
-							frame := dst[c*tp*p*p : (c*tp+1)*p*p]
-							for py := 0; py < p; py++ {
-								line := frame[py*p : (py+1)*p]
-								s := pix[(y0+py)*rowLen+x0*3+c:]
-								s = s[:3*(p-1)+1]
-								if tp == 2 {
-									next := dst[(c*tp+1)*p*p+py*p:][:len(line)]
-									for px := range line {
-										v := lut[c][s[3*px]]
-										line[px], next[px] = v, v
-									}
-									continue
-								}
-								for px := range line {
-									line[px] = lut[c][s[3*px]]
-								}
-							}
-							if tp != 2 {
-								for t := 1; t < tp; t++ {
-									copy(dst[(c*tp+t)*p*p:(c*tp+t+1)*p*p], frame)
-								}
-							}
-						}
-					}
-				}
-			}
+			pt.putStrip(out.Pixels, bh, *strip, rowLen)
 		}
 	})
 	out.Hash = <-hash
 	return out, nil
+}
+
+// patcher writes resized RGB rows into pixel_values, whose row order is (block row, block col, row in
+// block, col in block) and column order (channel, frame, y, x).
+type patcher struct {
+	lut               [3][256]float32
+	p, m, tp, blocksW int
+	cols              int
+}
+
+func newPatcher(cfg Config, gw int) *patcher {
+	return &patcher{lut: valueTable(cfg), p: cfg.PatchSize, m: cfg.MergeSize, tp: cfg.TemporalPatchSize, blocksW: gw / cfg.MergeSize, cols: cfg.PatchDim()}
+}
+
+// putStrip writes the patches of block row bh from strip, its merge*patch resized rows of rowLen bytes.
+func (pt *patcher) putStrip(dst []float32, bh int, strip []uint8, rowLen int) {
+	p, m, tp := pt.p, pt.m, pt.tp
+	pp := p * p
+	for bw := 0; bw < pt.blocksW; bw++ {
+		for mh := 0; mh < m; mh++ {
+			for mw := 0; mw < m; mw++ {
+				patch := ((bh*pt.blocksW+bw)*m+mh)*m + mw
+				d := dst[patch*pt.cols : (patch+1)*pt.cols]
+				x0 := (bw*m + mw) * p * 3
+				for c := 0; c < 3; c++ {
+					lut := &pt.lut[c]
+					frame := d[c*tp*pp : (c*tp+1)*pp]
+					for py := 0; py < p; py++ {
+						s := strip[(mh*p+py)*rowLen+x0+c:]
+						line := frame[py*p : py*p+p]
+						if p == 14 {
+							*(*[14]float32)(line) = lut14(lut, (*[40]uint8)(s))
+							continue
+						}
+						if tp == 2 {
+							next := d[(c*tp+1)*pp+py*p:][:len(line)]
+							j := 0
+							for k := range line {
+								v := lut[s[j]]
+								line[k], next[k] = v, v
+								j += 3
+							}
+							continue
+						}
+						j := 0
+						for k := range line {
+							line[k] = lut[s[j]]
+							j += 3
+						}
+					}
+					for t := 1; t < tp && (tp != 2 || p == 14); t++ { // the other frames repeat the first
+						copy(d[(c*tp+t)*pp:(c*tp+t+1)*pp], frame)
+					}
+				}
+			}
+		}
+	}
 }
 
 // valueTable maps each channel's 8-bit value to its pixel_values float, computed with the float32
@@ -165,4 +172,10 @@ func valueTable(cfg Config) [3][256]float32 {
 		}
 	}
 	return lut
+}
+
+// lut14 maps every third byte of s, one channel of 14 RGB pixels, through lut.
+func lut14(lut *[256]float32, s *[40]uint8) [14]float32 {
+	return [14]float32{lut[s[0]], lut[s[3]], lut[s[6]], lut[s[9]], lut[s[12]], lut[s[15]], lut[s[18]],
+		lut[s[21]], lut[s[24]], lut[s[27]], lut[s[30]], lut[s[33]], lut[s[36]], lut[s[39]]}
 }

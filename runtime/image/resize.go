@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // SmartResize picks the output size as transformers' smart_resize does: both sides multiples of
@@ -29,12 +30,15 @@ func SmartResize(height, width, factor, minPixels, maxPixels int) (int, int, err
 	return hBar, wBar, nil
 }
 
-// taps holds, for each output index, the first input index and int16 weights of a 1-D resampling,
-// computed as torch's antialiased bicubic on uint8 does (PIL's filter, a = -0.5).
+// taps holds a 1-D resampling as torch's antialiased bicubic on uint8 computes it (PIL's filter,
+// a = -0.5): for each output index, n int32 weights in fixed point of precision bits applied from
+// input index start. Outputs with fewer taps are zero-padded to n, which leaves every sum unchanged.
 type taps struct {
 	start     []int
-	weights   [][]int16
+	n         int
+	weights   []int32 // n a output
 	precision uint
+	half      int32 // the rounding term, 1 << (precision-1)
 }
 
 func cubicAA(x float64) float64 {
@@ -49,7 +53,7 @@ func cubicAA(x float64) float64 {
 	return 0
 }
 
-func computeTaps(inSize, outSize int) taps {
+func computeTaps(inSize, outSize int) *taps {
 	scale := float64(inSize) / float64(outSize)
 	support := 2.0
 	invscale := 1.0
@@ -58,17 +62,19 @@ func computeTaps(inSize, outSize int) taps {
 		invscale = 1 / scale
 	}
 	maxInterp := int(math.Ceil(support))*2 + 1
-	t := taps{start: make([]int, outSize), weights: make([][]int16, outSize)}
-	wf := make([][]float64, outSize)
+	xmins := make([]int, outSize)
+	sizes := make([]int, outSize)
+	wf := make([]float64, outSize*maxInterp)
 	wtMax := 0.0
+	n := 0
 	for i := 0; i < outSize; i++ {
 		center := scale * (float64(i) + 0.5)
 		xmin := max(int(center-support+0.5), 0)
 		xsize := min(int(center+support+0.5), inSize) - xmin
 		xsize = min(max(xsize, 0), maxInterp)
-		w := make([]float64, xsize)
+		w := wf[i*maxInterp : i*maxInterp+xsize]
 		total := 0.0
-		for j := 0; j < xsize; j++ {
+		for j := range w {
 			w[j] = cubicAA((float64(j+xmin) - center + 0.5) * invscale)
 			total += w[j]
 		}
@@ -78,8 +84,8 @@ func computeTaps(inSize, outSize int) taps {
 				wtMax = math.Max(wtMax, w[j])
 			}
 		}
-		t.start[i] = xmin
-		wf[i] = w
+		xmins[i], sizes[i] = xmin, xsize
+		n = max(n, xsize)
 	}
 	var prec uint
 	for prec = 0; prec < 22; prec++ {
@@ -88,18 +94,20 @@ func computeTaps(inSize, outSize int) taps {
 			break
 		}
 	}
-	t.precision = prec
-	for i, w := range wf {
-		q := make([]int16, len(w))
-		for j, v := range w {
+	t := &taps{start: make([]int, outSize), n: n, weights: make([]int32, outSize*n), precision: prec, half: int32(1) << (prec - 1)}
+	for i := range outSize {
+		// n is at most inSize, so the padded window fits inside the input.
+		start := min(xmins[i], inSize-n)
+		t.start[i] = start
+		q := t.weights[i*n+xmins[i]-start : i*n+xmins[i]-start+sizes[i]]
+		for j, v := range wf[i*maxInterp : i*maxInterp+sizes[i]] {
 			v *= float64(int32(1) << prec)
 			if v < 0 {
-				q[j] = int16(int32(-0.5 + v))
+				q[j] = int32(int16(int32(-0.5 + v)))
 			} else {
-				q[j] = int16(int32(0.5 + v))
+				q[j] = int32(int16(int32(0.5 + v)))
 			}
 		}
-		t.weights[i] = q
 	}
 	return t
 }
@@ -118,101 +126,217 @@ func clampShift(acc int32, prec uint) uint8 {
 // Resize resamples img to outW x outH with torch's antialiased bicubic on uint8 (what torchvision's
 // resize runs on CPU): a horizontal pass then a vertical pass, each skipped when that side keeps its size.
 func Resize(img *RGB, outW, outH int) *RGB {
-	cur := img
+	out := &RGB{Width: outW, Height: outH, Pix: make([]uint8, outW*outH*3)}
+	var hor, ver *taps
 	if outW != img.Width {
-		cur = resizeHorizontal(cur, outW)
+		hor = computeTaps(img.Width, outW)
 	}
 	if outH != img.Height {
-		cur = resizeVertical(cur, outH)
+		ver = computeTaps(img.Height, outH)
 	}
-	if cur == img {
-		cp := *img
-		cp.Pix = append([]uint8(nil), img.Pix...)
-		return &cp
-	}
-	return cur
-}
-
-func resizeHorizontal(in *RGB, outW int) *RGB {
-	return resizeHorizontalInto(in, outW, make([]uint8, outW*in.Height*3))
-}
-
-// resizeHorizontalInto is resizeHorizontal writing into pix, which it overwrites entirely.
-func resizeHorizontalInto(in *RGB, outW int, pix []uint8) *RGB {
-	t := computeTaps(in.Width, outW)
-	out := &RGB{Width: outW, Height: in.Height, Pix: pix[:outW*in.Height*3]}
-	half := int32(1) << (t.precision - 1)
-	weights := make([][]int32, outW)
-	for x, ws := range t.weights {
-		weights[x] = make([]int32, len(ws))
-		for j, w := range ws {
-			weights[x][j] = int32(w)
-		}
-	}
-	parallelRows(in.Height, func(y0, y1 int) {
-		for y := y0; y < y1; y++ {
-			src := in.Pix[y*in.Width*3 : (y+1)*in.Width*3]
-			dst := out.Pix[y*outW*3 : (y+1)*outW*3]
-			for x, ws := range weights {
-				r, g, b := half, half, half
-				s := src[t.start[x]*3 : (t.start[x]+len(ws))*3]
-				for j, w := range ws {
-					p := s[3*j : 3*j+3]
-					r += int32(p[0]) * w
-					g += int32(p[1]) * w
-					b += int32(p[2]) * w
-				}
-				d := dst[3*x : 3*x+3]
-				d[0] = clampShift(r, t.precision)
-				d[1] = clampShift(g, t.precision)
-				d[2] = clampShift(b, t.precision)
-			}
-		}
-	})
-	return out
-}
-
-func resizeVertical(in *RGB, outH int) *RGB {
-	t := computeTaps(in.Height, outH)
-	rowLen := in.Width * 3
-	out := &RGB{Width: in.Width, Height: outH, Pix: make([]uint8, rowLen*outH)}
+	r := newResampler(img, hor, ver)
 	parallelRows(outH, func(y0, y1 int) {
-		acc := make([]int32, rowLen)
+		var w resampleWork
+		defer w.release()
 		for y := y0; y < y1; y++ {
-			verticalRow(in, &t, y, out.Pix[y*rowLen:(y+1)*rowLen], acc)
+			copy(out.Pix[y*outW*3:(y+1)*outW*3], r.row(&w, y))
 		}
 	})
 	return out
 }
 
-// verticalRow writes output row y of the vertical pass into dst; acc is scratch of one row's length.
-func verticalRow(in *RGB, t *taps, y int, dst []uint8, acc []int32) {
-	rowLen := in.Width * 3
-	row := func(i int) []uint8 { return in.Pix[i*rowLen : (i+1)*rowLen] }
-	half := int32(1) << (t.precision - 1)
-	ws, start := t.weights[y], t.start[y]
-	if len(ws) == 5 {
-		r0, r1, r2, r3, r4 := row(start), row(start+1), row(start+2), row(start+3), row(start+4)
-		w0, w1, w2, w3, w4 := int32(ws[0]), int32(ws[1]), int32(ws[2]), int32(ws[3]), int32(ws[4])
-		r1, r2, r3, r4 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)]
-		dst = dst[:len(r0)]
-		for i := range r0 {
-			a := half + int32(r0[i])*w0 + int32(r1[i])*w1 + int32(r2[i])*w2 + int32(r3[i])*w3 + int32(r4[i])*w4
-			dst[i] = clampShift(a, t.precision)
+// resampler produces output rows of a resize one at a time, each a pure function of the input, so
+// any split of the rows across goroutines gives the same pixels.
+type resampler struct {
+	in       *RGB
+	hor, ver *taps // nil when that side keeps its size
+	outW     int
+}
+
+func newResampler(in *RGB, hor, ver *taps) *resampler {
+	r := &resampler{in: in, hor: hor, ver: ver, outW: in.Width}
+	if hor != nil {
+		r.outW = len(hor.start)
+	}
+	return r
+}
+
+// resampleWork is one goroutine's scratch: a window of horizontally resized input rows and one output row.
+type resampleWork struct {
+	window     *[]uint8 // rows winLo..winHi-1 of the horizontal pass
+	winLo      int
+	winHi      int
+	line       *[]uint8
+	rowsNeeded int
+}
+
+var rowBuffers = sync.Pool{New: func() any { return new([]uint8) }}
+
+func getBuffer(n int) *[]uint8 {
+	b := rowBuffers.Get().(*[]uint8)
+	if cap(*b) < n {
+		*b = make([]uint8, n)
+	}
+	*b = (*b)[:n]
+	return b
+}
+
+func (w *resampleWork) release() {
+	if w.window != nil {
+		rowBuffers.Put(w.window)
+	}
+	if w.line != nil {
+		rowBuffers.Put(w.line)
+	}
+	*w = resampleWork{}
+}
+
+// row returns output row y; it stays valid until the next call with the same work.
+func (r *resampler) row(w *resampleWork, y int) []uint8 {
+	inLen, outLen := r.in.Width*3, r.outW*3
+	if r.ver == nil {
+		src := r.in.Pix[y*inLen : (y+1)*inLen]
+		if r.hor == nil {
+			return src
+		}
+		if w.line == nil {
+			w.line = getBuffer(outLen)
+		}
+		horizontalRow(*w.line, src, r.hor)
+		return *w.line
+	}
+	if w.line == nil {
+		w.line = getBuffer(outLen)
+	}
+	lo := r.ver.start[y]
+	n := r.ver.n
+	if r.hor == nil {
+		verticalRow(*w.line, r.in.Pix[lo*inLen:(lo+n)*inLen], inLen, r.ver, y)
+		return *w.line
+	}
+	r.fillWindow(w, lo, lo+n)
+	off := (lo - w.winLo) * outLen
+	verticalRow(*w.line, (*w.window)[off:off+n*outLen], outLen, r.ver, y)
+	return *w.line
+}
+
+// fillWindow makes the window hold horizontally resized rows lo..hi-1, keeping the rows it already has.
+func (r *resampler) fillWindow(w *resampleWork, lo, hi int) {
+	inLen, outLen := r.in.Width*3, r.outW*3
+	if w.window == nil || hi-lo > w.rowsNeeded {
+		// Output rows need windows that start later and end later, so one of 2n rows slides along.
+		w.rowsNeeded = max(2*r.ver.n, hi-lo)
+		if w.window != nil {
+			rowBuffers.Put(w.window)
+		}
+		w.window = getBuffer(w.rowsNeeded * outLen)
+		w.winLo, w.winHi = lo, lo
+	}
+	if lo < w.winLo || lo >= w.winHi {
+		w.winLo, w.winHi = lo, lo
+	}
+	if hi-w.winLo > w.rowsNeeded {
+		win := *w.window
+		copy(win, win[(lo-w.winLo)*outLen:(w.winHi-w.winLo)*outLen])
+		w.winLo = lo
+	}
+	win := *w.window
+	for i := w.winHi; i < hi; i++ {
+		off := (i - w.winLo) * outLen
+		horizontalRow(win[off:off+outLen], r.in.Pix[i*inLen:(i+1)*inLen], r.hor)
+	}
+	w.winHi = max(w.winHi, hi)
+}
+
+// horizontalRow resamples one RGB row src into dst along x.
+func horizontalRow(dst, src []uint8, t *taps) {
+	half, prec := t.half, t.precision
+	switch t.n {
+	case 4:
+		for x := 0; x < len(dst)/3; x++ {
+			ws := t.weights[4*x : 4*x+4 : 4*x+4]
+			s := src[3*t.start[x]:][:12:12]
+			d := dst[3*x : 3*x+3 : 3*x+3]
+			w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
+			d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3, prec)
+			d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3, prec)
+			d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3, prec)
+		}
+	case 5:
+		for x := 0; x < len(dst)/3; x++ {
+			ws := t.weights[5*x : 5*x+5 : 5*x+5]
+			s := src[3*t.start[x]:][:15:15]
+			d := dst[3*x : 3*x+3 : 3*x+3]
+			w0, w1, w2, w3, w4 := ws[0], ws[1], ws[2], ws[3], ws[4]
+			d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3+int32(s[12])*w4, prec)
+			d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3+int32(s[13])*w4, prec)
+			d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3+int32(s[14])*w4, prec)
+		}
+	default:
+		n := t.n
+		for x := 0; x < len(dst)/3; x++ {
+			ws := t.weights[n*x : n*x+n]
+			s := src[3*t.start[x]:][:3*n]
+			r, g, b := half, half, half
+			for j, w := range ws {
+				p := s[3*j : 3*j+3 : 3*j+3]
+				r += int32(p[0]) * w
+				g += int32(p[1]) * w
+				b += int32(p[2]) * w
+			}
+			d := dst[3*x : 3*x+3 : 3*x+3]
+			d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
+		}
+	}
+}
+
+// verticalRow writes output row y of a vertical pass into dst from rows, the n input rows its taps
+// read (stride rowLen each).
+func verticalRow(dst, rows []uint8, rowLen int, t *taps, y int) {
+	half, prec, n := t.half, t.precision, t.n
+	ws := t.weights[n*y : n*y+n]
+	dst = dst[:rowLen]
+	row := func(j int) []uint8 { return rows[j*rowLen : (j+1)*rowLen : (j+1)*rowLen][:len(dst)] }
+	switch n {
+	case 4:
+		r0, r1, r2, r3 := row(0), row(1), row(2), row(3)
+		w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
+		for i := range dst {
+			dst[i] = clampShift(half+int32(r0[i])*w0+int32(r1[i])*w1+int32(r2[i])*w2+int32(r3[i])*w3, prec)
+		}
+		return
+	case 5:
+		r0, r1, r2, r3, r4 := row(0), row(1), row(2), row(3), row(4)
+		w0, w1, w2, w3, w4 := ws[0], ws[1], ws[2], ws[3], ws[4]
+		for i := range dst {
+			dst[i] = clampShift(half+int32(r0[i])*w0+int32(r1[i])*w1+int32(r2[i])*w2+int32(r3[i])*w3+int32(r4[i])*w4, prec)
 		}
 		return
 	}
-	acc = acc[:rowLen]
-	for i := range acc {
-		acc[i] = half
-	}
-	for j, w := range ws {
-		w32 := int32(w)
-		for i, v := range row(start + j) {
-			acc[i] += int32(v) * w32
+	// Wider kernels sum three taps at a time into an accumulator row.
+	var acc [512]int32
+	for x0 := 0; x0 < len(dst); x0 += len(acc) {
+		seg := acc[:min(len(acc), len(dst)-x0)]
+		for i := range seg {
+			seg[i] = half
 		}
-	}
-	for i, a := range acc {
-		dst[i] = clampShift(a, t.precision)
+		j := 0
+		for ; j+3 <= n; j += 3 {
+			a, b, c := row(j)[x0:][:len(seg)], row(j + 1)[x0:][:len(seg)], row(j + 2)[x0:][:len(seg)]
+			wa, wb, wc := ws[j], ws[j+1], ws[j+2]
+			for i := range seg {
+				seg[i] += int32(a[i])*wa + int32(b[i])*wb + int32(c[i])*wc
+			}
+		}
+		for ; j < n; j++ {
+			a, wa := row(j)[x0:][:len(seg)], ws[j]
+			for i := range seg {
+				seg[i] += int32(a[i]) * wa
+			}
+		}
+		d := dst[x0:][:len(seg)]
+		for i, v := range seg {
+			d[i] = clampShift(v, prec)
+		}
 	}
 }

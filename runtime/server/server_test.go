@@ -1064,3 +1064,47 @@ func TestDisconnectLogged499(t *testing.T) {
 		t.Errorf("a disconnect was logged as a server error:\n%s", logs.String())
 	}
 }
+
+// TestImagesPreprocessInParallel: while one request is held between its image's decode and its
+// preprocessing, another request with an image is answered, so no lock spans preprocessing.
+func TestImagesPreprocessInParallel(t *testing.T) {
+	s := start(t, nil)
+	held, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	s.fe.OnDecoded = func(int) {
+		hold := false
+		first.Do(func() { hold = true })
+		if hold {
+			close(held)
+			<-release
+		}
+	}
+	page := dataURL(t, filepath.Join(tinyDir, "oracle/images/a.png"))
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":%q}},{"type":"text","text":"Read it."}]}],"max_tokens":4}`, page)
+	firstStatus := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(s.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			firstStatus <- 0
+			return
+		}
+		resp.Body.Close()
+		firstStatus <- resp.StatusCode
+	}()
+	<-held
+	// A deadline turns a serialised server into a failure instead of a hang.
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Post(s.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		close(release)
+		t.Fatalf("a request waited on another's image preprocessing: %v", err)
+	}
+	resp.Body.Close()
+	close(release)
+	if resp.StatusCode != 200 {
+		t.Fatalf("second request: status %d", resp.StatusCode)
+	}
+	if st := <-firstStatus; st != 200 {
+		t.Fatalf("held request: status %d", st)
+	}
+}

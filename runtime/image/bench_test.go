@@ -1,0 +1,70 @@
+package image
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// familyConfigs are the published processor settings of each served family, read from testdata.
+var familyConfigs = []struct{ name, dir string }{
+	{"qwen2_vl", testdataDir}, // Qwen2-VL-7B-Instruct: max_pixels 12845056, two frames
+	{"dots_ocr", filepath.Join("..", "..", "testdata", "dots-ocr-tiny")}, // dots.ocr: max_pixels 11289600, one frame
+}
+
+func familyConfig(b testing.TB, dir string) Config {
+	b.Helper()
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// benchPage is a 1000x1400 document page decoded from PNG.
+func benchPage(b testing.TB) *RGB {
+	b.Helper()
+	img, err := Decode(0, encodePNG(page(1000, 1400)), DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return img
+}
+
+// BenchmarkPreprocess is a 1000x1400 page through each family's processor, and through Qwen2-VL's
+// default max_pixels (1003520), which resizes both sides down.
+func BenchmarkPreprocess(b *testing.B) {
+	img := benchPage(b)
+	run := func(name string, cfg Config) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Preprocess(img, cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, f := range familyConfigs {
+		run(f.name, familyConfig(b, f.dir))
+	}
+	run("qwen2_vl_default", DefaultConfig())
+}
+
+// BenchmarkDecode decodes a 1000x1400 page from PNG and from JPEG (quality 90).
+func BenchmarkDecode(b *testing.B) {
+	m := page(1000, 1400)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"png", encodePNG(m)}, {"jpeg", encodeJPEG(m, 90)}} {
+		b.Run(f.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(f.data)))
+			for b.Loop() {
+				if _, err := Decode(0, f.data, DefaultLimits()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
