@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +200,27 @@ func TestOCRPageLimit(t *testing.T) {
 	st, _, m := s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": pdfURL(pdftest.TwoPages())}, ""))
 	if st != 400 || !strings.Contains(fmt.Sprint(m), "the PDF has 2 pages, over this server's limit of 1 pages") {
 		t.Errorf("%d %v", st, m)
+	}
+}
+
+// TestOCRFetchesURL reads a PDF named by an http URL when the server fetches URLs.
+func TestOCRFetchesURL(t *testing.T) {
+	doc := pdftest.TwoPages()
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/two.pdf" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(doc)
+	}))
+	defer files.Close()
+	s := ocrServer(t, func(c *Config) { c.FetchImages = true })
+	st, _, m := s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": files.URL + "/two.pdf"}, `"pages":[1]`))
+	if st != 200 || len(m["pages"].([]any)) != 1 || m["usage_info"].(map[string]any)["doc_size_bytes"] != float64(len(doc)) {
+		t.Fatalf("%d %v", st, m)
+	}
+	st, _, m = s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": files.URL + "/missing.pdf"}, ""))
+	if st != 400 || !strings.Contains(fmt.Sprint(m), "the document could not be fetched") {
+		t.Errorf("missing URL: %d %v", st, m)
 	}
 }
