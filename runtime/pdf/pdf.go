@@ -75,8 +75,10 @@ func (e *Error) Error() string {
 	return e.Msg
 }
 
-// Document is an open PDF; its calls are serialised on its instance.
+// Document is an open PDF. Its calls hold mu: a rendering's pixels live in the instance's memory,
+// which another call may grow and move, until they are copied out and cleaned up.
 type Document struct {
+	mu    sync.Mutex
 	inst  pdfium.Pdfium
 	doc   references.FPDF_DOCUMENT
 	Pages int // the page count
@@ -131,6 +133,8 @@ func openMessage(err error) string {
 
 // Check loads page i and lets it go, so that a damaged page is refused before any is rendered.
 func (d *Document) Check(i int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	lp, err := d.inst.FPDF_LoadPage(&requests.FPDF_LoadPage{Document: d.doc, Index: i})
 	if err != nil {
 		return &Error{Page: i, Msg: "the page cannot be read (the PDF is damaged or truncated)"}
@@ -142,6 +146,8 @@ func (d *Document) Check(i int) error {
 // Render draws page i on white at dpi, or at the largest DPI within MaxPixels when the page is
 // larger than that, and returns the image with the DPI it was drawn at.
 func (d *Document) Render(i, dpi int) (*image.RGBA, int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	page := requests.Page{ByIndex: &requests.PageByIndex{Document: d.doc, Index: i}}
 	size, err := d.inst.GetPageSizeInPixels(&requests.GetPageSizeInPixels{Page: page, DPI: dpi})
 	if err != nil {
@@ -190,6 +196,8 @@ func onWhite(src *image.RGBA, transparent bool) *image.RGBA {
 
 // Close frees the document and hands its instance back.
 func (d *Document) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: d.doc})
 	d.inst.Close()
 }

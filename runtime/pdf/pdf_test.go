@@ -1,6 +1,7 @@
 package pdf
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +151,33 @@ func TestWriteSeeds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestConcurrentRenders renders the pages of one document from several goroutines: each image
+// equals the page rendered alone.
+func TestConcurrentRenders(t *testing.T) {
+	d, err := Open(context.Background(), pdftest.TwoPages(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var alone [2][]byte
+	for i := range alone {
+		img, _, err := d.Render(i, 100+50*i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[i] = img.Pix
+	}
+	var wg sync.WaitGroup
+	for k := range 8 {
+		wg.Go(func() {
+			i := k % 2
+			img, _, err := d.Render(i, 100+50*i)
+			if err != nil || !bytes.Equal(img.Pix, alone[i]) {
+				t.Errorf("render %d of page %d differs from the page alone (%v)", k, i, err)
+			}
+		})
+	}
+	wg.Wait()
 }
