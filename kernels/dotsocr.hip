@@ -5,7 +5,7 @@
 #include "tfc_kernels.h"
 
 // dotsocr_vision_linear_bias: linear(bias)
-// from graphs/dots_ocr.graph:105
+// from graphs/dots_ocr.graph:120
 // launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -82,7 +82,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
 }
 
 // dotsocr_vision_rmsnorm: rmsnorm
-// from graphs/dots_ocr.graph:106, graphs/dots_ocr.graph:109, graphs/dots_ocr.graph:116, graphs/dots_ocr.graph:119
+// from graphs/dots_ocr.graph:121, graphs/dots_ocr.graph:124, graphs/dots_ocr.graph:131, graphs/dots_ocr.graph:134
 // launch dotsocr_vision_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -109,7 +109,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
 }
 
 // dotsocr_vision_linear_rope_rope: linear → rope(per_axis) → rope(per_axis)
-// from graphs/dots_ocr.graph:110, graphs/dots_ocr.graph:112, graphs/dots_ocr.graph:113
+// from graphs/dots_ocr.graph:125, graphs/dots_ocr.graph:127, graphs/dots_ocr.graph:128
 // launch dotsocr_vision_linear_rope_rope: grid (ceil(M/64), 6), or (1, 6) as dotsocr_vision_linear_rope_rope_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rope(
     const float* op0_X, int op0_X_ld,
@@ -250,7 +250,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
 }
 
 // dotsocr_vision_attention: attention
-// from graphs/dots_ocr.graph:114
+// from graphs/dots_ocr.graph:129
 // launch dotsocr_vision_attention: grid (ceil(M/128) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_attention(
     const float* op0_Q, int op0_Q_ld,
@@ -266,7 +266,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_attention(
 }
 
 // dotsocr_vision_linear_res: linear(res)
-// from graphs/dots_ocr.graph:115
+// from graphs/dots_ocr.graph:130
 // launch dotsocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -343,7 +343,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
 }
 
 // dotsocr_vision_linear: linear
-// from graphs/dots_ocr.graph:117
+// from graphs/dots_ocr.graph:132
 // launch dotsocr_vision_linear: grid (ceil(M/64), 1), or (1, 4) as dotsocr_vision_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
     const float* op0_X, int op0_X_ld,
@@ -416,7 +416,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rows(
 }
 
 // dotsocr_vision_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/dots_ocr.graph:117
+// from graphs/dots_ocr.graph:132
 // launch dotsocr_vision_linear_silu_mul: grid (ceil(M/64), 1), or (1, 4) as dotsocr_vision_linear_silu_mul_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -499,7 +499,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
 }
 
 // dotsocr_vision_linear_res_fc2: linear(res)
-// from graphs/dots_ocr.graph:117
+// from graphs/dots_ocr.graph:132
 // launch dotsocr_vision_linear_res_fc2: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_res_fc2_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     const float* op0_X, int op0_X_ld,
@@ -576,7 +576,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
 }
 
 // dotsocr_vision_layernorm: layernorm(bias)
-// from graphs/dots_ocr.graph:121
+// from graphs/dots_ocr.graph:136
 // launch dotsocr_vision_layernorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
     const float* op0_X, int op0_X_ld,
@@ -611,7 +611,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
 }
 
 // dotsocr_vision_linear_bias_gelu: linear(bias, gelu)
-// from graphs/dots_ocr.graph:122
+// from graphs/dots_ocr.graph:137
 // launch dotsocr_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as dotsocr_vision_linear_bias_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
@@ -690,7 +690,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
 }
 
 // dotsocr_vision_linear_bias_out: linear(bias)
-// from graphs/dots_ocr.graph:122
+// from graphs/dots_ocr.graph:137
 // launch dotsocr_vision_linear_bias_out: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_out_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out(
     const float* op0_X, int op0_X_ld,
@@ -767,7 +767,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
 }
 
 // dotsocr_decode_embed: embed
-// from graphs/dots_ocr.graph:128
+// from graphs/dots_ocr.graph:143
 // launch dotsocr_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -784,7 +784,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
 }
 
 // dotsocr_decode_scatter: scatter
-// from graphs/dots_ocr.graph:128
+// from graphs/dots_ocr.graph:143
 // launch dotsocr_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -801,7 +801,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
 }
 
 // dotsocr_decode_rmsnorm: rmsnorm
-// from graphs/dots_ocr.graph:131, graphs/dots_ocr.graph:137, graphs/dots_ocr.graph:140
+// from graphs/dots_ocr.graph:146, graphs/dots_ocr.graph:152, graphs/dots_ocr.graph:155
 // launch dotsocr_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -828,7 +828,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
 }
 
 // dotsocr_decode_linear_bias_rope: linear(bias) → rope
-// from graphs/dots_ocr.graph:132
+// from graphs/dots_ocr.graph:147
 // launch dotsocr_decode_linear_bias_rope: grid (ceil(M/64), 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope(
     const float* op0_X, int op0_X_ld,
@@ -880,7 +880,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 }
 
 // dotsocr_decode_linear_bias_rope_k_proj: linear(bias) → rope
-// from graphs/dots_ocr.graph:133
+// from graphs/dots_ocr.graph:148
 // launch dotsocr_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_k_proj(
     const float* op0_X, int op0_X_ld,
@@ -932,7 +932,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 }
 
 // dotsocr_decode_linear_bias: linear(bias)
-// from graphs/dots_ocr.graph:134
+// from graphs/dots_ocr.graph:149
 // launch dotsocr_decode_linear_bias: grid (ceil(M/64), 1), or (1, 1) as dotsocr_decode_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -1009,7 +1009,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_row
 }
 
 // dotsocr_decode_attention: attention(cache)
-// from graphs/dots_ocr.graph:135
+// from graphs/dots_ocr.graph:150
 // launch dotsocr_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch dotsocr_decode_attention: grid (M, 4), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvstore(
@@ -1044,7 +1044,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention(
 }
 
 // dotsocr_decode_linear_res: linear(res)
-// from graphs/dots_ocr.graph:136
+// from graphs/dots_ocr.graph:151
 // launch dotsocr_decode_linear_res: grid (ceil(M/64), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -1121,7 +1121,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
 }
 
 // dotsocr_decode_linear: linear
-// from graphs/dots_ocr.graph:138
+// from graphs/dots_ocr.graph:153
 // launch dotsocr_decode_linear: grid (ceil(M/64), 2), or (1, 8) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,
@@ -1194,7 +1194,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
 }
 
 // dotsocr_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/dots_ocr.graph:138
+// from graphs/dots_ocr.graph:153
 // launch dotsocr_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) as dotsocr_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -1277,7 +1277,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
 }
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
-// from graphs/dots_ocr.graph:138
+// from graphs/dots_ocr.graph:153
 // launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1354,7 +1354,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
 }
 
 // dotsocr_decode_gather: gather
-// from graphs/dots_ocr.graph:140
+// from graphs/dots_ocr.graph:155
 // launch dotsocr_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1371,7 +1371,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
 }
 
 // dotsocr_decode_linear_logits: linear
-// from graphs/dots_ocr.graph:141
+// from graphs/dots_ocr.graph:156
 // launch dotsocr_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_logits_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
     const float* op0_X, int op0_X_ld,

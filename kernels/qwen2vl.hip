@@ -5,7 +5,7 @@
 #include "tfc_kernels.h"
 
 // qwen2vl_vision_linear: linear
-// from graphs/qwen2_vl.graph:112
+// from graphs/qwen2_vl.graph:116
 // launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     const float* op0_X, int op0_X_ld,
@@ -78,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
 }
 
 // qwen2vl_vision_layernorm: layernorm(bias)
-// from graphs/qwen2_vl.graph:115, graphs/qwen2_vl.graph:122, graphs/qwen2_vl.graph:126
+// from graphs/qwen2_vl.graph:119, graphs/qwen2_vl.graph:126, graphs/qwen2_vl.graph:130
 // launch qwen2vl_vision_layernorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
     const float* op0_X, int op0_X_ld,
@@ -113,7 +113,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
 }
 
 // qwen2vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
-// from graphs/qwen2_vl.graph:116, graphs/qwen2_vl.graph:118, graphs/qwen2_vl.graph:119
+// from graphs/qwen2_vl.graph:120, graphs/qwen2_vl.graph:122, graphs/qwen2_vl.graph:123
 // launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), or (1, 6) as qwen2vl_vision_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
@@ -258,7 +258,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
 }
 
 // qwen2vl_vision_attention: attention
-// from graphs/qwen2_vl.graph:120
+// from graphs/qwen2_vl.graph:124
 // launch qwen2vl_vision_attention: grid (ceil(M/128) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
     const float* op0_Q, int op0_Q_ld,
@@ -274,7 +274,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
 }
 
 // qwen2vl_vision_linear_bias_res: linear(bias, res)
-// from graphs/qwen2_vl.graph:121
+// from graphs/qwen2_vl.graph:125
 // launch qwen2vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res(
     const float* op0_X, int op0_X_ld,
@@ -355,7 +355,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 }
 
 // qwen2vl_vision_linear_bias_quick_gelu: linear(bias, quick_gelu)
-// from graphs/qwen2_vl.graph:123
+// from graphs/qwen2_vl.graph:127
 // launch qwen2vl_vision_linear_bias_quick_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_quick_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_quick_gelu(
     const float* op0_X, int op0_X_ld,
@@ -434,7 +434,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
 }
 
 // qwen2vl_vision_linear_bias_res_fc2: linear(bias, res)
-// from graphs/qwen2_vl.graph:123
+// from graphs/qwen2_vl.graph:127
 // launch qwen2vl_vision_linear_bias_res_fc2: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_fc2_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_fc2(
     const float* op0_X, int op0_X_ld,
@@ -515,7 +515,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 }
 
 // qwen2vl_vision_linear_bias_gelu: linear(bias, gelu)
-// from graphs/qwen2_vl.graph:127
+// from graphs/qwen2_vl.graph:131
 // launch qwen2vl_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
@@ -594,7 +594,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
 }
 
 // qwen2vl_vision_linear_bias: linear(bias)
-// from graphs/qwen2_vl.graph:127
+// from graphs/qwen2_vl.graph:131
 // launch qwen2vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_vision_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -671,7 +671,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
 }
 
 // qwen2vl_decode_embed: embed
-// from graphs/qwen2_vl.graph:135
+// from graphs/qwen2_vl.graph:139
 // launch qwen2vl_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -688,7 +688,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_embed(
 }
 
 // qwen2vl_decode_scatter: scatter
-// from graphs/qwen2_vl.graph:135
+// from graphs/qwen2_vl.graph:139
 // launch qwen2vl_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -705,7 +705,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_scatter(
 }
 
 // qwen2vl_decode_rmsnorm: rmsnorm
-// from graphs/qwen2_vl.graph:138, graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:147
+// from graphs/qwen2_vl.graph:142, graphs/qwen2_vl.graph:148, graphs/qwen2_vl.graph:151
 // launch qwen2vl_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -732,7 +732,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
 }
 
 // qwen2vl_decode_linear_bias_rope: linear(bias) → rope
-// from graphs/qwen2_vl.graph:139
+// from graphs/qwen2_vl.graph:143
 // launch qwen2vl_decode_linear_bias_rope: grid (ceil(M/64), 4), or (1, 4) as qwen2vl_decode_linear_bias_rope_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope(
     const float* op0_X, int op0_X_ld,
@@ -843,7 +843,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
 }
 
 // qwen2vl_decode_linear_bias_rope_k_proj: linear(bias) → rope
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:144
 // launch qwen2vl_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 2), or (1, 2) as qwen2vl_decode_linear_bias_rope_k_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_k_proj(
     const float* op0_X, int op0_X_ld,
@@ -954,7 +954,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
 }
 
 // qwen2vl_decode_linear_bias: linear(bias)
-// from graphs/qwen2_vl.graph:141
+// from graphs/qwen2_vl.graph:145
 // launch qwen2vl_decode_linear_bias: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_decode_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -1031,7 +1031,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_row
 }
 
 // qwen2vl_decode_attention: attention(cache)
-// from graphs/qwen2_vl.graph:142
+// from graphs/qwen2_vl.graph:146
 // launch qwen2vl_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch qwen2vl_decode_attention: grid (M, 4), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_attention_kvstore(
@@ -1066,7 +1066,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_attention(
 }
 
 // qwen2vl_decode_linear_res: linear(res)
-// from graphs/qwen2_vl.graph:143
+// from graphs/qwen2_vl.graph:147
 // launch qwen2vl_decode_linear_res: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -1143,7 +1143,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
 }
 
 // qwen2vl_decode_linear: linear
-// from graphs/qwen2_vl.graph:145
+// from graphs/qwen2_vl.graph:149
 // launch qwen2vl_decode_linear: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     const float* op0_X, int op0_X_ld,
@@ -1216,7 +1216,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
 }
 
 // qwen2vl_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/qwen2_vl.graph:145
+// from graphs/qwen2_vl.graph:149
 // launch qwen2vl_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -1299,7 +1299,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul
 }
 
 // qwen2vl_decode_linear_res_down_proj: linear(res)
-// from graphs/qwen2_vl.graph:145
+// from graphs/qwen2_vl.graph:149
 // launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1376,7 +1376,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
 }
 
 // qwen2vl_decode_gather: gather
-// from graphs/qwen2_vl.graph:147
+// from graphs/qwen2_vl.graph:151
 // launch qwen2vl_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1393,7 +1393,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
 }
 
 // qwen2vl_decode_linear_logits: linear
-// from graphs/qwen2_vl.graph:148
+// from graphs/qwen2_vl.graph:152
 // launch qwen2vl_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) as qwen2vl_decode_linear_logits_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_logits(
     const float* op0_X, int op0_X_ld,

@@ -23,13 +23,16 @@ func init() {
 		Use:   "serve DIR",
 		Short: "Serve a checkpoint over an OpenAI-compatible HTTP API",
 		Long: `Serve a checkpoint over an OpenAI-compatible HTTP API: /v1/chat/completions,
-/v1/completions, /tokenize, /detokenize, /v1/models, /health and /metrics.
+/v1/completions, /v1/ocr, /tokenize, /detokenize, /v1/models, /health and /metrics.
 SIGINT or SIGTERM stops it: requests in flight get a grace period, then are cancelled.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Dir = args[0]
 			if o.MaxTokens < 1 {
 				return fmt.Errorf("--max-tokens is %d; it must be at least 1", o.MaxTokens)
+			}
+			if o.MaxPages < 1 {
+				return fmt.Errorf("--max-pages is %d; it must be at least 1", o.MaxPages)
 			}
 			if cacheMiB < 0 || visionMiB < 0 {
 				return fmt.Errorf("--prompt-cache-mib and --vision-cache-mib must not be negative")
@@ -60,7 +63,8 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\" (default $TFC_API_KEY, which keeps it out of ps)")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")
 	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")
-	fl.BoolVar(&o.FetchImages, "allow-image-urls", false, "fetch http(s) image URLs (otherwise only data URLs are accepted)")
+	fl.BoolVar(&o.FetchImages, "allow-image-urls", false, "fetch http(s) image and document URLs (otherwise only data URLs are accepted)")
+	fl.IntVar(&o.MaxPages, "max-pages", server.DefaultMaxPages, "most pages of a document sent to /v1/ocr")
 	fl.Int64Var(&cacheMiB, "prompt-cache-mib", 0, "MiB of KV pages the prompt cache may keep (default: what running requests leave free)")
 	fl.Int64Var(&visionMiB, "vision-cache-mib", 256, "MiB of vision-tower rows kept by image, so a page sent again skips the tower (0: none)")
 	addCommand(c)

@@ -130,9 +130,17 @@ func (c *checker) run() {
 
 func (c *checker) family(f *syntax.Family) {
 	c.mod.Family = f.Name
+	var ocr ir.OCR
+	var promptAt, dpiAt *syntax.FamilyEntry
 	for _, e := range f.Entries {
 		var vals []string
 		for _, v := range e.Values {
+			if !strings.HasPrefix(v, `"`) {
+				if e.Key != "ocr_dpi" {
+					c.errorf(e.Pos, "%s takes strings; quote %s", e.Key, v)
+				}
+				continue
+			}
 			s, err := strconv.Unquote(v)
 			if err != nil {
 				c.errorf(e.Pos, "bad string %s: %v", v, err)
@@ -145,14 +153,48 @@ func (c *checker) family(f *syntax.Family) {
 			c.mod.ModelTypes = append(c.mod.ModelTypes, vals...)
 		case "architecture":
 			c.mod.Architectures = append(c.mod.Architectures, vals...)
+		case "ocr_prompt":
+			if promptAt != nil {
+				c.errorf(e.Pos, "second ocr_prompt; the first is at line %d (a long prompt is several strings on one entry, joined)", promptAt.Pos.Line)
+				continue
+			}
+			promptAt, ocr.Prompt = e, strings.Join(vals, "")
+			if ocr.Prompt == "" {
+				c.errorf(e.Pos, "ocr_prompt is empty; give the text a page is sent with")
+			}
+		case "ocr_dpi":
+			if dpiAt != nil {
+				c.errorf(e.Pos, "second ocr_dpi; the first is at line %d", dpiAt.Pos.Line)
+				continue
+			}
+			dpiAt = e
+			n, err := strconv.Atoi(e.Values[0])
+			if len(e.Values) != 1 || err != nil || n < minOCRDPI || n > maxOCRDPI {
+				c.errorf(e.Pos, "ocr_dpi takes one integer from %d to %d, the resolution PDF pages are rendered at", minOCRDPI, maxOCRDPI)
+				continue
+			}
+			ocr.DPI = n
 		default:
-			c.errorf(e.Pos, "unknown family entry %s; use model_type or architecture", e.Key)
+			c.errorf(e.Pos, "unknown family entry %s; use model_type, architecture, ocr_prompt or ocr_dpi", e.Key)
 		}
+	}
+	switch {
+	case promptAt != nil && dpiAt == nil:
+		c.errorf(promptAt.Pos, "ocr_prompt without ocr_dpi; add `ocr_dpi N`, the resolution PDF pages are rendered at")
+	case dpiAt != nil && promptAt == nil:
+		c.errorf(dpiAt.Pos, "ocr_dpi without ocr_prompt; add `ocr_prompt \"…\"`, the text a page is sent with")
+	case promptAt != nil:
+		ocr.Pos = pos(promptAt.Pos)
+		c.mod.OCR = &ocr
 	}
 	if len(c.mod.ModelTypes) == 0 && len(c.mod.Architectures) == 0 {
 		c.errorf(f.Pos, "family %s names no model_type and no architecture; add `model_type \"…\"`", f.Name)
 	}
 }
+
+// The DPI range ocr_dpi accepts: a page below 36 DPI is not legible, above 1200 a letter page
+// passes 100 million pixels.
+const minOCRDPI, maxOCRDPI = 36, 1200
 
 // declare reserves a top-level name; false (with a diagnostic) when it is taken.
 func (c *checker) declare(name string, p lexer.Position, what string) bool {

@@ -30,6 +30,9 @@ func TestQwen2VLModule(t *testing.T) {
 	if m.Family != "qwen2_vl" || m.ModelTypes[0] != "qwen2_vl" || m.Architectures[0] != "Qwen2VLForConditionalGeneration" {
 		t.Errorf("binding: %s %v %v", m.Family, m.ModelTypes, m.Architectures)
 	}
+	if m.OCR == nil || m.OCR.Prompt != "Read all the text in this image." || m.OCR.DPI != 200 {
+		t.Errorf("OCR %+v, want the reading prompt at 200 DPI", m.OCR)
+	}
 	if len(m.Weights) != 34 {
 		t.Errorf("%d weight templates, want 34", len(m.Weights))
 	}
@@ -124,5 +127,18 @@ func TestSuggestions(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestOCRPromptJoined checks that an ocr_prompt of several strings is their concatenation: dots.ocr's
+// layout prompt, written one line of the card's text a string.
+func TestOCRPromptJoined(t *testing.T) {
+	m := checkFile(t, "../../graphs/dots_ocr.graph", "graphs/dots_ocr.graph")
+	if m.OCR == nil || m.OCR.DPI != 200 {
+		t.Fatalf("OCR %+v, want 200 DPI", m.OCR)
+	}
+	const first = "Please output the layout information from the PDF image, including each layout element's bbox, its category, and the corresponding text content within the bbox.\n\n1. Bbox format: [x1, y1, x2, y2]\n\n2. Layout"
+	if !strings.HasPrefix(m.OCR.Prompt, first) || !strings.HasSuffix(m.OCR.Prompt, "must be a single JSON object.\n") {
+		t.Errorf("prompt %q", m.OCR.Prompt)
 	}
 }

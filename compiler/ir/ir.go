@@ -28,6 +28,7 @@ type Module struct {
 	Family        string   // the family name, e.g. "qwen2_vl"
 	ModelTypes    []string // config.json model_type values served
 	Architectures []string // config.json architectures served
+	OCR           *OCR     // how a document page is read; nil when the family names no OCR prompt
 	Config        []*ConfigValue
 	Requires      []*Require // checks on config values, in source order
 	Prefixes      []*Prefix
@@ -37,6 +38,14 @@ type Module struct {
 	Graphs        []*Graph
 	Source        string // the source text, for quoting lines (Pos.Line) in generated comments
 	Pos           Pos
+}
+
+// OCR is how the family reads a document page: the prompt a page is sent with and the DPI a PDF
+// page is rendered at (the family file's ocr_prompt and ocr_dpi).
+type OCR struct {
+	Prompt string
+	DPI    int
+	Pos    Pos
 }
 
 // ConfigByName finds a config value.

@@ -46,6 +46,7 @@ func Translate(m *ir.Module) (*Program, error) {
 		Source:        m.File,
 		ModelTypes:    m.ModelTypes,
 		Architectures: m.Architectures,
+		OCR:           m.OCR,
 	}
 	for _, c := range m.Config {
 		prm := &Param{Name: c.Name, Len: c.Len, Paths: c.Paths, Pos: c.Pos}

@@ -17,6 +17,7 @@ type Program struct {
 	Source        string // the graph file, relative to the repository root
 	ModelTypes    []string
 	Architectures []string
+	OCR           *ir.OCR // the family's OCR prompt and page DPI; nil when it names none
 	Params        []*Param
 	Requires      []*Require
 	Prefixes      []*Prefix

@@ -33,7 +33,7 @@ type Decl struct {
 	Graph   *Graph   `parser:"| @@"`
 }
 
-// Family is `family NAME { model_type "x" architecture "Y" }`.
+// Family is `family NAME { model_type "x" architecture "Y" ocr_prompt "…" ocr_dpi N }`.
 type Family struct {
 	Pos     lexer.Position
 	Name    string         `parser:"\"family\" @Ident"`
@@ -41,12 +41,13 @@ type Family struct {
 	Entries []*FamilyEntry `parser:"@@* \"}\""`
 }
 
-// FamilyEntry is one `key "value", "value"` line of a family block.
+// FamilyEntry is one `key "value", "value"` (or `key 200`) line of a family block; values are
+// kept as written, strings quoted.
 type FamilyEntry struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
 	Key    string   `parser:"@Ident"`
-	Values []string `parser:"@String (\",\" @String)*"`
+	Values []string `parser:"@(String | Int) (\",\" @(String | Int))*"`
 }
 
 // Config is the `config { … }` block.

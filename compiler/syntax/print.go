@@ -41,6 +41,9 @@ type printer struct {
 	lastLine int // source line where the last printed item ended
 }
 
+// maxWidth is the line width a family line's values are wrapped at.
+const maxWidth = 100
+
 const esc = "\xff" // tabwriter.Escape: comments are opaque to alignment
 
 // item prints one line-level construct: the comments before it on their own lines, a blank line
@@ -118,7 +121,7 @@ func (p *printer) decl(d *Decl) {
 		p.afterBrace(d.Family.LBrace, firstPos(len(d.Family.Entries) > 0, func() lexer.Position { return d.Family.Entries[0].Pos }))
 		for i, e := range d.Family.Entries {
 			p.item(e.Pos, e.EndPos, 1, i == 0, func() {
-				p.w(e.Key, "\t", strings.Join(e.Values, ", "))
+				p.familyEntry(e, 1)
 			})
 		}
 		p.closeBlock(d.EndPos, 0)
@@ -146,6 +149,25 @@ func (p *printer) decl(d *Decl) {
 		p.w(d.Rule.Kind, " ", CallString(d.Rule.Call))
 	case d.Graph != nil:
 		p.graph(d.Graph)
+	}
+}
+
+// familyEntry prints a family line; values that would pass the line width go one a line,
+// aligned under the first.
+func (p *printer) familyEntry(e *FamilyEntry, depth int) {
+	one := strings.Join(e.Values, ", ")
+	if len(e.Values) == 1 || 2*depth+len(e.Key)+1+len(one) <= maxWidth {
+		p.w(e.Key, "\t", one)
+		return
+	}
+	for i, v := range e.Values {
+		if i > 0 {
+			p.w(",\n")
+			p.indent(depth)
+		} else {
+			p.w(e.Key)
+		}
+		p.w("\t", v)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"tfc/runtime/positions"
 )
 
-// Vision runs graph vision (graphs/dots_ocr.graph:101) on pixels [N, C] of images with the given (t, h, w) grids.
+// Vision runs graph vision (graphs/dots_ocr.graph:116) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "dots_ocr"}
@@ -23,7 +23,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	}
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:102); here M = %v, N = %v", c.M, N)
+	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:117); here M = %v, N = %v", c.M, N)
 	x := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
 	x2 := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
@@ -55,7 +55,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		launch(&kVision08, "fc3", fc3, device.Linear{X: h, W: w.VisBlocks[i].MlpFc3Weight, Y: fc3})
 		launch(&kVision09, "swiglu", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, Y: fc1, Act: device.ActSiLU}, device.Mul{A: fc1, B: fc3, Y: fc1})
 		launch(&kVision10, "fc2", x2, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
-	} // graphs/dots_ocr.graph:107
+	} // graphs/dots_ocr.graph:122
 	launch(&kVision11, "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
 	launch(&kVision12, "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
 	launch(&kVision13, "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
@@ -63,7 +63,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	return l.Finish(outT)
 }
 
-// Forward runs graph decode (graphs/dots_ocr.graph:126) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/dots_ocr.graph:141) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "dots_ocr"}
@@ -122,7 +122,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		launch(&kDecode10, "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
 		launch(&kDecode11, "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
 		launch(&kDecode12, "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
-	} // graphs/dots_ocr.graph:129
+	} // graphs/dots_ocr.graph:144
 	if S > 0 {
 		launch(&kDecode13, "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
 		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
@@ -133,33 +133,33 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 
 // The launches, one variable a launch site: the kernel symbol and the graph lines it computes.
 var (
-	kVision01 = device.Kernel{Name: "dotsocr_vision_linear_bias", Source: "graphs/dots_ocr.graph:105"}
-	kVision02 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:106"}
-	kVision03 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:109"}
-	kVision04 = device.Kernel{Name: "dotsocr_vision_linear_rope_rope", Source: "graphs/dots_ocr.graph:110,112,113"}
-	kVision05 = device.Kernel{Name: "dotsocr_vision_attention", Source: "graphs/dots_ocr.graph:114"}
-	kVision06 = device.Kernel{Name: "dotsocr_vision_linear_res", Source: "graphs/dots_ocr.graph:115"}
-	kVision07 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:116"}
-	kVision08 = device.Kernel{Name: "dotsocr_vision_linear", Source: "graphs/dots_ocr.graph:117"}
-	kVision09 = device.Kernel{Name: "dotsocr_vision_linear_silu_mul", Source: "graphs/dots_ocr.graph:117"}
-	kVision10 = device.Kernel{Name: "dotsocr_vision_linear_res_fc2", Source: "graphs/dots_ocr.graph:117"}
-	kVision11 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:119"}
-	kVision12 = device.Kernel{Name: "dotsocr_vision_layernorm", Source: "graphs/dots_ocr.graph:121"}
-	kVision13 = device.Kernel{Name: "dotsocr_vision_linear_bias_gelu", Source: "graphs/dots_ocr.graph:122"}
-	kVision14 = device.Kernel{Name: "dotsocr_vision_linear_bias_out", Source: "graphs/dots_ocr.graph:122"}
-	kDecode01 = device.Kernel{Name: "dotsocr_decode_embed", Source: "graphs/dots_ocr.graph:128"}
-	kDecode02 = device.Kernel{Name: "dotsocr_decode_scatter", Source: "graphs/dots_ocr.graph:128"}
-	kDecode03 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:131"}
-	kDecode04 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope", Source: "graphs/dots_ocr.graph:132"}
-	kDecode05 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope_k_proj", Source: "graphs/dots_ocr.graph:133"}
-	kDecode06 = device.Kernel{Name: "dotsocr_decode_linear_bias", Source: "graphs/dots_ocr.graph:134"}
-	kDecode07 = device.Kernel{Name: "dotsocr_decode_attention", Source: "graphs/dots_ocr.graph:135"}
-	kDecode08 = device.Kernel{Name: "dotsocr_decode_linear_res", Source: "graphs/dots_ocr.graph:136"}
-	kDecode09 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:137"}
-	kDecode10 = device.Kernel{Name: "dotsocr_decode_linear", Source: "graphs/dots_ocr.graph:138"}
-	kDecode11 = device.Kernel{Name: "dotsocr_decode_linear_silu_mul", Source: "graphs/dots_ocr.graph:138"}
-	kDecode12 = device.Kernel{Name: "dotsocr_decode_linear_res_down_proj", Source: "graphs/dots_ocr.graph:138"}
-	kDecode13 = device.Kernel{Name: "dotsocr_decode_gather", Source: "graphs/dots_ocr.graph:140"}
-	kDecode14 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:140"}
-	kDecode15 = device.Kernel{Name: "dotsocr_decode_linear_logits", Source: "graphs/dots_ocr.graph:141"}
+	kVision01 = device.Kernel{Name: "dotsocr_vision_linear_bias", Source: "graphs/dots_ocr.graph:120"}
+	kVision02 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:121"}
+	kVision03 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:124"}
+	kVision04 = device.Kernel{Name: "dotsocr_vision_linear_rope_rope", Source: "graphs/dots_ocr.graph:125,127,128"}
+	kVision05 = device.Kernel{Name: "dotsocr_vision_attention", Source: "graphs/dots_ocr.graph:129"}
+	kVision06 = device.Kernel{Name: "dotsocr_vision_linear_res", Source: "graphs/dots_ocr.graph:130"}
+	kVision07 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:131"}
+	kVision08 = device.Kernel{Name: "dotsocr_vision_linear", Source: "graphs/dots_ocr.graph:132"}
+	kVision09 = device.Kernel{Name: "dotsocr_vision_linear_silu_mul", Source: "graphs/dots_ocr.graph:132"}
+	kVision10 = device.Kernel{Name: "dotsocr_vision_linear_res_fc2", Source: "graphs/dots_ocr.graph:132"}
+	kVision11 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:134"}
+	kVision12 = device.Kernel{Name: "dotsocr_vision_layernorm", Source: "graphs/dots_ocr.graph:136"}
+	kVision13 = device.Kernel{Name: "dotsocr_vision_linear_bias_gelu", Source: "graphs/dots_ocr.graph:137"}
+	kVision14 = device.Kernel{Name: "dotsocr_vision_linear_bias_out", Source: "graphs/dots_ocr.graph:137"}
+	kDecode01 = device.Kernel{Name: "dotsocr_decode_embed", Source: "graphs/dots_ocr.graph:143"}
+	kDecode02 = device.Kernel{Name: "dotsocr_decode_scatter", Source: "graphs/dots_ocr.graph:143"}
+	kDecode03 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:146"}
+	kDecode04 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope", Source: "graphs/dots_ocr.graph:147"}
+	kDecode05 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope_k_proj", Source: "graphs/dots_ocr.graph:148"}
+	kDecode06 = device.Kernel{Name: "dotsocr_decode_linear_bias", Source: "graphs/dots_ocr.graph:149"}
+	kDecode07 = device.Kernel{Name: "dotsocr_decode_attention", Source: "graphs/dots_ocr.graph:150"}
+	kDecode08 = device.Kernel{Name: "dotsocr_decode_linear_res", Source: "graphs/dots_ocr.graph:151"}
+	kDecode09 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:152"}
+	kDecode10 = device.Kernel{Name: "dotsocr_decode_linear", Source: "graphs/dots_ocr.graph:153"}
+	kDecode11 = device.Kernel{Name: "dotsocr_decode_linear_silu_mul", Source: "graphs/dots_ocr.graph:153"}
+	kDecode12 = device.Kernel{Name: "dotsocr_decode_linear_res_down_proj", Source: "graphs/dots_ocr.graph:153"}
+	kDecode13 = device.Kernel{Name: "dotsocr_decode_gather", Source: "graphs/dots_ocr.graph:155"}
+	kDecode14 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:155"}
+	kDecode15 = device.Kernel{Name: "dotsocr_decode_linear_logits", Source: "graphs/dots_ocr.graph:156"}
 )

@@ -10,37 +10,37 @@ import (
 
 // Config holds the values graphs/qwen2_vl.graph binds from config.json.
 type Config struct {
-	D           int     // graphs/qwen2_vl.graph:13
-	L           int     // graphs/qwen2_vl.graph:14
-	H           int     // graphs/qwen2_vl.graph:15
-	KV          int     // graphs/qwen2_vl.graph:16
-	F           int     // graphs/qwen2_vl.graph:17
-	V           int     // graphs/qwen2_vl.graph:18
-	Eps         float64 // graphs/qwen2_vl.graph:19
-	Theta       float64 // graphs/qwen2_vl.graph:20
-	Sect        []int   // graphs/qwen2_vl.graph:21
-	Tied        bool    // graphs/qwen2_vl.graph:22
-	ImageToken  int     // graphs/qwen2_vl.graph:23
-	VisionStart int     // graphs/qwen2_vl.graph:24
-	VD          int     // graphs/qwen2_vl.graph:26
-	VL          int     // graphs/qwen2_vl.graph:27
-	VH          int     // graphs/qwen2_vl.graph:28
-	Ratio       int     // graphs/qwen2_vl.graph:29
-	C           int     // graphs/qwen2_vl.graph:30
-	P           int     // graphs/qwen2_vl.graph:31
-	TP          int     // graphs/qwen2_vl.graph:32
-	M           int     // graphs/qwen2_vl.graph:33
-	VO          int     // graphs/qwen2_vl.graph:34
-	Vtheta      float64 // graphs/qwen2_vl.graph:35
-	HD          int     // graphs/qwen2_vl.graph:37
-	VHD         int     // graphs/qwen2_vl.graph:38
-	VF          int     // graphs/qwen2_vl.graph:39
-	MD          int     // graphs/qwen2_vl.graph:40
-	Act         string  // graphs/qwen2_vl.graph:46
-	Vact        string  // graphs/qwen2_vl.graph:47
-	Sliding     bool    // graphs/qwen2_vl.graph:48
-	Rtype       string  // graphs/qwen2_vl.graph:52
-	Rstype      string  // graphs/qwen2_vl.graph:53
+	D           int     // graphs/qwen2_vl.graph:17
+	L           int     // graphs/qwen2_vl.graph:18
+	H           int     // graphs/qwen2_vl.graph:19
+	KV          int     // graphs/qwen2_vl.graph:20
+	F           int     // graphs/qwen2_vl.graph:21
+	V           int     // graphs/qwen2_vl.graph:22
+	Eps         float64 // graphs/qwen2_vl.graph:23
+	Theta       float64 // graphs/qwen2_vl.graph:24
+	Sect        []int   // graphs/qwen2_vl.graph:25
+	Tied        bool    // graphs/qwen2_vl.graph:26
+	ImageToken  int     // graphs/qwen2_vl.graph:27
+	VisionStart int     // graphs/qwen2_vl.graph:28
+	VD          int     // graphs/qwen2_vl.graph:30
+	VL          int     // graphs/qwen2_vl.graph:31
+	VH          int     // graphs/qwen2_vl.graph:32
+	Ratio       int     // graphs/qwen2_vl.graph:33
+	C           int     // graphs/qwen2_vl.graph:34
+	P           int     // graphs/qwen2_vl.graph:35
+	TP          int     // graphs/qwen2_vl.graph:36
+	M           int     // graphs/qwen2_vl.graph:37
+	VO          int     // graphs/qwen2_vl.graph:38
+	Vtheta      float64 // graphs/qwen2_vl.graph:39
+	HD          int     // graphs/qwen2_vl.graph:41
+	VHD         int     // graphs/qwen2_vl.graph:42
+	VF          int     // graphs/qwen2_vl.graph:43
+	MD          int     // graphs/qwen2_vl.graph:44
+	Act         string  // graphs/qwen2_vl.graph:50
+	Vact        string  // graphs/qwen2_vl.graph:51
+	Sliding     bool    // graphs/qwen2_vl.graph:52
+	Rtype       string  // graphs/qwen2_vl.graph:56
+	Rstype      string  // graphs/qwen2_vl.graph:57
 }
 
 // table lists every value graphs/qwen2_vl.graph binds, in declaration order, over c's fields.
@@ -97,19 +97,19 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	c.VHD = c.VD / c.VH
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
-	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/qwen2_vl.graph:42); this checkpoint has D = %v, H = %v", c.D, c.H)
-	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/qwen2_vl.graph:42); this checkpoint has H = %v, KV = %v", c.H, c.KV)
-	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v", c.HD)
-	r.Require(c.Sect[0]+c.Sect[1]+c.Sect[2] == c.HD/2, "sum(sect) == HD/2 (graphs/qwen2_vl.graph:42); this checkpoint has HD = %v, sect[0] = %v, sect[1] = %v, sect[2] = %v", c.HD, c.Sect[0], c.Sect[1], c.Sect[2])
-	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
-	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/qwen2_vl.graph:43); this checkpoint has VHD = %v", c.VHD)
-	r.Require(c.VO == c.D, "VO == D (graphs/qwen2_vl.graph:43); this checkpoint has D = %v, VO = %v", c.D, c.VO)
-	r.Require(c.C == 3, "C == 3 (graphs/qwen2_vl.graph:43); this checkpoint has C = %v", c.C)
-	r.Require(c.Act == "silu", "act == \"silu\" (graphs/qwen2_vl.graph:49); this checkpoint has act = %v", c.Act)
-	r.Require(c.Vact == "quick_gelu", "vact == \"quick_gelu\" (graphs/qwen2_vl.graph:49); this checkpoint has vact = %v", c.Vact)
-	r.Require(!c.Sliding, "!sliding (graphs/qwen2_vl.graph:49); this checkpoint has sliding = %v", c.Sliding)
-	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/qwen2_vl.graph:54); this checkpoint has rtype = %v", c.Rtype)
-	r.Require(c.Rstype == "mrope", "rstype == \"mrope\" (graphs/qwen2_vl.graph:54); this checkpoint has rstype = %v", c.Rstype)
+	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/qwen2_vl.graph:46); this checkpoint has D = %v, H = %v", c.D, c.H)
+	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/qwen2_vl.graph:46); this checkpoint has H = %v, KV = %v", c.H, c.KV)
+	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/qwen2_vl.graph:46); this checkpoint has HD = %v", c.HD)
+	r.Require(c.Sect[0]+c.Sect[1]+c.Sect[2] == c.HD/2, "sum(sect) == HD/2 (graphs/qwen2_vl.graph:46); this checkpoint has HD = %v, sect[0] = %v, sect[1] = %v, sect[2] = %v", c.HD, c.Sect[0], c.Sect[1], c.Sect[2])
+	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/qwen2_vl.graph:47); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
+	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/qwen2_vl.graph:47); this checkpoint has VHD = %v", c.VHD)
+	r.Require(c.VO == c.D, "VO == D (graphs/qwen2_vl.graph:47); this checkpoint has D = %v, VO = %v", c.D, c.VO)
+	r.Require(c.C == 3, "C == 3 (graphs/qwen2_vl.graph:47); this checkpoint has C = %v", c.C)
+	r.Require(c.Act == "silu", "act == \"silu\" (graphs/qwen2_vl.graph:53); this checkpoint has act = %v", c.Act)
+	r.Require(c.Vact == "quick_gelu", "vact == \"quick_gelu\" (graphs/qwen2_vl.graph:53); this checkpoint has vact = %v", c.Vact)
+	r.Require(!c.Sliding, "!sliding (graphs/qwen2_vl.graph:53); this checkpoint has sliding = %v", c.Sliding)
+	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/qwen2_vl.graph:58); this checkpoint has rtype = %v", c.Rtype)
+	r.Require(c.Rstype == "mrope", "rstype == \"mrope\" (graphs/qwen2_vl.graph:58); this checkpoint has rstype = %v", c.Rstype)
 	return c, r.Err()
 }
 

@@ -17,6 +17,10 @@ func init() {
 		Graph:         "graphs/qwen2_vl.graph",
 		ModelTypes:    []string{"qwen2_vl"},
 		Name:          "qwen2_vl",
+		OCR: &model.OCR{
+			DPI:    200,
+			Prompt: "Read all the text in this image.",
+		},
 	})
 }
 

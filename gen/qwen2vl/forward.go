@@ -10,7 +10,7 @@ import (
 	"tfc/runtime/positions"
 )
 
-// Vision runs graph vision (graphs/qwen2_vl.graph:110) on pixels [N, C] of images with the given (t, h, w) grids.
+// Vision runs graph vision (graphs/qwen2_vl.graph:114) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "qwen2_vl"}
@@ -23,7 +23,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	}
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:111); here M = %v, N = %v", c.M, N)
+	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:115); here M = %v, N = %v", c.M, N)
 	x := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
 	h := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
@@ -51,14 +51,14 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		launch(&kVision06, "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
 		launch(&kVision07, "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
 		launch(&kVision08, "fc2", x, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, B: w.VisBlocks[i].MlpFc2Bias, Y: x, Res: x})
-	} // graphs/qwen2_vl.graph:113
+	} // graphs/qwen2_vl.graph:117
 	launch(&kVision09, "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
 	launch(&kVision10, "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
 	launch(&kVision11, "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }
 
-// Forward runs graph decode (graphs/qwen2_vl.graph:133) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/qwen2_vl.graph:137) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "qwen2_vl"}
@@ -117,7 +117,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		launch(&kDecode10, "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
 		launch(&kDecode11, "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
 		launch(&kDecode12, "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
-	} // graphs/qwen2_vl.graph:136
+	} // graphs/qwen2_vl.graph:140
 	if S > 0 {
 		launch(&kDecode13, "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
 		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
@@ -128,30 +128,30 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 
 // The launches, one variable a launch site: the kernel symbol and the graph lines it computes.
 var (
-	kVision01 = device.Kernel{Name: "qwen2vl_vision_linear", Source: "graphs/qwen2_vl.graph:112"}
-	kVision02 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:115"}
-	kVision03 = device.Kernel{Name: "qwen2vl_vision_linear_bias_rope_rope", Source: "graphs/qwen2_vl.graph:116,118,119"}
-	kVision04 = device.Kernel{Name: "qwen2vl_vision_attention", Source: "graphs/qwen2_vl.graph:120"}
-	kVision05 = device.Kernel{Name: "qwen2vl_vision_linear_bias_res", Source: "graphs/qwen2_vl.graph:121"}
-	kVision06 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:122"}
-	kVision07 = device.Kernel{Name: "qwen2vl_vision_linear_bias_quick_gelu", Source: "graphs/qwen2_vl.graph:123"}
-	kVision08 = device.Kernel{Name: "qwen2vl_vision_linear_bias_res_fc2", Source: "graphs/qwen2_vl.graph:123"}
-	kVision09 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:126"}
-	kVision10 = device.Kernel{Name: "qwen2vl_vision_linear_bias_gelu", Source: "graphs/qwen2_vl.graph:127"}
-	kVision11 = device.Kernel{Name: "qwen2vl_vision_linear_bias", Source: "graphs/qwen2_vl.graph:127"}
-	kDecode01 = device.Kernel{Name: "qwen2vl_decode_embed", Source: "graphs/qwen2_vl.graph:135"}
-	kDecode02 = device.Kernel{Name: "qwen2vl_decode_scatter", Source: "graphs/qwen2_vl.graph:135"}
-	kDecode03 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:138"}
-	kDecode04 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope", Source: "graphs/qwen2_vl.graph:139"}
-	kDecode05 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope_k_proj", Source: "graphs/qwen2_vl.graph:140"}
-	kDecode06 = device.Kernel{Name: "qwen2vl_decode_linear_bias", Source: "graphs/qwen2_vl.graph:141"}
-	kDecode07 = device.Kernel{Name: "qwen2vl_decode_attention", Source: "graphs/qwen2_vl.graph:142"}
-	kDecode08 = device.Kernel{Name: "qwen2vl_decode_linear_res", Source: "graphs/qwen2_vl.graph:143"}
-	kDecode09 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:144"}
-	kDecode10 = device.Kernel{Name: "qwen2vl_decode_linear", Source: "graphs/qwen2_vl.graph:145"}
-	kDecode11 = device.Kernel{Name: "qwen2vl_decode_linear_silu_mul", Source: "graphs/qwen2_vl.graph:145"}
-	kDecode12 = device.Kernel{Name: "qwen2vl_decode_linear_res_down_proj", Source: "graphs/qwen2_vl.graph:145"}
-	kDecode13 = device.Kernel{Name: "qwen2vl_decode_gather", Source: "graphs/qwen2_vl.graph:147"}
-	kDecode14 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:147"}
-	kDecode15 = device.Kernel{Name: "qwen2vl_decode_linear_logits", Source: "graphs/qwen2_vl.graph:148"}
+	kVision01 = device.Kernel{Name: "qwen2vl_vision_linear", Source: "graphs/qwen2_vl.graph:116"}
+	kVision02 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:119"}
+	kVision03 = device.Kernel{Name: "qwen2vl_vision_linear_bias_rope_rope", Source: "graphs/qwen2_vl.graph:120,122,123"}
+	kVision04 = device.Kernel{Name: "qwen2vl_vision_attention", Source: "graphs/qwen2_vl.graph:124"}
+	kVision05 = device.Kernel{Name: "qwen2vl_vision_linear_bias_res", Source: "graphs/qwen2_vl.graph:125"}
+	kVision06 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:126"}
+	kVision07 = device.Kernel{Name: "qwen2vl_vision_linear_bias_quick_gelu", Source: "graphs/qwen2_vl.graph:127"}
+	kVision08 = device.Kernel{Name: "qwen2vl_vision_linear_bias_res_fc2", Source: "graphs/qwen2_vl.graph:127"}
+	kVision09 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:130"}
+	kVision10 = device.Kernel{Name: "qwen2vl_vision_linear_bias_gelu", Source: "graphs/qwen2_vl.graph:131"}
+	kVision11 = device.Kernel{Name: "qwen2vl_vision_linear_bias", Source: "graphs/qwen2_vl.graph:131"}
+	kDecode01 = device.Kernel{Name: "qwen2vl_decode_embed", Source: "graphs/qwen2_vl.graph:139"}
+	kDecode02 = device.Kernel{Name: "qwen2vl_decode_scatter", Source: "graphs/qwen2_vl.graph:139"}
+	kDecode03 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:142"}
+	kDecode04 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope", Source: "graphs/qwen2_vl.graph:143"}
+	kDecode05 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope_k_proj", Source: "graphs/qwen2_vl.graph:144"}
+	kDecode06 = device.Kernel{Name: "qwen2vl_decode_linear_bias", Source: "graphs/qwen2_vl.graph:145"}
+	kDecode07 = device.Kernel{Name: "qwen2vl_decode_attention", Source: "graphs/qwen2_vl.graph:146"}
+	kDecode08 = device.Kernel{Name: "qwen2vl_decode_linear_res", Source: "graphs/qwen2_vl.graph:147"}
+	kDecode09 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:148"}
+	kDecode10 = device.Kernel{Name: "qwen2vl_decode_linear", Source: "graphs/qwen2_vl.graph:149"}
+	kDecode11 = device.Kernel{Name: "qwen2vl_decode_linear_silu_mul", Source: "graphs/qwen2_vl.graph:149"}
+	kDecode12 = device.Kernel{Name: "qwen2vl_decode_linear_res_down_proj", Source: "graphs/qwen2_vl.graph:149"}
+	kDecode13 = device.Kernel{Name: "qwen2vl_decode_gather", Source: "graphs/qwen2_vl.graph:151"}
+	kDecode14 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:151"}
+	kDecode15 = device.Kernel{Name: "qwen2vl_decode_linear_logits", Source: "graphs/qwen2_vl.graph:152"}
 )

@@ -62,53 +62,53 @@ func tensors(c *Config, prefix map[string]string, w *weights) []model.Weight {
 	var out []model.Weight
 	w.VisBlocks = make([]visBlocks, c.VL)
 	w.LmLayers = make([]lmLayers, c.L)
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_vl.graph:64
+	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_vl.graph:68
 	for i := 0; i < c.VL; i++ {
 		l := &w.VisBlocks[i]
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/qwen2_vl.graph:65
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.bias", []int{c.VD}, &l.Norm1Bias))                    // graphs/qwen2_vl.graph:65
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/qwen2_vl.graph:66
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.bias", []int{c.VD}, &l.Norm2Bias))                    // graphs/qwen2_vl.graph:66
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/qwen2_vl.graph:67
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &l.AttnQkvBias))           // graphs/qwen2_vl.graph:68
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/qwen2_vl.graph:69
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &l.AttnProjBias))             // graphs/qwen2_vl.graph:70
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/qwen2_vl.graph:71
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.bias", []int{c.VF}, &l.MlpFc1Bias))                 // graphs/qwen2_vl.graph:72
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/qwen2_vl.graph:73
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.bias", []int{c.VD}, &l.MlpFc2Bias))                 // graphs/qwen2_vl.graph:74
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/qwen2_vl.graph:69
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.bias", []int{c.VD}, &l.Norm1Bias))                    // graphs/qwen2_vl.graph:69
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/qwen2_vl.graph:70
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.bias", []int{c.VD}, &l.Norm2Bias))                    // graphs/qwen2_vl.graph:70
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/qwen2_vl.graph:71
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &l.AttnQkvBias))           // graphs/qwen2_vl.graph:72
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/qwen2_vl.graph:73
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &l.AttnProjBias))             // graphs/qwen2_vl.graph:74
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/qwen2_vl.graph:75
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.bias", []int{c.VF}, &l.MlpFc1Bias))                 // graphs/qwen2_vl.graph:76
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/qwen2_vl.graph:77
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.bias", []int{c.VD}, &l.MlpFc2Bias))                 // graphs/qwen2_vl.graph:78
 	}
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/qwen2_vl.graph:75
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/qwen2_vl.graph:75
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/qwen2_vl.graph:76
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/qwen2_vl.graph:77
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/qwen2_vl.graph:78
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/qwen2_vl.graph:79
-	out = append(out, model.WeightAt(prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/qwen2_vl.graph:81
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/qwen2_vl.graph:79
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/qwen2_vl.graph:79
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/qwen2_vl.graph:80
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/qwen2_vl.graph:81
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/qwen2_vl.graph:82
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/qwen2_vl.graph:83
+	out = append(out, model.WeightAt(prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/qwen2_vl.graph:85
 	for i := 0; i < c.L; i++ {
 		l := &w.LmLayers[i]
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &l.InputLayernormWeight))                  // graphs/qwen2_vl.graph:82
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &l.SelfAttnQProjWeight))      // graphs/qwen2_vl.graph:83
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &l.SelfAttnQProjBias))               // graphs/qwen2_vl.graph:84
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnKProjWeight))     // graphs/qwen2_vl.graph:85
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnKProjBias))              // graphs/qwen2_vl.graph:86
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnVProjWeight))     // graphs/qwen2_vl.graph:87
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnVProjBias))              // graphs/qwen2_vl.graph:88
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &l.SelfAttnOProjWeight))      // graphs/qwen2_vl.graph:89
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &l.PostAttentionLayernormWeight)) // graphs/qwen2_vl.graph:90
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &l.MlpGateProjWeight))                  // graphs/qwen2_vl.graph:91
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &l.MlpUpProjWeight))                      // graphs/qwen2_vl.graph:92
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &l.MlpDownProjWeight))                  // graphs/qwen2_vl.graph:93
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &l.InputLayernormWeight))                  // graphs/qwen2_vl.graph:86
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &l.SelfAttnQProjWeight))      // graphs/qwen2_vl.graph:87
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &l.SelfAttnQProjBias))               // graphs/qwen2_vl.graph:88
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnKProjWeight))     // graphs/qwen2_vl.graph:89
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnKProjBias))              // graphs/qwen2_vl.graph:90
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnVProjWeight))     // graphs/qwen2_vl.graph:91
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnVProjBias))              // graphs/qwen2_vl.graph:92
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &l.SelfAttnOProjWeight))      // graphs/qwen2_vl.graph:93
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &l.PostAttentionLayernormWeight)) // graphs/qwen2_vl.graph:94
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &l.MlpGateProjWeight))                  // graphs/qwen2_vl.graph:95
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &l.MlpUpProjWeight))                      // graphs/qwen2_vl.graph:96
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &l.MlpDownProjWeight))                  // graphs/qwen2_vl.graph:97
 	}
-	out = append(out, model.WeightAt(prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/qwen2_vl.graph:94
+	out = append(out, model.WeightAt(prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/qwen2_vl.graph:98
 	if !c.Tied {
 		out = append(out, model.WeightAt("lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
-	} // graphs/qwen2_vl.graph:95
+	} // graphs/qwen2_vl.graph:99
 	return out
 }
 
 // prefixes are the weight-name prefixes with their alternatives; the first under which the probe exists is chosen.
 var prefixes = []model.Prefix{
-	{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_vl.graph:60"},
-	{Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_vl.graph:61"},
+	{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_vl.graph:64"},
+	{Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_vl.graph:65"},
 }

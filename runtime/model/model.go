@@ -20,9 +20,16 @@ type Family struct {
 	ModelTypes    []string // config.json model_type values it serves
 	Architectures []string // config.json architectures it serves
 	Graph         string   // source file, e.g. "graphs/qwen2_vl.graph"
+	OCR           *OCR     // how a document page is read (/v1/ocr); nil when the graph names no OCR prompt
 	// Bind reads and checks config.json values (refusing unsupported ones by name) and returns
 	// the family's bound configuration.
 	Bind func(cfg Config) (Bound, error)
+}
+
+// OCR is how a family reads a document page, from its graph's ocr_prompt and ocr_dpi.
+type OCR struct {
+	Prompt string // the user text sent after a page's image
+	DPI    int    // the resolution a PDF page is rendered at
 }
 
 // Config is the read access the generated glue needs to a checkpoint's config.json.

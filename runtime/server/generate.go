@@ -132,59 +132,70 @@ func ints(ids []int32) []int {
 
 // generate submits a job and writes its response, streamed or whole.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, ld *loaded, j *job) *apiError {
-	n := len(j.prompt.IDs)
-	ctxLen := ld.lanes.Config().Context
-	maxTokens := j.set.maxTokens
-	if maxTokens == 0 {
-		maxTokens = min(j.defMax, ctxLen-n)
-		if maxTokens < 1 {
-			param := "messages"
-			if !j.chat {
-				param = "prompt"
-			}
-			return &apiError{status: http.StatusBadRequest, param: param, code: "context_length_exceeded",
-				msg: fmt.Sprintf("the prompt has %d tokens and leaves no room in this model's context of %d tokens; shorten it", n, ctxLen)}
-		}
-	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	start := time.Now()
-	st, err := ld.lanes.Submit(ctx, &lanes.Request{
-		Prompt: j.prompt.IDs, Pixels: j.prompt.Pixels, Grids: grids(j.prompt), ImageKeys: j.imageKeys,
-		MaxTokens: maxTokens, Sample: j.set.sample, Stop: stopHook(ld.fe.Tok, j.set.stop),
-		IgnoreEOS: j.set.ignoreEOS, MinTokens: min(j.set.minTokens, maxTokens), RepetitionStop: j.set.repetition,
-	})
-	if err != nil {
-		var cl *lanes.ContextLengthError
-		var qf *lanes.QueueFullError
-		switch {
-		case errors.As(err, &cl):
-			param := "messages"
-			if !j.chat {
-				param = "prompt"
-			}
-			if j.set.maxTokens > 0 {
-				param = "max_tokens"
-			}
-			return &apiError{status: http.StatusBadRequest, msg: err.Error(), param: param, code: "context_length_exceeded"}
-		case errors.As(err, &qf):
-			s.metrics.refused.Inc()
-			return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "queue_full", msg: err.Error(), retryAfter: qf.RetryAfter}
-		case errors.Is(err, lanes.ErrClosed):
-			return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down", msg: err.Error()}
-		}
-		return badRequest("", "%v", err)
+	st, e := s.submit(ctx, ld, j)
+	if e != nil {
+		return e
 	}
-	rep := &reply{s: s, w: w, j: j, ld: ld, id: newID("chatcmpl-"), created: time.Now().Unix(), start: start,
-		out: newTextOut(ld.fe.Tok, j.set.stop)}
-	if !j.chat {
-		rep.id = newID("cmpl-")
-	}
+	rep := s.newReply(w, ld, j, start)
 	defer rep.drain(st, cancel)
 	if j.set.stream {
 		return rep.stream(st)
 	}
 	return rep.whole(st)
+}
+
+// newReply starts the response of a job submitted at start.
+func (s *Server) newReply(w http.ResponseWriter, ld *loaded, j *job, start time.Time) *reply {
+	rep := &reply{s: s, w: w, j: j, ld: ld, id: newID("chatcmpl-"), created: time.Now().Unix(), start: start,
+		out: newTextOut(ld.fe.Tok, j.set.stop)}
+	if !j.chat {
+		rep.id = newID("cmpl-")
+	}
+	return rep
+}
+
+// submit sets a job's token budget within the context and hands it to the lanes.
+func (s *Server) submit(ctx context.Context, ld *loaded, j *job) (*lanes.Stream, *apiError) {
+	n := len(j.prompt.IDs)
+	ctxLen := ld.lanes.Config().Context
+	param := "messages"
+	if !j.chat {
+		param = "prompt"
+	}
+	maxTokens := j.set.maxTokens
+	if maxTokens == 0 {
+		maxTokens = min(j.defMax, ctxLen-n)
+		if maxTokens < 1 {
+			return nil, &apiError{status: http.StatusBadRequest, param: param, code: "context_length_exceeded",
+				msg: fmt.Sprintf("the prompt has %d tokens and leaves no room in this model's context of %d tokens; shorten it", n, ctxLen)}
+		}
+	}
+	st, err := ld.lanes.Submit(ctx, &lanes.Request{
+		Prompt: j.prompt.IDs, Pixels: j.prompt.Pixels, Grids: grids(j.prompt), ImageKeys: j.imageKeys,
+		MaxTokens: maxTokens, Sample: j.set.sample, Stop: stopHook(ld.fe.Tok, j.set.stop),
+		IgnoreEOS: j.set.ignoreEOS, MinTokens: min(j.set.minTokens, maxTokens), RepetitionStop: j.set.repetition,
+	})
+	if err == nil {
+		return st, nil
+	}
+	var cl *lanes.ContextLengthError
+	var qf *lanes.QueueFullError
+	switch {
+	case errors.As(err, &cl):
+		if j.set.maxTokens > 0 {
+			param = "max_tokens"
+		}
+		return nil, &apiError{status: http.StatusBadRequest, msg: err.Error(), param: param, code: "context_length_exceeded"}
+	case errors.As(err, &qf):
+		s.metrics.refused.Inc()
+		return nil, &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "queue_full", msg: err.Error(), retryAfter: qf.RetryAfter}
+	case errors.Is(err, lanes.ErrClosed):
+		return nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down", msg: err.Error()}
+	}
+	return nil, badRequest("", "%v", err)
 }
 
 // drain cancels a request its handler gave up on (the client left) and waits for its end, so
@@ -304,7 +315,8 @@ func failure(ev lanes.Event) *apiError {
 	return &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: fmt.Sprintf("generation failed: %v", ev.Err)}
 }
 
-func (r *reply) whole(st *lanes.Stream) *apiError {
+// collect reads a job's events to its end and returns the last one; its text is r.out's.
+func (r *reply) collect(st *lanes.Stream) (lanes.Event, *apiError) {
 	for ev := range st.Events {
 		r.observe(ev)
 		if !ev.Done {
@@ -312,32 +324,40 @@ func (r *reply) whole(st *lanes.Stream) *apiError {
 		}
 		r.done(ev)
 		if ev.Err != nil {
-			return failure(ev)
+			return ev, failure(ev)
 		}
-		text := r.out.finish()
-		choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": ev.Finish}
-		if ev.StopReason != "" {
-			choice["stop_reason"] = ev.StopReason
-		}
-		if r.j.chat {
-			choice["message"] = map[string]any{"role": "assistant", "content": text}
-		} else {
-			choice["text"] = text
-		}
-		resp := map[string]any{"id": r.id, "object": r.object(), "created": r.created, "model": r.s.cfg.Name,
-			"choices": []any{choice}, "usage": r.usage(ev.Usage)}
-		if r.j.set.timings {
-			resp["timings"] = r.timings(ev)
-		}
-		if r.j.set.returnIDs {
-			choice["token_ids"] = nonNil(r.ids)
-			choice["token_sha256"] = TokenSHA256(r.ids)
-			resp["prompt_token_ids"] = r.j.prompt.IDs
-		}
-		writeJSON(r.w, http.StatusOK, resp)
-		return nil
+		return ev, nil
 	}
-	return &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: "generation ended without a result"}
+	return lanes.Event{}, &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: "generation ended without a result"}
+}
+
+func (r *reply) whole(st *lanes.Stream) *apiError {
+	ev, e := r.collect(st)
+	if e != nil {
+		return e
+	}
+	text := r.out.finish()
+	choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": ev.Finish}
+	if ev.StopReason != "" {
+		choice["stop_reason"] = ev.StopReason
+	}
+	if r.j.chat {
+		choice["message"] = map[string]any{"role": "assistant", "content": text}
+	} else {
+		choice["text"] = text
+	}
+	resp := map[string]any{"id": r.id, "object": r.object(), "created": r.created, "model": r.s.cfg.Name,
+		"choices": []any{choice}, "usage": r.usage(ev.Usage)}
+	if r.j.set.timings {
+		resp["timings"] = r.timings(ev)
+	}
+	if r.j.set.returnIDs {
+		choice["token_ids"] = nonNil(r.ids)
+		choice["token_sha256"] = TokenSHA256(r.ids)
+		resp["prompt_token_ids"] = r.j.prompt.IDs
+	}
+	writeJSON(r.w, http.StatusOK, resp)
+	return nil
 }
 
 func nonNil(ids []int32) []int32 {

@@ -299,38 +299,63 @@ func (s *Server) conversation(msgs []chatMessage) ([]byte, [][]byte, *apiError) 
 // imageData reads an image_url part ({"url": ...} or a string): a data URL, or an http(s) URL
 // when the server was started with image fetching allowed.
 func (s *Server) imageData(index int, where string, raw json.RawMessage) ([]byte, *apiError) {
-	var url string
-	if json.Unmarshal(raw, &url) != nil {
-		var obj struct {
-			URL string `json:"url"`
-		}
-		if err := json.Unmarshal(raw, &obj); err != nil || obj.URL == "" {
-			return nil, badRequest("messages", "%s (image %d) needs image_url.url, a data URL such as data:image/png;base64,...", where, index)
-		}
-		url = obj.URL
+	url, ok := urlOf(raw)
+	if !ok {
+		return nil, badRequest("messages", "%s (image %d) needs image_url.url, a data URL such as data:image/png;base64,...", where, index)
 	}
+	return s.readURL(source{param: "messages", name: fmt.Sprintf("image %d", index), kinds: "images", example: "data:image/png;base64,...",
+		accepts: func(mt string) bool { return strings.HasPrefix(mt, "image/") }, types: "an image/png, image/jpeg or image/webp data URL"}, url)
+}
+
+// urlOf reads a URL given as a string or as {"url": ...}.
+func urlOf(raw json.RawMessage) (string, bool) {
+	var url string
+	if json.Unmarshal(raw, &url) == nil {
+		return url, url != ""
+	}
+	var obj struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.URL == "" {
+		return "", false
+	}
+	return obj.URL, true
+}
+
+// source names what a URL stands for in a request, for reading it and for its errors.
+type source struct {
+	param, name string // the request field, and the thing as a message names it ("image 2", "the document")
+	kinds       string // what the server does not fetch unless allowed ("images", "documents")
+	example     string // a data URL's start
+	accepts     func(mediaType string) bool
+	types       string // the media types accepted, for the message
+}
+
+// readURL returns the bytes a data URL holds, or those an http(s) URL serves when the server
+// fetches URLs (--allow-image-urls).
+func (s *Server) readURL(src source, url string) ([]byte, *apiError) {
 	lower := strings.ToLower(url)
 	if strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://") {
 		if !s.cfg.FetchImages {
-			return nil, badRequest("messages", "image %d is an http(s) URL; this server does not fetch images (start it with --allow-image-urls), send the image inline as a data URL (data:image/png;base64,...)", index)
+			return nil, badRequest(src.param, "%s is an http(s) URL; this server does not fetch %s (start it with --allow-image-urls), send it inline as a data URL (%s)", src.name, src.kinds, src.example)
 		}
-		return s.fetchImage(index, url)
+		return s.fetch(src, url)
 	}
 	if !strings.HasPrefix(lower, "data:") {
-		return nil, badRequest("messages", "image %d: the URL is not a data URL; send data:image/png;base64,... (PNG, JPEG or WebP)", index)
+		return nil, badRequest(src.param, "%s: the URL is not a data URL; send %s", src.name, src.example)
 	}
 	meta, payload, ok := strings.Cut(url[len("data:"):], ",")
 	if !ok || !strings.HasSuffix(strings.ToLower(meta), ";base64") {
-		return nil, badRequest("messages", "image %d: the data URL is not base64; send data:image/png;base64,...", index)
+		return nil, badRequest(src.param, "%s: the data URL is not base64; send %s", src.name, src.example)
 	}
-	if mt := strings.ToLower(strings.TrimSuffix(meta, ";base64")); mt != "" && !strings.HasPrefix(mt, "image/") {
-		return nil, badRequest("messages", "image %d has media type %q; send an image/png, image/jpeg or image/webp data URL", index, mt)
+	if mt := strings.ToLower(strings.TrimSuffix(meta, ";base64")); mt != "" && !src.accepts(mt) {
+		return nil, badRequest(src.param, "%s has media type %q; send %s", src.name, mt, src.types)
 	}
 	payload = strings.TrimRight(payload, "=")
 	data, err := base64.RawStdEncoding.DecodeString(payload)
 	if err != nil {
 		if data, err = base64.RawURLEncoding.DecodeString(payload); err != nil {
-			return nil, badRequest("messages", "image %d: the data URL's base64 does not decode (%v)", index, err)
+			return nil, badRequest(src.param, "%s: the data URL's base64 does not decode (%v)", src.name, err)
 		}
 	}
 	return data, nil
@@ -339,11 +364,23 @@ func (s *Server) imageData(index int, where string, raw json.RawMessage) ([]byte
 // chatPrompt renders a chat request to token ids with its images' patches and identities, and
 // the time its images took to decode and preprocess.
 func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessage, addGen bool) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
-	var times engine.ImageTimes
 	conv, files, e := s.conversation(msgs)
 	if e != nil {
-		return engine.Prompt{}, nil, times, e
+		return engine.Prompt{}, nil, engine.ImageTimes{}, e
 	}
+	opts := chattemplate.Options{AddGenerationPrompt: addGen}
+	if k := bytes.TrimSpace(kwargs); len(k) > 0 && string(k) != "null" {
+		if k[0] != '{' {
+			return engine.Prompt{}, nil, engine.ImageTimes{}, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object")
+		}
+		opts.KwargsJSON = k
+	}
+	return s.prompt(ld, conv, files, opts)
+}
+
+// prompt renders a conversation (the template's messages) and its images' bytes to token ids
+// with the images' patches and identities, and the time the images took.
+func (s *Server) prompt(ld *loaded, conv []byte, files [][]byte, opts chattemplate.Options) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
 	imgs, times, err := ld.fe.TimedImages(files)
 	if len(files) > 0 {
 		s.metrics.imageDecode.Observe(times.Decode.Seconds())
@@ -351,13 +388,6 @@ func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessa
 	}
 	if err != nil {
 		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
-	}
-	opts := chattemplate.Options{AddGenerationPrompt: addGen}
-	if k := bytes.TrimSpace(kwargs); len(k) > 0 && string(k) != "null" {
-		if k[0] != '{' {
-			return engine.Prompt{}, nil, times, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object")
-		}
-		opts.KwargsJSON = k
 	}
 	p, _, err := ld.fe.Build(conv, imgs, ld.info.ImageToken, ld.info.Merge, opts)
 	if tl := (*engine.TextTooLongError)(nil); errors.As(err, &tl) {
@@ -373,8 +403,8 @@ func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessa
 	return p, keys, times, nil
 }
 
-// fetchImage downloads an image URL, bounded in time and size.
-func (s *Server) fetchImage(index int, url string) ([]byte, *apiError) {
+// fetch downloads a URL, bounded in time and size.
+func (s *Server) fetch(src source, url string) ([]byte, *apiError) {
 	timeout := s.cfg.FetchTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -382,19 +412,19 @@ func (s *Server) fetchImage(index int, url string) ([]byte, *apiError) {
 	client := &http.Client{Timeout: timeout}
 	resp, err := client.Get(url)
 	if err != nil {
-		return nil, badRequest("messages", "image %d could not be fetched: %v", index, err)
+		return nil, badRequest(src.param, "%s could not be fetched: %v", src.name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, badRequest("messages", "image %d could not be fetched: %s answered %s", index, url, resp.Status)
+		return nil, badRequest(src.param, "%s could not be fetched: %s answered %s", src.name, url, resp.Status)
 	}
 	limit := s.cfg.MaxBody
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, badRequest("messages", "image %d could not be fetched: %v", index, err)
+		return nil, badRequest(src.param, "%s could not be fetched: %v", src.name, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, badRequest("messages", "image %d at %s is over %d bytes; send a smaller image", index, url, limit)
+		return nil, badRequest(src.param, "%s at %s is over %d bytes; send a smaller one", src.name, url, limit)
 	}
 	return data, nil
 }

@@ -43,6 +43,7 @@ type Options struct {
 	Log              *slog.Logger
 	OnListening      func(addr string) // called once the port is bound
 	FetchImages      bool              // accept http(s) image URLs and fetch them
+	MaxPages         int               // most pages of a document sent to /v1/ocr; DefaultMaxPages when 0
 	NoRepetitionStop bool              // requests that leave repetition_stop out run into loops to max_tokens
 	// Progress, when set, sees the weight bytes loaded so far and the total; otherwise a log
 	// line reports progress every 5 seconds.
@@ -60,20 +61,91 @@ const (
 // loading, answers /health with 503 while loading, and on ctx's end stops taking requests, lets
 // those in flight finish for the grace period and then cancels them.
 func Run(ctx context.Context, o Options) error {
+	su, err := prepare(&o)
+	if err != nil {
+		return err
+	}
 	log := o.Log
-	if log == nil {
-		log = slog.Default()
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s:%d: %w; pick another --port or --host", o.Host, o.Port, err)
+	}
+	hs := &http.Server{Handler: su.srv, ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", o.Name, "family", su.fam.Name)
+	if o.OnListening != nil {
+		o.OnListening(ln.Addr().String())
+	}
+	sched, closeModel, err := su.load()
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	defer closeModel()
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		sched.Close()
+		return err
+	}
+	log.Info("stopping: finishing requests in flight", "grace", o.Grace)
+	sctx, cancel := context.WithTimeout(context.Background(), o.Grace)
+	defer cancel()
+	go func() {
+		<-sctx.Done()
+		sched.Close() // cancels what is still running; handlers then return
+	}()
+	err = hs.Shutdown(context.Background())
+	sched.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	log.Info("stopped")
+	return err
+}
+
+// Open loads a checkpoint as Run does and returns its server without listening anywhere, for a
+// caller that hands it requests itself (tfc ocr --model); close frees the lanes and the model.
+func Open(o Options) (srv *Server, close func(), err error) {
+	su, err := prepare(&o)
+	if err != nil {
+		return nil, nil, err
+	}
+	sched, closeModel, err := su.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	return su.srv, func() { sched.Close(); closeModel() }, nil
+}
+
+// setup is a server whose checkpoint is checked and whose model is not loaded yet.
+type setup struct {
+	o      *Options
+	srv    *Server
+	fe     *engine.Frontend
+	fam    *model.Family
+	bound  model.Bound
+	limits model.Limits
+}
+
+// prepare checks the options, the checkpoint and the memory plan, reads the front end and makes
+// the server; nothing is loaded.
+func prepare(o *Options) (*setup, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
 	if o.Name == "" {
 		o.Name = filepath.Base(filepath.Clean(o.Dir))
 	}
 	switch {
 	case o.Parallel < 1:
-		return fmt.Errorf("--parallel is %d; it must be at least 1", o.Parallel)
+		return nil, fmt.Errorf("--parallel is %d; it must be at least 1", o.Parallel)
 	case o.Context < pageSize:
-		return fmt.Errorf("--context is %d; it must hold at least one KV page of %d tokens", o.Context, pageSize)
-	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0 || o.VisionCache < 0:
-		return fmt.Errorf("the default max_tokens, the prompt cache's size and the queue must not be negative")
+		return nil, fmt.Errorf("--context is %d; it must hold at least one KV page of %d tokens", o.Context, pageSize)
+	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0 || o.VisionCache < 0 || o.MaxPages < 0:
+		return nil, fmt.Errorf("the default max_tokens, the prompt cache's size, the queue and the page limit must not be negative")
 	}
 	if o.Queue == 0 {
 		o.Queue = 4 * o.Parallel
@@ -83,22 +155,22 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ck, fam, bound, err := engine.Validate(o.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	const maxPos = "text_config.max_position_embeddings|max_position_embeddings"
 	if n, err := ck.Config.Int(maxPos); err == nil && ck.Config.Has(maxPos) && o.Context > n {
 		ck.Close()
-		return fmt.Errorf("--context %d is above the checkpoint's max_position_embeddings (%d), the longest sequence its positions were trained for; use --context %d or less", o.Context, n, n)
+		return nil, fmt.Errorf("--context %d is above the checkpoint's max_position_embeddings (%d), the longest sequence its positions were trained for; use --context %d or less", o.Context, n, n)
 	}
 	gen := ck.Generation
 	ck.Close()
 	limits := model.Limits{Context: o.Context, Parallel: o.Parallel, Rows: max(roundRows, o.Parallel+1), Patches: visionPatches, PageSize: pageSize}
 	if err := checkPlan(bound, limits, o.Budget); err != nil {
-		return err
+		return nil, err
 	}
 	fe, err := engine.LoadFrontend(o.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	def := sample.Params{}
 	if gen != nil && gen.DoSample != nil && *gen.DoSample {
@@ -113,25 +185,18 @@ func Run(ctx context.Context, o Options) error {
 			def.TopK = *gen.TopK
 		}
 	}
-	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: log, FetchImages: o.FetchImages,
-		RepetitionStop: !o.NoRepetitionStop})
+	srv := New(Config{Name: o.Name, APIKey: o.APIKey, MaxTokens: o.MaxTokens, Sample: def, Log: o.Log, FetchImages: o.FetchImages,
+		RepetitionStop: !o.NoRepetitionStop, OCR: fam.OCR, MaxPages: o.MaxPages})
+	return &setup{o: o, srv: srv, fe: fe, fam: fam, bound: bound, limits: limits}, nil
+}
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s:%d: %w; pick another --port or --host", o.Host, o.Port, err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", o.Name, "family", fam.Name)
-	if o.OnListening != nil {
-		o.OnListening(ln.Addr().String())
-	}
-
+// load uploads the weights, starts the lanes and makes the server ready; closeModel frees the
+// model once the lanes are closed.
+func (su *setup) load() (sched *lanes.Scheduler, closeModel func(), err error) {
+	o, log, limits := su.o, su.o.Log, su.limits
 	b, err := o.Backend()
 	if err != nil {
-		hs.Close()
-		return err
+		return nil, nil, err
 	}
 	log.Info("loading weights", "dir", o.Dir, "backend", b.Name(), "parallel", o.Parallel, "context", o.Context)
 	t0 := time.Now()
@@ -162,13 +227,11 @@ func Run(ctx context.Context, o Options) error {
 	e, err := engine.OpenProgress(o.Dir, b, limits, progress)
 	close(loading)
 	if err != nil {
-		hs.Close()
-		return err
+		return nil, nil, err
 	}
-	defer e.Close()
-	if err := fe.Fits(e.Info); err != nil {
-		hs.Close()
-		return fmt.Errorf("%s: %w", o.Dir, err)
+	if err := su.fe.Fits(e.Info); err != nil {
+		e.Close()
+		return nil, nil, fmt.Errorf("%s: %w", o.Dir, err)
 	}
 	log.Info("loaded", "seconds", time.Since(t0).Round(time.Millisecond).Seconds())
 	var eos []int32
@@ -179,40 +242,20 @@ func Run(ctx context.Context, o Options) error {
 		Queue: o.Queue, EOS: eos, PromptCache: !o.NoCache, MaxPatches: limits.Patches, VisionCache: int(o.VisionCache)}
 	if o.CacheBytes > 0 {
 		pages := int64(o.Parallel * lc.Pages())
-		pageBytes := max(1, bound.Plan(limits).KVCache/pages)
+		pageBytes := max(1, su.bound.Plan(limits).KVCache/pages)
 		lc.CachePages = int(max(1, min(pages, o.CacheBytes/pageBytes)))
 	}
 	if !o.NoDrafts {
 		lc.Drafts = draftTokens
 	}
-	sched, err := lanes.New(e.Model, lc)
+	sched, err = lanes.New(e.Model, lc)
 	if err != nil {
-		hs.Close()
-		return err
+		e.Close()
+		return nil, nil, err
 	}
-	srv.Ready(sched, fe, e.Info)
+	su.srv.Ready(sched, su.fe, e.Info)
 	log.Info("ready", "drafts", lc.Drafts, "prompt_cache", lc.PromptCache, "cache_pages", lc.CachePages)
-
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		sched.Close()
-		return err
-	}
-	log.Info("stopping: finishing requests in flight", "grace", o.Grace)
-	sctx, cancel := context.WithTimeout(context.Background(), o.Grace)
-	defer cancel()
-	go func() {
-		<-sctx.Done()
-		sched.Close() // cancels what is still running; handlers then return
-	}()
-	err = hs.Shutdown(context.Background())
-	sched.Close()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	log.Info("stopped")
-	return err
+	return sched, e.Close, nil
 }
 
 // checkPlan refuses limits whose memory plan does not fit the budget, naming the largest

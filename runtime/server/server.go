@@ -1,6 +1,7 @@
 // Package server is tfc's OpenAI-compatible HTTP API over a lane scheduler: chat and text
-// completions (streamed or not), tokenize and detokenize, the model list, health and Prometheus
-// metrics. Every bad request gets an OpenAI error object and the server keeps serving.
+// completions (streamed or not), documents read page by page (/v1/ocr), tokenize and
+// detokenize, the model list, health and Prometheus metrics. Every bad request gets an OpenAI
+// error object and the server keeps serving.
 package server
 
 import (
@@ -39,6 +40,10 @@ type Config struct {
 	// FetchImages lets image_url parts name http(s) URLs, fetched with FetchTimeout.
 	FetchImages  bool
 	FetchTimeout time.Duration
+	// OCR is the family's prompt and page DPI for /v1/ocr; nil refuses it.
+	OCR *model.OCR
+	// MaxPages is the most pages a document sent to /v1/ocr may have (DefaultMaxPages when 0).
+	MaxPages int
 	// Sample is used where a request leaves a sampling setting out (the checkpoint's generation config).
 	Sample sample.Params
 	Log    *slog.Logger
@@ -75,10 +80,14 @@ func New(cfg Config) *Server {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 1024
 	}
+	if cfg.MaxPages <= 0 {
+		cfg.MaxPages = DefaultMaxPages
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), created: time.Now().Unix()}
 	s.metrics = newMetrics(s)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.api(s.chat))
 	s.mux.HandleFunc("POST /v1/completions", s.api(s.completions))
+	s.mux.HandleFunc("POST /v1/ocr", s.api(s.ocr))
 	s.mux.HandleFunc("POST /tokenize", s.api(s.tokenize))
 	s.mux.HandleFunc("POST /detokenize", s.api(s.detokenize))
 	s.mux.HandleFunc("GET /v1/models", s.auth(s.models))
@@ -86,7 +95,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("there is no %s %s; see /v1/models, /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /health, /metrics", r.Method, r.URL.Path), code: "not_found"})
+		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("there is no %s %s; see /v1/models, /v1/chat/completions, /v1/completions, /v1/ocr, /tokenize, /detokenize, /health, /metrics", r.Method, r.URL.Path), code: "not_found"})
 	})
 	return s
 }

@@ -50,14 +50,21 @@ func lines(items []Code) []Code {
 // family writes the registration, Bind, the bound family (Values, Plan, Load) and the Model.
 func (e *emitter) family(f *File) error {
 	p := e.p
+	reg := Dict{
+		Id("Name"):          Lit(p.Family),
+		Id("ModelTypes"):    strs(p.ModelTypes),
+		Id("Architectures"): strs(p.Architectures),
+		Id("Graph"):         Lit(p.Source),
+		Id("Bind"):          Id("Bind"),
+	}
+	if p.OCR != nil {
+		reg[Id("OCR")] = Op("&").Qual(modelPkg, "OCR").Values(Dict{
+			Id("Prompt"): Lit(p.OCR.Prompt),
+			Id("DPI"):    Lit(p.OCR.DPI),
+		})
+	}
 	f.Func().Id("init").Params().Block(
-		Qual(modelPkg, "Register").Call(Op("&").Qual(modelPkg, "Family").Values(Dict{
-			Id("Name"):          Lit(p.Family),
-			Id("ModelTypes"):    strs(p.ModelTypes),
-			Id("Architectures"): strs(p.Architectures),
-			Id("Graph"):         Lit(p.Source),
-			Id("Bind"):          Id("Bind"),
-		})),
+		Qual(modelPkg, "Register").Call(Op("&").Qual(modelPkg, "Family").Values(reg)),
 	)
 	dec := e.graph("decoder")
 
