@@ -259,20 +259,23 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 // instructions on the same fragments, so its bits are tfc_gemm_mma's, but the work is laid out
 // for streaming W instead of for reuse. Fragments come straight from global memory (no LDS
 // stages), and the tile's K is split across the warps by TFC_KC chunks: each chunk's sum starts
-// from zero in tfc_gemm_mma too, so warps compute chunk sums side by side and one warp a column
-// tile adds them to the output's sum in ascending chunk order, as tfc_gemm_mma does. A wave is
-// TFC_MMA_ROWS_U chunks a warp; its sums pass through LDS slots, double-buffered by wave, one
-// barrier a wave. The C tile is left in smem as tfc_gemm_mma leaves it (rows past 16 untouched).
-// The missing-barrier control drops the wave barriers and the one before the epilogue reads C.
-#define TFC_MMA_ROWS_U 4
+// from zero in tfc_gemm_mma too, so warps compute chunk sums side by side and one warp a group of
+// column tiles adds them to the output's sum in ascending chunk order, as tfc_gemm_mma does. A
+// warp multiplies T 8-column tiles by each chunk of X it splits (two when the tile has an even
+// number under 8, so X's split is shared), U chunks a wave; its sums pass through LDS slots,
+// double-buffered by wave, one barrier a wave. The C tile is left in smem as tfc_gemm_mma leaves
+// it (rows past 16 untouched). The missing-barrier control drops the wave barriers and the one
+// before the epilogue reads C.
 
-// tfc_mma_rows_smem is the LDS (in floats) tfc_gemm_mma_rows needs: the C tile, then two sets
-// of chunk-sum slots.
+// tfc_mma_rows_smem is tfc_gemm_mma_rows's layout at tile BM×BN: tiles a warp (t), groups of
+// them (groups), warps a group (wpt), chunks a warp a wave (u), and the LDS (in floats) it needs:
+// the C tile, then two sets of chunk-sum slots.
 template <int BM, int BN>
 struct tfc_mma_rows_smem {
-  static constexpr int nt8 = BN / 8, wpt = nt8 >= 8 ? 1 : 8 / nt8;
+  static constexpr int nt8 = BN / 8, t = nt8 < 8 && nt8 % 2 == 0 ? 2 : 1, groups = nt8 / t;
+  static constexpr int wpt = nt8 >= 8 ? 1 : 8 / groups, u = 4 / t;
   static constexpr int c = BM * (BN + 1);
-  static constexpr int slots = wpt > 1 ? 2 * nt8 * wpt * TFC_MMA_ROWS_U * 128 : 0;
+  static constexpr int slots = wpt > 1 ? 2 * groups * wpt * u * t * 128 : 0;
   static constexpr int floats = c + slots;
 };
 
@@ -297,47 +300,57 @@ __device__ __forceinline__ void tfc_mma_b_span(unsigned (&r)[4], int t) {
   }
 }
 
-// tfc_mma_rows_chunks computes the sums of U chunks of one 8-column tile (tile column j8*8 +
-// lane/4 is W row tfc_col(cols, ...)), chunk c0 + WPT*u into sum[u], each as tfc_gemm_mma sums
-// a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi products of X's rows
-// m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo. Every fragment of the
-// U chunks is loaded before the first product, so a warp has all its loads in flight at once.
-// W comes 16 bytes a lane, 64 contiguous bytes a row for each lane group, and tfc_mma_b_span
-// lays it out as the fragments tfc_gemm_mma's ldmatrix reads. Chunks at or past NC are skipped.
-template <int N, int KPAD, int NC, int U, int WPT, typename COLS>
-__device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][4], const float* X, int ldx, bool xvec,
+// tfc_mma_rows_chunks computes the sums of U chunks of the T 8-column tiles from j0 (tile column
+// j*8 + lane/4 is W row tfc_col(cols, ...)), chunk c0 + WPT*u of tile j0 + i into sum[u][i], each
+// as tfc_gemm_mma sums a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi
+// products of X's rows m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo.
+// X is split once a step for all T tiles. Every fragment of the U chunks is loaded before the
+// first product, so a warp has all its loads in flight at once. W comes 16 bytes a lane, 64
+// contiguous bytes a row for each lane group, and tfc_mma_b_span lays it out as the fragments
+// tfc_gemm_mma's ldmatrix reads. Chunks at or past NC are skipped.
+template <int N, int KPAD, int NC, int U, int T, int WPT, typename COLS>
+__device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][T][4], const float* X, int ldx, bool xvec,
                                                     const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols,
-                                                    int j8, int c0, int kend) {
+                                                    int j0, int c0, int kend) {
   constexpr int KS = TFC_KC / 16;  // k16 steps a chunk
   static_assert(KS % 2 == 0, "chunks of whole 32-k spans");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int n = tfc_col(cols, j8 * 8 + g);
-  const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M, wn = n < N;
+  const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M;
   const float* x0 = X + (size_t)(m0 + g) * ldx;
   const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
-  const tfc_bf16* w = W + (size_t)(wn ? n : 0) * ldw;
+  bool wn[T];
+  const tfc_bf16* w[T];
+#pragma unroll
+  for (int i = 0; i < T; ++i) {
+    const int n = tfc_col(cols, (j0 + i) * 8 + g);
+    wn[i] = n < N;
+    w[i] = W + (size_t)(wn[i] ? n : 0) * ldw;
+  }
   constexpr int R = TFC_SMALL_ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
-  unsigned b[U][KS][2];
+  unsigned b[U][T][KS][2];
   float v[U][KS][2][R][2];  // rows g (and g+8) by k 2t, 2t+8
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
-    for (int s2 = 0; s2 < KS / 2; ++s2) {
-      const int c = c0 + WPT * u, k = c * TFC_KC + 32 * s2 + 8 * t;
-      const bool live = c < NC && c * TFC_KC + 32 * s2 < KPAD;
-      unsigned e[4] = {0u, 0u, 0u, 0u};
-      if (live && wn) {
-        if (wvec && k + 8 <= kend) {
-          const uint4 q = *reinterpret_cast<const uint4*>(w + k);
-          e[0] = q.x, e[1] = q.y, e[2] = q.z, e[3] = q.w;
-        } else {
+    for (int i = 0; i < T; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            e[j] = (k + 2 * j < kend ? w[k + 2 * j].bits : 0u) | (k + 2 * j + 1 < kend ? (unsigned)w[k + 2 * j + 1].bits << 16 : 0u);
+      for (int s2 = 0; s2 < KS / 2; ++s2) {
+        const int c = c0 + WPT * u, k = c * TFC_KC + 32 * s2 + 8 * t;
+        const bool live = c < NC && c * TFC_KC + 32 * s2 < KPAD;
+        unsigned e[4] = {0u, 0u, 0u, 0u};
+        if (live && wn[i]) {
+          const tfc_bf16* p = w[i];
+          if (wvec && k + 8 <= kend) {
+            const uint4 q = *reinterpret_cast<const uint4*>(p + k);
+            e[0] = q.x, e[1] = q.y, e[2] = q.z, e[3] = q.w;
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              e[j] = (k + 2 * j < kend ? p[k + 2 * j].bits : 0u) | (k + 2 * j + 1 < kend ? (unsigned)p[k + 2 * j + 1].bits << 16 : 0u);
+          }
         }
+        b[u][i][2 * s2][0] = e[0], b[u][i][2 * s2][1] = e[1], b[u][i][2 * s2 + 1][0] = e[2], b[u][i][2 * s2 + 1][1] = e[3];
       }
-      b[u][2 * s2][0] = e[0], b[u][2 * s2][1] = e[1], b[u][2 * s2 + 1][0] = e[2], b[u][2 * s2 + 1][1] = e[3];
-    }
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -367,14 +380,20 @@ __device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][4], const fl
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
-    for (int s2 = 0; s2 < KS / 2; ++s2) {
-      unsigned q[4] = {b[u][2 * s2][0], b[u][2 * s2][1], b[u][2 * s2 + 1][0], b[u][2 * s2 + 1][1]};
-      tfc_mma_b_span(q, t);
-      b[u][2 * s2][0] = q[0], b[u][2 * s2][1] = q[1], b[u][2 * s2 + 1][0] = q[2], b[u][2 * s2 + 1][1] = q[3];
-    }
+    for (int i = 0; i < T; ++i)
+#pragma unroll
+      for (int s2 = 0; s2 < KS / 2; ++s2) {
+        unsigned q[4] = {b[u][i][2 * s2][0], b[u][i][2 * s2][1], b[u][i][2 * s2 + 1][0], b[u][i][2 * s2 + 1][1]};
+        tfc_mma_b_span(q, t);
+        b[u][i][2 * s2][0] = q[0], b[u][i][2 * s2][1] = q[1], b[u][i][2 * s2 + 1][0] = q[2], b[u][i][2 * s2 + 1][1] = q[3];
+      }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    float phi[4] = {0.f, 0.f, 0.f, 0.f}, plo[4] = {0.f, 0.f, 0.f, 0.f};
+    float phi[T][4], plo[T][4];
+#pragma unroll
+    for (int i = 0; i < T; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) phi[i][e] = plo[i][e] = 0.f;
     const int c = c0 + WPT * u;
 #pragma unroll
     for (int s = 0; s < KS; ++s) {
@@ -391,12 +410,17 @@ __device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][4], const fl
         a[1][q] = l0 | l1 << 16;
         a[2][q] = z0 | z1 << 16;
       }
-      tfc_mma_bf16(plo, a[2], b[u][s]);
-      tfc_mma_bf16(plo, a[1], b[u][s]);
-      tfc_mma_bf16(phi, a[0], b[u][s]);
+#pragma unroll
+      for (int i = 0; i < T; ++i) {
+        tfc_mma_bf16(plo[i], a[2], b[u][i][s]);
+        tfc_mma_bf16(plo[i], a[1], b[u][i][s]);
+        tfc_mma_bf16(phi[i], a[0], b[u][i][s]);
+      }
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) sum[u][e] = phi[e] + plo[e];
+    for (int i = 0; i < T; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sum[u][i][e] = phi[i][e] + plo[i][e];
   }
 }
 
@@ -415,27 +439,25 @@ template <int BM, int BN, int N, int K, int MUT, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_mma_rows_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
-  constexpr int NT8 = S::nt8, WPT = S::wpt, U = TFC_MMA_ROWS_U, WAVE = WPT * U;
+  constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U;
   static_assert(BM >= 16 && BN % 8 == 0 && TFC_KC % 16 == 0 && TFC_SMALL_ROWS <= 16, "tiles of whole mma fragments");
   // M - m0 <= TFC_SMALL_ROWS: the launch's rows past that are not read
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
   const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int j8 = warp / WPT, q = warp % WPT;  // this warp's 8-column tile (when WPT > 1) and place in it
   if constexpr (WPT == 1) {
     // 8 or more column tiles: a warp takes whole tiles and walks K alone, chunk after chunk
     for (int j = warp; j < NT8; j += 8) {
       float a4[4] = {0.f, 0.f, 0.f, 0.f};
       for (int c = 0; c < NC; c += U) {
-        float sum[U][4];
-        tfc_mma_rows_chunks<N, KPAD, NC, U, 1>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, j, c, kend);
+        float sum[U][1][4];
+        tfc_mma_rows_chunks<N, KPAD, NC, U, 1, 1>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, j, c, kend);
 #pragma unroll
         for (int u = 0; u < U; ++u)
           if (c + u < NC)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) a4[e] += sum[u][e];
+            for (int e = 0; e < 4; ++e) a4[e] += sum[u][0][e];
       }
       tfc_fill_skew<MUT>();
       float* cc = smem + g * (BN + 1) + j * 8 + 2 * t;
@@ -445,40 +467,54 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
       cc[8 * (BN + 1) + 1] = a4[3];
     }
   } else {
-    float* const slots = smem + S::c;  // [2][NT8][WAVE][32 lanes][4]
+    const int gi = warp / WPT, q = warp % WPT;  // this warp's group of T tiles and place in it
+    float acc[T][4];
+#pragma unroll
+    for (int i = 0; i < T; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
+    float* const slots = smem + S::c;  // [2][G][WAVE][T][32 lanes][4]
     for (int c0 = 0, wave = 0; c0 < NC; c0 += WAVE, ++wave) {
-      float* const set = slots + (wave & 1) * NT8 * WAVE * 128;
-      if (j8 < NT8) {
+      float* const set = slots + (wave & 1) * G * WAVE * T * 128;
+      if (gi < G) {
         // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
         // warp, q 0, the last ones, so that it waits least)
-        float sum[U][4];
-        tfc_mma_rows_chunks<N, KPAD, NC, U, WPT>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, j8, c0 + WPT - 1 - q, kend);
+        float sum[U][T][4];
+        tfc_mma_rows_chunks<N, KPAD, NC, U, T, WPT>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, gi * T, c0 + WPT - 1 - q, kend);
         tfc_fill_skew<MUT>();
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int s = WPT - 1 - q + WPT * u;
           if (c0 + s >= NC) continue;
-          float* sl = set + ((j8 * WAVE + s) * 32 + lane) * 4;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) sl[e] = sum[u][e];
+          for (int i = 0; i < T; ++i) {
+            float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sl[e] = sum[u][i][e];
+          }
         }
       }
       tfc_fill_barrier<MUT>();
-      if (j8 < NT8 && q == 0) {
-        for (int s = 0; s < WAVE && c0 + s < NC; ++s) {
-          const float* sl = set + ((j8 * WAVE + s) * 32 + lane) * 4;
+      if (gi < G && q == 0) {
+        for (int s = 0; s < WAVE && c0 + s < NC; ++s)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[e] += sl[e];
-        }
+          for (int i = 0; i < T; ++i) {
+            const float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][e] += sl[e];
+          }
       }
     }
-    if (j8 < NT8 && q == 0) {
+    if (gi < G && q == 0) {
       tfc_fill_skew<MUT>();
-      float* cc = smem + g * (BN + 1) + j8 * 8 + 2 * t;
-      cc[0] = acc[0];
-      cc[1] = acc[1];
-      cc[8 * (BN + 1)] = acc[2];
-      cc[8 * (BN + 1) + 1] = acc[3];
+#pragma unroll
+      for (int i = 0; i < T; ++i) {
+        float* cc = smem + g * (BN + 1) + (gi * T + i) * 8 + 2 * t;
+        cc[0] = acc[i][0];
+        cc[1] = acc[i][1];
+        cc[8 * (BN + 1)] = acc[i][2];
+        cc[8 * (BN + 1) + 1] = acc[i][3];
+      }
     }
   }
   tfc_fill_barrier<MUT>();  // the epilogue reads C

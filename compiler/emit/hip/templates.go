@@ -101,13 +101,17 @@ func (f *gemm) useMMA() bool {
 
 // mmaRowsFloats is the LDS in floats tfc_gemm_mma_rows takes at tile bm×bn (tfc_mma_rows_smem):
 // the C tile and, when fewer than 8 column tiles leave warps to split K, two sets of chunk-sum
-// slots, TFC_MMA_ROWS_U chunks a warp.
+// slots: t tiles a warp, groups of them, wpt warps a group, u chunks a warp a wave.
 func mmaRowsFloats(bm, bn int) int {
-	const mmaRowsU = 4
-	nt8, wpt, slots := bn/8, 1, 0
+	nt8, slots := bn/8, 0
 	if nt8 < 8 {
-		wpt = 8 / nt8
-		slots = 2 * nt8 * wpt * mmaRowsU * 128
+		t := 1
+		if nt8%2 == 0 {
+			t = 2
+		}
+		groups := nt8 / t
+		wpt, u := 8/groups, 4/t
+		slots = 2 * groups * wpt * u * t * 128
 	}
 	return bm*(bn+1) + slots
 }
