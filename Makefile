@@ -3,7 +3,7 @@ GO      ?= go
 TFC     := bin/tfc
 export CGO_ENABLED := 0
 
-.PHONY: build generate testdata test vet graphs-clean check-generated audit demo ci
+.PHONY: build generate testdata test vet graphs-clean check-generated audit demo ci fuzz
 
 build:
 	$(GO) build -o $(TFC) ./cmd/tfc
@@ -27,6 +27,15 @@ vet:
 test: testdata vet
 	$(GO) test ./...
 
+# every fuzz target in the repository, briefly (FUZZTIME each); their seeds and the corpora kept
+# under testdata/fuzz also run in make test
+FUZZTIME ?= 4s
+fuzz: testdata
+	@set -e; for t in $$(git grep -o -E '^func Fuzz[A-Za-z0-9]+' -- '*_test.go' | sed -E 's|/[^/]*_test\.go:func |:|'); do \
+		echo "fuzz ./$${t%%:*} $${t##*:}"; \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) >/dev/null || \
+		{ $(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME); exit 1; }; done
+
 # generated code is committed: regenerating must change nothing
 check-generated:
 	$(GO) generate ./...
@@ -46,4 +55,4 @@ demo: build testdata
 		"$$(base64 -w0 testdata/qwen2-vl-tiny/oracle/images/a.png)" > bin/demo-request.json; \
 	curl -sSf localhost:$(DEMO_PORT)/v1/chat/completions -H 'Content-Type: application/json' -d @bin/demo-request.json; echo
 
-ci: test graphs-clean check-generated audit
+ci: test graphs-clean check-generated audit fuzz

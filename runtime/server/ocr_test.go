@@ -24,7 +24,7 @@ var testOCR = &model.OCR{Prompt: "Read all the text in this image.", DPI: 200}
 
 // ocrServer serves the fake with an OCR prompt, chats defaulting to what the context leaves, as
 // a page does.
-func ocrServer(t *testing.T, mod func(*Config)) *ts {
+func ocrServer(t testing.TB, mod func(*Config)) *ts {
 	return start(t, func(c *Config, l *lanes.Config) {
 		c.OCR, c.MaxTokens = testOCR, l.Context
 		if mod != nil {
