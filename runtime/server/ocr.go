@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ type OCRRequest struct {
 	Model              string       `json:"model"`
 	Document           *OCRDocument `json:"document"`
 	Pages              []int        `json:"pages,omitempty"`                // 0-based page indices; every page when absent
-	IncludeImageBase64 bool         `json:"include_image_base64,omitempty"` // pictures are not cut out, so there is none to include
+	IncludeImageBase64 bool         `json:"include_image_base64,omitempty"` // adds each page's image_base64 (pictures are not cut out)
 	// Mistral's fields this server does not compute: refused by name when set
 	ImageLimit               *int            `json:"image_limit,omitempty"`
 	ImageMinSize             *int            `json:"image_min_size,omitempty"`
@@ -60,6 +61,17 @@ type OCRPage struct {
 	Finish     string         `json:"finish_reason"`         // stop, or length when the context ran out
 	Usage      map[string]any `json:"usage,omitempty"`       // the page's prompt and output tokens
 	StopReason string         `json:"stop_reason,omitempty"` // repetition when a loop was stopped
+	// ModelDimensions (tfc) is the image the model read, after its processor's resize: the
+	// coordinates of the boxes a layout prompt's answer gives.
+	ModelDimensions OCRSize `json:"model_dimensions"`
+	// ImageBase64 (tfc) is the page's image as a data URL, when include_image_base64 is set.
+	ImageBase64 string `json:"image_base64,omitempty"`
+}
+
+// OCRSize is an image's size in pixels.
+type OCRSize struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
 }
 
 // OCRDimensions is the image a page was read from: a PDF page's rendering at DPI, or an image as
@@ -144,7 +156,7 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			res, e := s.readPage(ctx, ld, conv, set, pg)
+			res, e := s.readPage(ctx, ld, conv, set, pg, req.IncludeImageBase64)
 			mu.Lock()
 			defer mu.Unlock()
 			if e != nil {
@@ -311,8 +323,9 @@ func (s *Server) renderPage(doc *pdf.Document, i int) ([]byte, OCRDimensions, *a
 	return buf.Bytes(), OCRDimensions{DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}, nil
 }
 
-// readPage runs one page as a chat request of its image and the OCR prompt.
-func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set settings, pg page) (OCRPage, *apiError) {
+// readPage runs one page as a chat request of its image and the OCR prompt; withImage adds the
+// image as a data URL.
+func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set settings, pg page, withImage bool) (OCRPage, *apiError) {
 	onPage := func(e *apiError) *apiError {
 		e.msg = fmt.Sprintf("page %d: %s", pg.index, strings.Replace(strings.TrimPrefix(e.msg, "image 1: "), "image 1 ", "the page's image ", 1))
 		if e.param == "messages" {
@@ -339,6 +352,25 @@ func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set sett
 	if e != nil {
 		return OCRPage{}, onPage(e)
 	}
-	return OCRPage{Index: pg.index, Markdown: rep.out.finish(), Images: []any{}, Dimensions: dims,
-		Finish: ev.Finish, StopReason: ev.StopReason, Usage: rep.usage(ev.Usage)}, nil
+	grid, patch := p.Grids[0], ld.fe.Image.PatchSize
+	out := OCRPage{Index: pg.index, Markdown: rep.out.finish(), Images: []any{}, Dimensions: dims,
+		Finish: ev.Finish, StopReason: ev.StopReason, Usage: rep.usage(ev.Usage),
+		ModelDimensions: OCRSize{Width: grid[2] * patch, Height: grid[1] * patch}}
+	if withImage {
+		out.ImageBase64 = "data:" + mediaType(image.Sniff(data)) + ";base64," + base64.StdEncoding.EncodeToString(data)
+	}
+	return out, nil
+}
+
+// mediaType is an image format's MIME type.
+func mediaType(f image.Format) string {
+	switch f {
+	case image.PNG:
+		return "image/png"
+	case image.JPEG:
+		return "image/jpeg"
+	case image.WebP:
+		return "image/webp"
+	}
+	return "application/octet-stream"
 }
