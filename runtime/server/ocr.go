@@ -86,6 +86,7 @@ type OCRDimensions struct {
 type OCRUsageInfo struct {
 	PagesProcessed int `json:"pages_processed"`
 	DocSizeBytes   int `json:"doc_size_bytes"`
+	DocPages       int `json:"doc_pages"` // tfc: the pages the document has (1 for an image)
 }
 
 // page is one page to read: its index and how its image is made.
@@ -124,7 +125,7 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 	if e != nil {
 		return nil, e
 	}
-	pages, closeDoc, e := s.pages(ctx, data, req.Pages)
+	pages, count, closeDoc, e := s.pages(ctx, data, req.Pages)
 	if e != nil {
 		return nil, e
 	}
@@ -176,7 +177,7 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 	if err := ctx.Err(); err != nil {
 		return nil, &apiError{status: statusClientClosed, typ: "client_closed", msg: "the client closed the connection before the reply"}
 	}
-	return &OCRResponse{Pages: out, Model: s.cfg.Name, UsageInfo: OCRUsageInfo{PagesProcessed: len(out), DocSizeBytes: len(data)}}, nil
+	return &OCRResponse{Pages: out, Model: s.cfg.Name, UsageInfo: OCRUsageInfo{PagesProcessed: len(out), DocSizeBytes: len(data), DocPages: count}}, nil
 }
 
 // ocrUnsupported refuses Mistral's fields this server does not compute, when set.
@@ -236,8 +237,9 @@ func isPDF(data []byte) bool {
 }
 
 // pages checks the document and the pages asked for, before any is run: a PDF is opened and each
-// page asked for loaded; an image is one page. The returned func lets the document go.
-func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, func(), *apiError) {
+// page asked for loaded; an image is one page. It returns the pages asked for, the document's
+// page count and a func that lets the document go.
+func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, int, func(), *apiError) {
 	count := 1
 	var doc *pdf.Document
 	if isPDF(data) {
@@ -245,13 +247,13 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, fu
 		doc, err = pdf.Open(ctx, data, s.cfg.MaxPages)
 		if err != nil {
 			if pe := (*pdf.Error)(nil); errors.As(err, &pe) {
-				return nil, nil, badRequest("document", "%v", err)
+				return nil, 0, nil, badRequest("document", "%v", err)
 			}
-			return nil, nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: err.Error()}
+			return nil, 0, nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: err.Error()}
 		}
 		count = doc.Pages
 	} else if image.Sniff(data) == "" {
-		return nil, nil, badRequest("document", "the document is neither a PDF nor a PNG, JPEG or WebP image")
+		return nil, 0, nil, badRequest("document", "the document is neither a PDF nor a PNG, JPEG or WebP image")
 	}
 	release := func() {
 		if doc != nil {
@@ -270,22 +272,22 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, fu
 		switch {
 		case i < 0 || i >= count:
 			release()
-			return nil, nil, badRequest("pages", "pages[%d] is %d; the document has %d page(s), indexed from 0 to %d", k, i, count, count-1)
+			return nil, 0, nil, badRequest("pages", "pages[%d] is %d; the document has %d page(s), indexed from 0 to %d", k, i, count, count-1)
 		case seen[i]:
 			release()
-			return nil, nil, badRequest("pages", "pages[%d] asks for page %d a second time", k, i)
+			return nil, 0, nil, badRequest("pages", "pages[%d] asks for page %d a second time", k, i)
 		}
 		seen[i] = true
 		if doc != nil {
 			if err := doc.Check(i); err != nil {
 				release()
-				return nil, nil, badRequest("document", "%v", err)
+				return nil, 0, nil, badRequest("document", "%v", err)
 			}
 		}
 	}
 	if len(indices) == 0 {
 		release()
-		return nil, nil, badRequest("pages", "pages is empty; leave it out to read every page")
+		return nil, 0, nil, badRequest("pages", "pages is empty; leave it out to read every page")
 	}
 	out := make([]page, len(indices))
 	for k, i := range indices {
@@ -296,7 +298,7 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, fu
 			return s.renderPage(doc, i)
 		}}
 	}
-	return out, release, nil
+	return out, count, release, nil
 }
 
 // imageDimensions is an image's size as its header gives it; zero when it has none (the image

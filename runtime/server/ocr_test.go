@@ -95,7 +95,7 @@ func TestOCRMatchesChat(t *testing.T) {
 	if s.fake.Stats().Mixed == 0 {
 		t.Error("no round held rows of both pages; a document's pages should decode together")
 	}
-	if len(resp.Pages) != 2 || resp.Model != "tiny" || resp.UsageInfo != (OCRUsageInfo{PagesProcessed: 2, DocSizeBytes: len(doc)}) {
+	if len(resp.Pages) != 2 || resp.Model != "tiny" || resp.UsageInfo != (OCRUsageInfo{PagesProcessed: 2, DocSizeBytes: len(doc), DocPages: 2}) {
 		t.Fatalf("reply %+v", resp)
 	}
 	cfg := s.fe.Image
@@ -236,7 +236,7 @@ func TestOCRFetchesURL(t *testing.T) {
 	defer files.Close()
 	s := ocrServer(t, func(c *Config) { c.FetchImages = true })
 	st, _, m := s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": files.URL + "/two.pdf"}, `"pages":[1]`))
-	if st != 200 || len(m["pages"].([]any)) != 1 || m["usage_info"].(map[string]any)["doc_size_bytes"] != float64(len(doc)) {
+	if u, _ := m["usage_info"].(map[string]any); st != 200 || len(m["pages"].([]any)) != 1 || u["doc_size_bytes"] != float64(len(doc)) || u["doc_pages"] != 2.0 {
 		t.Fatalf("%d %v", st, m)
 	}
 	st, _, m = s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": files.URL + "/missing.pdf"}, ""))
