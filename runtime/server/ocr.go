@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,7 @@ type OCRRequest struct {
 	Model              string       `json:"model"`
 	Document           *OCRDocument `json:"document"`
 	Pages              []int        `json:"pages,omitempty"`                // 0-based page indices; every page when absent
-	IncludeImageBase64 bool         `json:"include_image_base64,omitempty"` // pictures are not cut out, so there is none to include
+	IncludeImageBase64 bool         `json:"include_image_base64,omitempty"` // adds each page's image_base64 (pictures are not cut out)
 	// Mistral's fields this server does not compute: refused by name when set
 	ImageLimit               *int            `json:"image_limit,omitempty"`
 	ImageMinSize             *int            `json:"image_min_size,omitempty"`
@@ -60,6 +61,17 @@ type OCRPage struct {
 	Finish     string         `json:"finish_reason"`         // stop, or length when the context ran out
 	Usage      map[string]any `json:"usage,omitempty"`       // the page's prompt and output tokens
 	StopReason string         `json:"stop_reason,omitempty"` // repetition when a loop was stopped
+	// ModelDimensions (tfc) is the image the model read, after its processor's resize: the
+	// coordinates of the boxes a layout prompt's answer gives.
+	ModelDimensions OCRSize `json:"model_dimensions"`
+	// ImageBase64 (tfc) is the page's image as a data URL, when include_image_base64 is set.
+	ImageBase64 string `json:"image_base64,omitempty"`
+}
+
+// OCRSize is an image's size in pixels.
+type OCRSize struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
 }
 
 // OCRDimensions is the image a page was read from: a PDF page's rendering at DPI, or an image as
@@ -74,6 +86,7 @@ type OCRDimensions struct {
 type OCRUsageInfo struct {
 	PagesProcessed int `json:"pages_processed"`
 	DocSizeBytes   int `json:"doc_size_bytes"`
+	DocPages       int `json:"doc_pages"` // tfc: the pages the document has (1 for an image)
 }
 
 // page is one page to read: its index and how its image is made.
@@ -112,7 +125,7 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 	if e != nil {
 		return nil, e
 	}
-	pages, closeDoc, e := s.pages(ctx, data, req.Pages)
+	pages, count, closeDoc, e := s.pages(ctx, data, req.Pages)
 	if e != nil {
 		return nil, e
 	}
@@ -144,7 +157,7 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			res, e := s.readPage(ctx, ld, conv, set, pg)
+			res, e := s.readPage(ctx, ld, conv, set, pg, req.IncludeImageBase64)
 			mu.Lock()
 			defer mu.Unlock()
 			if e != nil {
@@ -164,7 +177,7 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 	if err := ctx.Err(); err != nil {
 		return nil, &apiError{status: statusClientClosed, typ: "client_closed", msg: "the client closed the connection before the reply"}
 	}
-	return &OCRResponse{Pages: out, Model: s.cfg.Name, UsageInfo: OCRUsageInfo{PagesProcessed: len(out), DocSizeBytes: len(data)}}, nil
+	return &OCRResponse{Pages: out, Model: s.cfg.Name, UsageInfo: OCRUsageInfo{PagesProcessed: len(out), DocSizeBytes: len(data), DocPages: count}}, nil
 }
 
 // ocrUnsupported refuses Mistral's fields this server does not compute, when set.
@@ -224,8 +237,9 @@ func isPDF(data []byte) bool {
 }
 
 // pages checks the document and the pages asked for, before any is run: a PDF is opened and each
-// page asked for loaded; an image is one page. The returned func lets the document go.
-func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, func(), *apiError) {
+// page asked for loaded; an image is one page. It returns the pages asked for, the document's
+// page count and a func that lets the document go.
+func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, int, func(), *apiError) {
 	count := 1
 	var doc *pdf.Document
 	if isPDF(data) {
@@ -233,13 +247,13 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, fu
 		doc, err = pdf.Open(ctx, data, s.cfg.MaxPages)
 		if err != nil {
 			if pe := (*pdf.Error)(nil); errors.As(err, &pe) {
-				return nil, nil, badRequest("document", "%v", err)
+				return nil, 0, nil, badRequest("document", "%v", err)
 			}
-			return nil, nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: err.Error()}
+			return nil, 0, nil, &apiError{status: http.StatusServiceUnavailable, typ: "server_error", msg: err.Error()}
 		}
 		count = doc.Pages
 	} else if image.Sniff(data) == "" {
-		return nil, nil, badRequest("document", "the document is neither a PDF nor a PNG, JPEG or WebP image")
+		return nil, 0, nil, badRequest("document", "the document is neither a PDF nor a PNG, JPEG or WebP image")
 	}
 	release := func() {
 		if doc != nil {
@@ -258,22 +272,22 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, fu
 		switch {
 		case i < 0 || i >= count:
 			release()
-			return nil, nil, badRequest("pages", "pages[%d] is %d; the document has %d page(s), indexed from 0 to %d", k, i, count, count-1)
+			return nil, 0, nil, badRequest("pages", "pages[%d] is %d; the document has %d page(s), indexed from 0 to %d", k, i, count, count-1)
 		case seen[i]:
 			release()
-			return nil, nil, badRequest("pages", "pages[%d] asks for page %d a second time", k, i)
+			return nil, 0, nil, badRequest("pages", "pages[%d] asks for page %d a second time", k, i)
 		}
 		seen[i] = true
 		if doc != nil {
 			if err := doc.Check(i); err != nil {
 				release()
-				return nil, nil, badRequest("document", "%v", err)
+				return nil, 0, nil, badRequest("document", "%v", err)
 			}
 		}
 	}
 	if len(indices) == 0 {
 		release()
-		return nil, nil, badRequest("pages", "pages is empty; leave it out to read every page")
+		return nil, 0, nil, badRequest("pages", "pages is empty; leave it out to read every page")
 	}
 	out := make([]page, len(indices))
 	for k, i := range indices {
@@ -284,7 +298,7 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, fu
 			return s.renderPage(doc, i)
 		}}
 	}
-	return out, release, nil
+	return out, count, release, nil
 }
 
 // imageDimensions is an image's size as its header gives it; zero when it has none (the image
@@ -311,8 +325,9 @@ func (s *Server) renderPage(doc *pdf.Document, i int) ([]byte, OCRDimensions, *a
 	return buf.Bytes(), OCRDimensions{DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}, nil
 }
 
-// readPage runs one page as a chat request of its image and the OCR prompt.
-func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set settings, pg page) (OCRPage, *apiError) {
+// readPage runs one page as a chat request of its image and the OCR prompt; withImage adds the
+// image as a data URL.
+func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set settings, pg page, withImage bool) (OCRPage, *apiError) {
 	onPage := func(e *apiError) *apiError {
 		e.msg = fmt.Sprintf("page %d: %s", pg.index, strings.Replace(strings.TrimPrefix(e.msg, "image 1: "), "image 1 ", "the page's image ", 1))
 		if e.param == "messages" {
@@ -339,6 +354,25 @@ func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set sett
 	if e != nil {
 		return OCRPage{}, onPage(e)
 	}
-	return OCRPage{Index: pg.index, Markdown: rep.out.finish(), Images: []any{}, Dimensions: dims,
-		Finish: ev.Finish, StopReason: ev.StopReason, Usage: rep.usage(ev.Usage)}, nil
+	grid, patch := p.Grids[0], ld.fe.Image.PatchSize
+	out := OCRPage{Index: pg.index, Markdown: rep.out.finish(), Images: []any{}, Dimensions: dims,
+		Finish: ev.Finish, StopReason: ev.StopReason, Usage: rep.usage(ev.Usage),
+		ModelDimensions: OCRSize{Width: grid[2] * patch, Height: grid[1] * patch}}
+	if withImage {
+		out.ImageBase64 = "data:" + mediaType(image.Sniff(data)) + ";base64," + base64.StdEncoding.EncodeToString(data)
+	}
+	return out, nil
+}
+
+// mediaType is an image format's MIME type.
+func mediaType(f image.Format) string {
+	switch f {
+	case image.PNG:
+		return "image/png"
+	case image.JPEG:
+		return "image/jpeg"
+	case image.WebP:
+		return "image/webp"
+	}
+	return "application/octet-stream"
 }

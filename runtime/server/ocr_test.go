@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfc/runtime/image"
 	"tfc/runtime/lanes"
 	"tfc/runtime/model"
 	"tfc/runtime/pdf"
@@ -94,12 +95,20 @@ func TestOCRMatchesChat(t *testing.T) {
 	if s.fake.Stats().Mixed == 0 {
 		t.Error("no round held rows of both pages; a document's pages should decode together")
 	}
-	if len(resp.Pages) != 2 || resp.Model != "tiny" || resp.UsageInfo != (OCRUsageInfo{PagesProcessed: 2, DocSizeBytes: len(doc)}) {
+	if len(resp.Pages) != 2 || resp.Model != "tiny" || resp.UsageInfo != (OCRUsageInfo{PagesProcessed: 2, DocSizeBytes: len(doc), DocPages: 2}) {
 		t.Fatalf("reply %+v", resp)
 	}
+	cfg := s.fe.Image
+	h, w, err := image.SmartResize(300, 400, cfg.Factor(), cfg.MinPixels, cfg.MaxPixels)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, p := range resp.Pages {
-		if p.Index != i || p.Dimensions != (OCRDimensions{DPI: 200, Width: 400, Height: 300}) || p.Images == nil || len(p.Images) != 0 {
+		if p.Index != i || p.Dimensions != (OCRDimensions{DPI: 200, Width: 400, Height: 300}) || p.Images == nil || len(p.Images) != 0 || p.ImageBase64 != "" {
 			t.Errorf("page %d: %+v", i, p)
+		}
+		if p.ModelDimensions != (OCRSize{Width: w, Height: h}) {
+			t.Errorf("page %d: model_dimensions %+v; the processor resizes 400x300 to %dx%d", i, p.ModelDimensions, w, h)
 		}
 		if p.Markdown == "" {
 			t.Errorf("page %d: no text", i)
@@ -112,14 +121,22 @@ func TestOCRMatchesChat(t *testing.T) {
 		t.Error("both pages read the same; the fake's text follows the pixels")
 	}
 
-	// one page asked for, and an image as the document
-	st, _, m = s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": pdfURL(doc)}, `"pages":[1]`))
+	// one page asked for with its image, and an image as the document
+	st, _, m = s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": pdfURL(doc)}, `"pages":[1],"include_image_base64":true`))
 	if st != 200 {
 		t.Fatalf("%d %v", st, m)
 	}
 	pages := m["pages"].([]any)
 	if len(pages) != 1 || pages[0].(map[string]any)["index"] != 1.0 || pages[0].(map[string]any)["markdown"] != resp.Pages[1].Markdown {
 		t.Errorf("pages [1]: %v", m)
+	}
+	rendered, ok := strings.CutPrefix(fmt.Sprint(pages[0].(map[string]any)["image_base64"]), "data:image/png;base64,")
+	png, err := base64.StdEncoding.DecodeString(rendered)
+	if !ok || err != nil {
+		t.Fatalf("page 1's image_base64 is not a PNG data URL: %v", err)
+	}
+	if got := s.chatText(t, png); got != resp.Pages[1].Markdown {
+		t.Errorf("page 1's image_base64 reads %q; the page reads %q", got, resp.Pages[1].Markdown)
 	}
 	img, err := os.ReadFile(filepath.Join(tinyDir, "oracle/images/a.png"))
 	if err != nil {
@@ -132,6 +149,9 @@ func TestOCRMatchesChat(t *testing.T) {
 	p := m["pages"].([]any)[0].(map[string]any)
 	if want := s.chatText(t, img); p["markdown"] != want || p["dimensions"].(map[string]any)["dpi"] != 0.0 {
 		t.Errorf("image page %v; the chat reads %q", p, want)
+	}
+	if p["image_base64"] != "data:image/png;base64,"+base64.StdEncoding.EncodeToString(img) {
+		t.Error("the image page's image_base64 is not the image sent")
 	}
 }
 
@@ -216,7 +236,7 @@ func TestOCRFetchesURL(t *testing.T) {
 	defer files.Close()
 	s := ocrServer(t, func(c *Config) { c.FetchImages = true })
 	st, _, m := s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": files.URL + "/two.pdf"}, `"pages":[1]`))
-	if st != 200 || len(m["pages"].([]any)) != 1 || m["usage_info"].(map[string]any)["doc_size_bytes"] != float64(len(doc)) {
+	if u, _ := m["usage_info"].(map[string]any); st != 200 || len(m["pages"].([]any)) != 1 || u["doc_size_bytes"] != float64(len(doc)) || u["doc_pages"] != 2.0 {
 		t.Fatalf("%d %v", st, m)
 	}
 	st, _, m = s.post(t, "/v1/ocr", ocrBody(map[string]any{"type": "document_url", "document_url": files.URL + "/missing.pdf"}, ""))

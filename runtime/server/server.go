@@ -1,7 +1,7 @@
 // Package server is tfc's OpenAI-compatible HTTP API over a lane scheduler: chat and text
 // completions (streamed or not), documents read page by page (/v1/ocr), tokenize and
-// detokenize, the model list, health and Prometheus metrics. Every bad request gets an OpenAI
-// error object and the server keeps serving.
+// detokenize, the model list, health, Prometheus metrics, and a page at / to read a document in a
+// browser. Every bad request gets an OpenAI error object and the server keeps serving.
 package server
 
 import (
@@ -94,8 +94,9 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.modelByID))
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /{$}", s.page)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("there is no %s %s; see /v1/models, /v1/chat/completions, /v1/completions, /v1/ocr, /tokenize, /detokenize, /health, /metrics", r.Method, r.URL.Path), code: "not_found"})
+		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("there is no %s %s; see / (a page to read documents), /v1/models, /v1/chat/completions, /v1/completions, /v1/ocr, /tokenize, /detokenize, /health, /metrics", r.Method, r.URL.Path), code: "not_found"})
 	})
 	return s
 }
