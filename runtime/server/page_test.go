@@ -314,6 +314,16 @@ func TestPageInBrowser(t *testing.T) {
 		if math.Abs(v.Image.W/v.Image.H-float64(rendered[i][0])/float64(rendered[i][1])) > 0.02 {
 			t.Errorf("page %d is shown %gx%g, not in its rendering's proportions %v", i, v.Image.W, v.Image.H, rendered[i])
 		}
+		// issue 19's done-when: the page shows what a chat request carrying the rendered page reads
+		var chat []layoutCell
+		if err := json.Unmarshal([]byte((&ts{url: h.URL}).chatText(t, renderedPNG(t, doc, i, testOCR.DPI))), &chat); err != nil || len(chat) != len(v.Cells) {
+			t.Errorf("page %d: the chat reply has %d layout cells (%v), the page shows %d", i, len(chat), err, len(v.Cells))
+		}
+		for k, c := range chat {
+			if k < len(v.Cells) && (v.Cells[k].Category != c.Category || v.Cells[k].Text != c.Text) {
+				t.Errorf("page %d, element %d: the page shows %q %q, the chat reply reads %q %q", i, k, v.Cells[k].Category, v.Cells[k].Text, c.Category, c.Text)
+			}
+		}
 		for k, c := range cells[i] {
 			if v.Cells[k].Category != c.Category || v.Cells[k].Text != c.Text {
 				t.Errorf("page %d, element %d: %q %q, want %q %q", i, k, v.Cells[k].Category, v.Cells[k].Text, c.Category, c.Text)
