@@ -72,7 +72,7 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 			return nil, err
 		}
 		for name, data := range kfiles {
-			files[path.Join("kernels", name)] = data
+			files[path.Join("kernels", "gen", name)] = data
 		}
 		tests, err := glue.ContractTests(p)
 		if err != nil {
@@ -114,7 +114,7 @@ func Explain(w io.Writer, filename string, src []byte, opts Options) (check.Diag
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "\nschedules at this config (kernels/%s): what a block computes, the parameters, the launches\n", device.ScheduleFile(p.Package+".hip"))
+	fmt.Fprintf(w, "\nschedules at this config (kernels/gen/%s): what a block computes, the parameters, the launches\n", device.ScheduleFile(p.Package+".hip"))
 	for _, s := range src2.Schedules {
 		var params []string
 		for _, prm := range s.Params {

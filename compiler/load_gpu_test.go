@@ -44,7 +44,7 @@ func maxDiff(t *testing.T, what string, a, b []float32) (diff, scale float64) {
 }
 
 // TestChangedQwen2VLOnCUDA loads a checkpoint whose shapes and constants differ from those
-// kernels/qwen2vl.hip was generated for on the cuda backend, which builds kernels specialised
+// kernels/gen/qwen2vl.hip was generated for on the cuda backend, which builds kernels specialised
 // for it at load, and checks vision rows, every step's logits and the greedy ids against the CPU
 // backend on the same weights.
 func TestChangedQwen2VLOnCUDA(t *testing.T) {

@@ -43,7 +43,7 @@ func newSpecializing() *specializing {
 	return &specializing{otherGPU: otherGPU{cpu.New()}, got: map[string]device.Source{}}
 }
 
-// TestLoadSpecializesKernels: loading a checkpoint whose values differ from kernels/qwen2vl.hip's
+// TestLoadSpecializesKernels: loading a checkpoint whose values differ from kernels/gen/qwen2vl.hip's
 // on a backend that builds kernels at load gives it the family's kernels rendered for that
 // checkpoint and page size; the tiny checkpoint gets exactly the committed kernels.
 func TestLoadSpecializesKernels(t *testing.T) {
@@ -85,7 +85,7 @@ func TestLoadSpecializesKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(be.got["qwen2vl"].HIP, committed) || !bytes.Equal(given, sched) {
-		t.Error("the tiny checkpoint was not given kernels/qwen2vl.hip and its schedule as committed")
+		t.Error("the tiny checkpoint was not given kernels/gen/qwen2vl.hip and its schedule as committed")
 	}
 }
 
@@ -95,9 +95,9 @@ func TestLoadRefusesWhereKernelsCannotBeBuilt(t *testing.T) {
 	dir := changedQwen2VL(t)
 	_, err := engine.Open(dir, otherGPU{cpu.New()}, changedLimits)
 	for _, want := range []string{
-		"the other backend runs kernels/qwen2vl.hip, specialised for other values: D = 192 (",
+		"the other backend runs kernels/gen/qwen2vl.hip, specialised for other values: D = 192 (",
 		"; H = 6 (", "; KV = 1 (", "; eps = 1e-05 (", "; sect = [4 6 6] (", "; vtheta = 5000 (",
-		"use the cpu, cuda or hip backend, or regenerate kernels/qwen2vl.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json graphs/qwen2_vl.graph",
+		"use the cpu, cuda or hip backend, or regenerate kernels/gen/qwen2vl.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json graphs/qwen2_vl.graph",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v\nwant it to contain %q", err, want)

@@ -59,7 +59,7 @@ func kernelTable(t *testing.T, src device.Source) map[string]gpu.Entry {
 	return table
 }
 
-// committedSource is kernels/qwen2vl.hip and its schedule as the binary embeds them.
+// committedSource is kernels/gen/qwen2vl.hip and its schedule as the binary embeds them.
 func committedSource(t *testing.T) device.Source {
 	t.Helper()
 	text, err := fs.ReadFile(kernels.Sources, "qwen2vl.hip")
@@ -78,10 +78,10 @@ func committedSource(t *testing.T) device.Source {
 }
 
 // TestHIPSourceTinyIsTheCommittedOne: rendered for the tiny checkpoint, KernelSource gives
-// exactly kernels/qwen2vl.hip and its schedule, the files go generate writes.
+// exactly kernels/gen/qwen2vl.hip and its schedule, the files go generate writes.
 func TestHIPSourceTinyIsTheCommittedOne(t *testing.T) {
 	if got := hipSource(t, configTiny, 16); !reflect.DeepEqual(got, committedSource(t)) {
-		t.Fatal("KernelSource for testdata/qwen2-vl-tiny differs from kernels/qwen2vl.hip and its schedule; run go generate ./graphs")
+		t.Fatal("KernelSource for testdata/qwen2-vl-tiny differs from kernels/gen/qwen2vl.hip and its schedule; run go generate ./graphs")
 	}
 }
 
@@ -95,7 +95,7 @@ func TestHIPSourceQwen2VL2B(t *testing.T) {
 	big := bigSrc.HIP
 	want, got := kernelTable(t, committedSrc), kernelTable(t, bigSrc)
 	if len(want) < 20 {
-		t.Fatalf("only %d kernels in kernels/qwen2vl.hip", len(want))
+		t.Fatalf("only %d kernels in kernels/gen/qwen2vl.hip", len(want))
 	}
 	for name, e := range want {
 		g, ok := got[name]
@@ -124,7 +124,7 @@ func TestHIPSourceQwen2VL2B(t *testing.T) {
 		{"N = 151936, K = 64;", "N = 151936, K = 1536;"},     // tied lm_head: V by D
 	} {
 		if !bytes.Contains(committed, []byte(c.tiny)) {
-			t.Errorf("kernels/qwen2vl.hip has no %q; update this test's constants", c.tiny)
+			t.Errorf("kernels/gen/qwen2vl.hip has no %q; update this test's constants", c.tiny)
 		}
 		if !bytes.Contains(big, []byte(c.big)) {
 			t.Errorf("the 2B kernels have no %q", c.big)

@@ -87,10 +87,10 @@ func FromGraph(name, source, graph, config string, pageSize int) Loader {
 		for file, data := range files {
 			embedded, err := fs.ReadFile(kernels.Sources, file)
 			if err != nil {
-				return Family{}, fmt.Errorf("family %s: the binary embeds no kernels/%s: %w", name, file, err)
+				return Family{}, fmt.Errorf("family %s: the binary embeds no kernels/gen/%s: %w", name, file, err)
 			}
 			if !bytes.Equal(data, embedded) {
-				return Family{}, fmt.Errorf("family %s: kernels/%s is not what %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, file, graph, config)
+				return Family{}, fmt.Errorf("family %s: kernels/gen/%s is not what %s lowers to with %s; run go generate ./graphs and rebuild tfc", name, file, graph, config)
 			}
 		}
 		return f, nil

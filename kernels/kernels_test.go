@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
 )
@@ -12,12 +13,22 @@ func TestSourcesEmbedded(t *testing.T) {
 		"tfc_gemm.h":    "tfc_gemm_tile",
 		"sample.hip":    "#include \"tfc_kernels.h\"",
 	} {
-		b, err := Sources.ReadFile(name)
+		b, err := fs.ReadFile(Sources, name)
 		if err != nil {
 			t.Fatalf("%s is not embedded: %v", name, err)
 		}
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s lacks %q", name, want)
+		}
+	}
+	// a build stages the headers and the generated files side by side, by base name
+	names, err := fs.Glob(Sources, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"qwen2vl.hip", "qwen2vl.schedule.json", "tfc_kernels.h"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("Sources lists %v, without %s", names, want)
 		}
 	}
 }

@@ -23,14 +23,14 @@ func init() {
 	)
 	c := &cobra.Command{
 		Use:   "compile [-C DIR] [-explain] [-o DIR] [-specialize CONFIG] FILE... | compile [-C DIR] -all",
-		Short: "Lower .graph families to Go glue (gen/<family>), HIP kernels (kernels/<family>.hip) and contract tests",
+		Short: "Lower .graph families to Go glue (gen/<family>), HIP kernels (kernels/gen/<family>.hip) and contract tests",
 		Long: `compile checks and lowers each .graph file and writes its family's generated files under the
 repository root (the folder holding go.mod, found from the current directory), or under -o DIR.
 With -specialize, the HIP kernels and the kernel contract tests are built for the values of that
 checkpoint config.json; without it only the Go glue is written. -explain prints the lowered
 schedule (each kernel, the graph ops it fuses and their lines, its buffers) and the memory plan
 instead of writing files; with -specialize, also each kernel's schedule at that config (tile,
-parameters, grids), as kernels/<family>.schedule.json hands it to the GPU backends. -all compiles every graphs/*.graph, each specialised for its tiny
+parameters, grids), as kernels/gen/<family>.schedule.json hands it to the GPU backends. -all compiles every graphs/*.graph, each specialised for its tiny
 checkpoint testdata/NAME-tiny (underscores as dashes), and writes gen/registry, which links them
 all into a binary: what go generate runs.`,
 		// Go-style flags (-explain as well as --explain): parsed by package flag.

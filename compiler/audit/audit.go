@@ -70,6 +70,7 @@ type Options struct {
 	Clang      string   // clang++ with HIP support; empty means clang++-19 from PATH
 	Readelf    string   // llvm-readelf; empty means llvm-readelf-19 from PATH
 	DeviceLibs []string // bitcode folders searched first, then $TFC_DEVICE_LIBS (a path list), then DefaultDeviceLibs
+	Include    []string // folders of the headers the files include, besides their own (kernels/ for kernels/gen/)
 }
 
 // Compiled is one kernel compiled for one target: its resources and what the audit found.
@@ -185,7 +186,7 @@ func Run(ctx context.Context, files []string, o Options) (*Report, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			obj := filepath.Join(tmp, fmt.Sprintf("%d-%s.hsaco", i, j.target))
-			results[i], errs[i] = compile(ctx, clang, readelf, j.file, j.target, j.lib, obj)
+			results[i], errs[i] = compile(ctx, clang, readelf, j.file, j.target, j.lib, obj, o.Include)
 		}()
 	}
 	wg.Wait()
@@ -216,9 +217,13 @@ func known() []string {
 	return ns
 }
 
-func compile(ctx context.Context, clang, readelf, file, target, lib, obj string) ([]Compiled, error) {
-	cmd := exec.CommandContext(ctx, clang, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
-		"--offload-arch="+target, "-O3", file, "-o", obj, "--rocm-path=/usr", "--rocm-device-lib-path="+lib)
+func compile(ctx context.Context, clang, readelf, file, target, lib, obj string, include []string) ([]Compiled, error) {
+	args := []string{"-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output",
+		"--offload-arch=" + target, "-O3", file, "-o", obj, "--rocm-path=/usr", "--rocm-device-lib-path=" + lib}
+	for _, dir := range include {
+		args = append(args, "-I", dir)
+	}
+	cmd := exec.CommandContext(ctx, clang, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -84,8 +84,8 @@ func needTools(t *testing.T) {
 
 func TestAuditSample(t *testing.T) {
 	needTools(t)
-	sample := filepath.Join("..", "..", "kernels", "sample.hip")
-	rep, err := Run(context.Background(), []string{sample}, Options{Targets: []string{"gfx1030", "gfx90a"}})
+	sample := filepath.Join("..", "..", "kernels", "gen", "sample.hip")
+	rep, err := Run(context.Background(), []string{sample}, Options{Targets: []string{"gfx1030", "gfx90a"}, Include: []string{filepath.Join("..", "..", "kernels")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func Loader(program []byte, cfg lower.ConfigReader, pkg string) func(b device.Sp
 		}
 		ks, err := prog.Source(cfg, pageSize)
 		if err != nil {
-			return fmt.Errorf("specialising kernels/%s.hip for this checkpoint: %w", pkg, err)
+			return fmt.Errorf("specialising kernels/gen/%s.hip for this checkpoint: %w", pkg, err)
 		}
 		return b.SpecializeFamily(pkg, ks)
 	}

@@ -101,7 +101,7 @@ func (t Tensor) Reshape(rows, cols int) Tensor {
 
 // Kernel names one launch of generated code.
 type Kernel struct {
-	Name   string // symbol in kernels/<family>.hip
+	Name   string // symbol in kernels/gen/<family>.hip
 	Source string // graph file:line the fused ops came from
 }
 
@@ -123,9 +123,9 @@ type Backend interface {
 }
 
 // Specializer is a backend that builds its kernels at run time, so it can run a family's kernels
-// specialised for the checkpoint being loaded instead of the committed kernels/<family>.hip.
+// specialised for the checkpoint being loaded instead of the committed kernels/gen/<family>.hip.
 type Specializer interface {
-	// SpecializeFamily makes src the source of family (kernels/<family>.hip and its schedule, e.g.
+	// SpecializeFamily makes src the source of family (kernels/gen/<family>.hip and its schedule, e.g.
 	// "qwen2vl") for every later launch of its kernels. Giving the source it has again is a no-op.
 	SpecializeFamily(family string, src Source) error
 }

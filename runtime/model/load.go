@@ -231,7 +231,7 @@ type GraphPlan struct {
 // names, its weight manifest, each graph's plan, its KV cache, and how its kernels are made for
 // a backend.
 type Layout struct {
-	Family, Graph, Kernels string // e.g. qwen2_vl, graphs/qwen2_vl.graph, qwen2vl (kernels/qwen2vl.hip)
+	Family, Graph, Kernels string // e.g. qwen2_vl, graphs/qwen2_vl.graph, qwen2vl (kernels/gen/qwen2vl.hip)
 	Weights                []Weight
 	Graphs                 []GraphPlan
 	KVLayers, KVWidth      int // no KV cache when KVLayers is 0
@@ -287,7 +287,7 @@ func LoadBase(b device.Backend, l Limits, ly Layout, get func(name string) ([]by
 		}
 	} else if b.Name() != "cpu" {
 		if bad := ly.Unpinned(l); len(bad) > 0 {
-			return nil, fmt.Errorf("the %s backend runs kernels/%s.hip, specialised for other values: %s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/%s.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s and rebuild",
+			return nil, fmt.Errorf("the %s backend runs kernels/gen/%s.hip, specialised for other values: %s; it cannot build kernels at load, so use the cpu, cuda or hip backend, or regenerate kernels/gen/%s.hip for this checkpoint with tfc compile -specialize <checkpoint>/config.json %s and rebuild",
 				b.Name(), ly.Kernels, strings.Join(bad, "; "), ly.Kernels, ly.Graph)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package hip renders a family's kernels as HIP source: the text of kernels/<family>.hip.
+// Package hip renders a family's kernels as HIP source: the text of kernels/gen/<family>.hip.
 //
 // The lowering hands Render a list of Kernels. A Kernel is one launch: a short list of catalog
 // ops (runtime/device, named as OpName returns) whose constants are baked in. The first op is the

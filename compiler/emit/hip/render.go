@@ -63,7 +63,7 @@ type template interface {
 	body(g *gen) error     // the statements after MUT's declaration
 }
 
-// Render returns the text of kernels/<family>.hip for the kernels ks, in their order.
+// Render returns the text of kernels/gen/<family>.hip for the kernels ks, in their order.
 func Render(familyName string, ks []Kernel, opts ...Option) ([]byte, error) {
 	var o options
 	for _, opt := range opts {

@@ -13,10 +13,10 @@ import (
 	"tfc/runtime/device/catalog"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/sample.hip and kernels/sample.hip from the renderer")
+var update = flag.Bool("update", false, "rewrite testdata/sample.hip and kernels/gen/sample.hip from the renderer")
 
 // sampleHIP is where the audit finds the rendered sample.
-var sampleHIP = filepath.Join("..", "..", "..", "kernels", "sample.hip")
+var sampleHIP = filepath.Join("..", "..", "..", "kernels", "gen", "sample.hip")
 
 func TestSampleGolden(t *testing.T) {
 	got, err := Render("sample", SampleKernels())

@@ -3,7 +3,7 @@ package hip
 import "math"
 
 // SampleKernels is a kernel list at Qwen2-VL-2B's shapes that uses every op and every fusion
-// Render supports; kernels/sample.hip is its rendering, which the limits audit compiles.
+// Render supports; kernels/gen/sample.hip is its rendering, which the limits audit compiles.
 func SampleKernels() []Kernel {
 	const (
 		vd, vh, vhd = 1280, 16, 80 // vision width, heads, head dim

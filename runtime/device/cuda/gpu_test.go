@@ -92,7 +92,7 @@ func TestGPUWriteRead(t *testing.T) {
 	}
 }
 
-// TestGPUKernelContracts runs the kernel contract over kernels/qwen2vl.hip, as tfc contract
+// TestGPUKernelContracts runs the kernel contract over kernels/gen/qwen2vl.hip, as tfc contract
 // --backend cuda does: every kernel through gates 1 to 4 at its specialised shapes, then planted
 // controls (mutants rendered by compiler/emit/hip and built by nvcc), which must each go red.
 func TestGPUKernelContracts(t *testing.T) {
@@ -126,7 +126,7 @@ func TestGPUKernelContracts(t *testing.T) {
 	}
 }
 
-// TestGPUGraphReplayIsExact runs every kernel of kernels/qwen2vl.hip as one run of launches,
+// TestGPUGraphReplayIsExact runs every kernel of kernels/gen/qwen2vl.hip as one run of launches,
 // three times, with CUDA graphs and without: the same bits (gputest.CheckReplay), one graph
 // captured on the second run and replayed on the second and third, and a profile naming each
 // launch.

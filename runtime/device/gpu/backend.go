@@ -326,7 +326,7 @@ func (be *Backend) address(buf device.Buffer) (uint64, error) {
 	return b.Ptr, nil
 }
 
-// SpecializeFamily makes src the source of kernels/<family>.hip on this backend, built (and
+// SpecializeFamily makes src the source of kernels/gen/<family>.hip on this backend, built (and
 // cached by its hash) on the family's next first launch. Once the family's module is loaded,
 // other source is refused.
 func (be *Backend) SpecializeFamily(family string, src device.Source) error {

@@ -16,7 +16,7 @@ import (
 
 const root = "../../.."
 
-// familyKernels returns the kernels of kernels/qwen2vl.hip with their specialised op chains,
+// familyKernels returns the kernels of kernels/gen/qwen2vl.hip with their specialised op chains,
 // as the contract loads them.
 func familyKernels(t *testing.T) []hip.Kernel {
 	t.Helper()

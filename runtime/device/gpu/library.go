@@ -97,7 +97,7 @@ func (l *Library) function(family, symbol string, ld Loader) (uintptr, error) {
 	return f, nil
 }
 
-// Specialize makes src the source of kernels/<family>.hip and its schedule: the kernel table is
+// Specialize makes src the source of kernels/gen/<family>.hip and its schedule: the kernel table is
 // read again and the family builds from src on its next first launch, so the build cache keys it
 // by its text. Once the family's module is loaded its source is fixed: the same source is
 // accepted, another is refused, since the kernels running for a loaded model must not change.
@@ -109,7 +109,7 @@ func (l *Library) Specialize(family string, src device.Source) error {
 		return nil
 	}
 	if _, loaded := l.modules[file]; loaded {
-		return fmt.Errorf("%s: kernels/%s is loaded on this backend already, specialised for other values; load this checkpoint on a backend of its own", l.name, file)
+		return fmt.Errorf("%s: kernels/gen/%s is loaded on this backend already, specialised for other values; load this checkpoint on a backend of its own", l.name, file)
 	}
 	srcs, kernels, err := Replace(l.srcs, file, src)
 	if err != nil {

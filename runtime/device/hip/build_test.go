@@ -147,7 +147,7 @@ func TestIsCodeObject(t *testing.T) {
 	}
 }
 
-// TestBuildsQwen2VL builds kernels/qwen2vl.hip for each target whose device libraries are here
+// TestBuildsQwen2VL builds kernels/gen/qwen2vl.hip for each target whose device libraries are here
 // with the compiler the backend finds, and checks that the code object is an AMDGPU ELF that
 // defines every launch of the source's schedule, and that a second build is the cached one.
 func TestBuildsQwen2VL(t *testing.T) {

@@ -51,7 +51,7 @@ func TestGPUWriteRead(t *testing.T) {
 	}
 }
 
-// TestGPUKernelContracts runs the kernel contract over kernels/qwen2vl.hip on the card: every
+// TestGPUKernelContracts runs the kernel contract over kernels/gen/qwen2vl.hip on the card: every
 // kernel through gates 1 to 4, then the planted controls, which must each go red.
 func TestGPUKernelContracts(t *testing.T) {
 	be := card(t)
@@ -96,7 +96,7 @@ func TestGPUTime(t *testing.T) {
 	}
 }
 
-// TestGPUGraphReplayIsExact runs every kernel of kernels/qwen2vl.hip as one run of launches,
+// TestGPUGraphReplayIsExact runs every kernel of kernels/gen/qwen2vl.hip as one run of launches,
 // three times, with HIP graphs and without: the same bits (gputest.CheckReplay), one graph
 // captured, and a profile naming each launch.
 func TestGPUGraphReplayIsExact(t *testing.T) {

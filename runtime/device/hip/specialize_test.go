@@ -13,7 +13,7 @@ import (
 	"tfc/runtime/device/gpu"
 )
 
-// TestSpecializeFamilyBuilds2B gives the backend kernels/qwen2vl.hip specialised for a checkpoint
+// TestSpecializeFamilyBuilds2B gives the backend kernels/gen/qwen2vl.hip specialised for a checkpoint
 // of Qwen2-VL-2B's shape and builds it for gfx90a with the compiler the backend finds: the code
 // object defines every kernel, and is cached beside the committed source's under its own key.
 func TestSpecializeFamilyBuilds2B(t *testing.T) {
