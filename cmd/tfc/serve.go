@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/schollz/progressbar/v3"
@@ -19,6 +20,7 @@ func init() {
 	var o server.Options
 	var backend string
 	var cacheMiB, visionMiB int64
+	var keyFile string
 	c := &cobra.Command{
 		Use:   "serve DIR",
 		Short: "Serve a checkpoint over an OpenAI-compatible HTTP API",
@@ -37,9 +39,11 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 			if cacheMiB < 0 || visionMiB < 0 {
 				return fmt.Errorf("--prompt-cache-mib and --vision-cache-mib must not be negative")
 			}
-			if o.APIKey == "" {
-				o.APIKey = os.Getenv("TFC_API_KEY") // a key out of the command line, where ps shows it
+			key, err := apiKey(o.APIKey, keyFile, os.Getenv("TFC_API_KEY"))
+			if err != nil {
+				return err
 			}
+			o.APIKey = key
 			o.CacheBytes, o.VisionCache = cacheMiB<<20, visionMiB<<20
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			o.Backend = func() (device.Backend, error) { return newBackend(backend) }
@@ -61,6 +65,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.BoolVar(&o.NoRepetitionStop, "no-repetition-stop", false, "let outputs that repeat a period run on to max_tokens (requests may still ask for the stop with repetition_stop)")
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\" (default $TFC_API_KEY, which keeps it out of ps)")
+	fl.StringVar(&keyFile, "api-key-file", "", "read the key from this file (its first line), out of the command line and the environment")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")
 	fl.BoolVar(&o.NoCache, "no-prompt-cache", false, "turn the prompt cache off")
 	fl.BoolVar(&o.FetchImages, "allow-image-urls", false, "fetch http(s) image and document URLs (otherwise only data URLs are accepted)")
@@ -68,6 +73,29 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.Int64Var(&cacheMiB, "prompt-cache-mib", 0, "MiB of KV pages the prompt cache may keep (default: what running requests leave free)")
 	fl.Int64Var(&visionMiB, "vision-cache-mib", 256, "MiB of vision-tower rows kept by image, so a page sent again skips the tower (0: none)")
 	addCommand(c)
+}
+
+// apiKey is the key the server requires: --api-key, or the first line of --api-key-file, or
+// $TFC_API_KEY; none is no key.
+func apiKey(flag, file, env string) (string, error) {
+	if file == "" {
+		if flag != "" {
+			return flag, nil
+		}
+		return env, nil
+	}
+	if flag != "" {
+		return "", fmt.Errorf("--api-key and --api-key-file both give a key; give one")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--api-key-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if key := strings.TrimSpace(line); key != "" {
+		return key, nil
+	}
+	return "", fmt.Errorf("--api-key-file: %s has no key on its first line", file)
 }
 
 // loadBar draws the weight loading progress on a terminal.
