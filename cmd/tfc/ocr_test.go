@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"log/slog"
 	"net/http"
@@ -80,20 +79,11 @@ func TestOCRCommand(t *testing.T) {
 // renderPage is page i rendered as /v1/ocr renders it, as a PNG.
 func renderPage(t *testing.T, data []byte, i, dpi int) []byte {
 	t.Helper()
-	d, err := pdf.Open(context.Background(), data, 10)
+	b, err := pdf.PagePNG(context.Background(), data, i, dpi)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	img, _, err := d.Render(i, dpi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return b
 }
 
 // chatReply is a server's reply to a chat of one image and a text.

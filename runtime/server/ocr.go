@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	stdimage "image"
-	"image/png"
 	"net/http"
 	"strings"
 	"sync"
@@ -314,15 +313,11 @@ func imageDimensions(data []byte) OCRDimensions {
 // renderPage draws a PDF page at the family's DPI and encodes it as a PNG, the bytes a chat
 // request would carry.
 func (s *Server) renderPage(doc *pdf.Document, i int) ([]byte, OCRDimensions, *apiError) {
-	img, dpi, err := doc.Render(i, s.cfg.OCR.DPI)
+	p, err := doc.RenderPNG(i, s.cfg.OCR.DPI)
 	if err != nil {
 		return nil, OCRDimensions{}, badRequest("document", "%v", err)
 	}
-	var buf bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, img); err != nil {
-		return nil, OCRDimensions{}, &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: fmt.Sprintf("page %d: %v", i, err)}
-	}
-	return buf.Bytes(), OCRDimensions{DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}, nil
+	return p.PNG, OCRDimensions{DPI: p.DPI, Width: p.Width, Height: p.Height}, nil
 }
 
 // readPage runs one page as a chat request of its image and the OCR prompt; withImage adds the

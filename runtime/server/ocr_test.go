@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,20 +47,11 @@ func ocrBody(doc map[string]any, extra string) string {
 // renderedPNG is page i of a PDF as /v1/ocr renders it, encoded as a chat request would carry it.
 func renderedPNG(t *testing.T, data []byte, i, dpi int) []byte {
 	t.Helper()
-	d, err := pdf.Open(context.Background(), data, 10)
+	b, err := pdf.PagePNG(context.Background(), data, i, dpi)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	img, _, err := d.Render(i, dpi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return b
 }
 
 // chatText is the reply to a chat of one image and the OCR prompt.
