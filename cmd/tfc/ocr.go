@@ -104,7 +104,7 @@ DIR/NAME.md a file.`,
 	fl.StringVar(&pages, "pages", "", "0-based pages to read, e.g. 0,2 (default: every page)")
 	fl.StringVar(&backend, "backend", "cpu", "with --model: device backend, cpu, cuda or hip")
 	fl.IntVar(&o.Parallel, "parallel", 4, "with --model: pages decoding at once")
-	fl.IntVar(&o.Context, "context", 8192, "with --model: tokens per page, prompt and output (a 200 DPI letter page is about 4,800 image tokens)")
+	fl.IntVar(&o.Context, "context", 0, "with --model: tokens per page, prompt and output (default 8192, or the checkpoint's max_position_embeddings when smaller; a 200 DPI letter page is about 4,800 image tokens)")
 	fl.IntVar(&o.MaxPages, "max-pages", server.DefaultMaxPages, "with --model: most pages a document may have")
 	addCommand(c)
 }

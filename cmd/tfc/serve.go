@@ -60,7 +60,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.IntVar(&o.Port, "port", 8000, "port to listen on")
 	fl.StringVar(&o.Name, "name", "", "model name clients send (default: the checkpoint folder's name)")
 	fl.IntVar(&o.Parallel, "parallel", 4, "requests decoding at once")
-	fl.IntVar(&o.Context, "context", 4096, "tokens per request, prompt and output")
+	fl.IntVar(&o.Context, "context", 0, "tokens per request, prompt and output (default 8192, or the checkpoint's max_position_embeddings when smaller)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
 	fl.BoolVar(&o.NoRepetitionStop, "no-repetition-stop", false, "let outputs that repeat a period run on to max_tokens (requests may still ask for the stop with repetition_stop)")
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")

@@ -22,6 +22,10 @@ import (
 	"tfc/runtime/sample"
 )
 
+// DefaultContext is a request's tokens when --context is not given: a 200 DPI letter page (about
+// 4,800 image tokens) and its text, or the checkpoint's max_position_embeddings when smaller.
+const DefaultContext = 8192
+
 // Options are tfc serve's settings.
 type Options struct {
 	Dir              string
@@ -29,7 +33,7 @@ type Options struct {
 	Port             int
 	Name             string // served model name; the checkpoint folder's name when empty
 	Parallel         int
-	Context          int
+	Context          int // tokens a request, prompt and output; 0: DefaultContext, or max_position_embeddings when smaller
 	MaxTokens        int // max_tokens of a chat request that sets none
 	APIKey           string
 	NoDrafts         bool
@@ -142,7 +146,7 @@ func prepare(o *Options) (*setup, error) {
 	switch {
 	case o.Parallel < 1:
 		return nil, fmt.Errorf("--parallel is %d; it must be at least 1", o.Parallel)
-	case o.Context < pageSize:
+	case o.Context != 0 && o.Context < pageSize:
 		return nil, fmt.Errorf("--context is %d; it must hold at least one KV page of %d tokens", o.Context, pageSize)
 	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0 || o.VisionCache < 0 || o.MaxPages < 0:
 		return nil, fmt.Errorf("the default max_tokens, the prompt cache's size, the queue and the page limit must not be negative")
@@ -158,7 +162,15 @@ func prepare(o *Options) (*setup, error) {
 		return nil, err
 	}
 	const maxPos = "text_config.max_position_embeddings|max_position_embeddings"
-	if n, err := ck.Config.Int(maxPos); err == nil && ck.Config.Has(maxPos) && o.Context > n {
+	n, err := ck.Config.Int(maxPos)
+	known := err == nil && ck.Config.Has(maxPos)
+	if o.Context == 0 { // the default: a document page and its text, within the checkpoint's positions
+		o.Context = DefaultContext
+		if known && n < o.Context {
+			o.Context = n
+		}
+	}
+	if known && o.Context > n {
 		ck.Close()
 		return nil, fmt.Errorf("--context %d is above the checkpoint's max_position_embeddings (%d), the longest sequence its positions were trained for; use --context %d or less", o.Context, n, n)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +189,45 @@ func TestRunRefusesContext(t *testing.T) {
 			Log: slog.New(slog.DiscardHandler), Backend: func() (device.Backend, error) { return cpu.New(), nil }})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--context %d: %v, want %q", c.context, err, c.want)
+		}
+	}
+}
+
+// TestDefaultContext: without --context a request holds 8,192 tokens, or the checkpoint's
+// max_position_embeddings when that is smaller.
+func TestDefaultContext(t *testing.T) {
+	short := t.TempDir() // the tiny checkpoint with max_position_embeddings 4096
+	entries, err := os.ReadDir(tinyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		src, _ := filepath.Abs(filepath.Join(tinyDir, e.Name()))
+		if e.Name() != "config.json" {
+			if err := os.Symlink(src, filepath.Join(short, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), `"max_position_embeddings": 32768`, `"max_position_embeddings": 4096`, 1))
+		if err := os.WriteFile(filepath.Join(short, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		dir  string
+		want int
+	}{{tinyDir, DefaultContext}, {short, 4096}} {
+		su, err := prepare(&Options{Dir: c.dir, Parallel: 1, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if su.limits.Context != c.want {
+			t.Errorf("%s: context %d, want %d", c.dir, su.limits.Context, c.want)
 		}
 	}
 }
