@@ -64,24 +64,37 @@ type ImageTimes struct{ Decode, Preprocess time.Duration }
 
 // TimedImages is Images with the time each stage took.
 func (f *Frontend) TimedImages(files [][]byte) ([]*image.Patches, ImageTimes, error) {
+	imgs := make([]*image.RGB, len(files))
 	var t ImageTimes
-	out := make([]*image.Patches, len(files))
 	for i, data := range files {
 		t0 := time.Now()
 		img, err := image.Decode(i+1, data, f.Limits)
-		t1 := time.Now()
-		t.Decode += t1.Sub(t0)
+		t.Decode += time.Since(t0)
 		if err != nil {
 			return nil, t, err
 		}
+		imgs[i] = img
+	}
+	out, pt, err := f.TimedPictures(imgs)
+	t.Preprocess = pt.Preprocess
+	return out, t, err
+}
+
+// TimedPictures preprocesses images already decoded (a rendered PDF page), with the time it took.
+func (f *Frontend) TimedPictures(imgs []*image.RGB) ([]*image.Patches, ImageTimes, error) {
+	var t ImageTimes
+	out := make([]*image.Patches, len(imgs))
+	for i, img := range imgs {
 		if f.OnDecoded != nil {
 			f.OnDecoded(i + 1)
 		}
-		out[i], err = image.Preprocess(img, f.Image)
-		t.Preprocess += time.Since(t1)
+		t0 := time.Now()
+		p, err := image.Preprocess(img, f.Image)
+		t.Preprocess += time.Since(t0)
 		if err != nil {
 			return nil, t, fmt.Errorf("image %d: %w", i+1, err)
 		}
+		out[i] = p
 	}
 	return out, t, nil
 }

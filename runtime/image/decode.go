@@ -105,6 +105,15 @@ func Decode(index int, data []byte, limits Limits) (*RGB, error) {
 	return toRGB(img, format), nil
 }
 
+// FromRGBA is an opaque image as RGB: the pixels Decode gives for its PNG encoding, without the
+// encoding (a rendered PDF page).
+func FromRGBA(m *stdimage.RGBA) (*RGB, error) {
+	if !m.Opaque() {
+		return nil, fmt.Errorf("image: FromRGBA needs an opaque image")
+	}
+	return toRGB(m, PNG), nil
+}
+
 // grey16KeyedToRGB handles 16-bit grey PNG with a tRNS key, which Go widens to NRGBA64 but PIL opens as
 // mode I;16, whose conversion to RGB clips at 255.
 func grey16KeyedToRGB(m *stdimage.NRGBA64) *RGB {

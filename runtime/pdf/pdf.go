@@ -179,18 +179,25 @@ type Page struct {
 	DPI, Width, Height int
 }
 
-// RenderPNG is Render encoded as a PNG (fastest compression: the bytes go to an image decoder
-// next, not to disk).
+// RenderPNG is Render encoded as a PNG.
 func (d *Document) RenderPNG(i, dpi int) (Page, error) {
 	img, dpi, err := d.Render(i, dpi)
 	if err != nil {
 		return Page{}, err
 	}
-	var buf bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, img); err != nil {
+	b, err := EncodePNG(img)
+	if err != nil {
 		return Page{}, &Error{Page: i, Msg: "the page cannot be encoded: " + err.Error()}
 	}
-	return Page{PNG: buf.Bytes(), DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}, nil
+	return Page{PNG: b, DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}, nil
+}
+
+// EncodePNG encodes a rendered page with the fastest compression (the bytes go to an image
+// decoder or a browser, not to disk).
+func EncodePNG(img *image.RGBA) ([]byte, error) {
+	var buf bytes.Buffer
+	err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, img)
+	return buf.Bytes(), err
 }
 
 // PagePNG opens data, renders page i at dpi as a PNG and closes it: one page, as /v1/ocr reads it.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tfc/runtime/chattemplate"
+	"tfc/runtime/engine"
 	"tfc/runtime/image"
 	"tfc/runtime/pdf"
 )
@@ -91,7 +92,15 @@ type OCRUsageInfo struct {
 // page is one page to read: its index and how its image is made.
 type page struct {
 	index int
-	image func() ([]byte, OCRDimensions, *apiError)
+	image func() (pageImage, OCRDimensions, *apiError)
+}
+
+// pageImage is a page's image: the document's own file, or a rendered page's pixels (read
+// without a PNG round trip: the same pixels a chat request carrying its PNG gives).
+type pageImage struct {
+	file []byte
+	pic  *image.RGB
+	png  func() ([]byte, error) // the rendered page as a PNG, for include_image_base64
 }
 
 // ocr answers POST /v1/ocr: each page of the document is a chat request with the family's OCR
@@ -290,9 +299,9 @@ func (s *Server) pages(ctx context.Context, data []byte, want []int) ([]page, in
 	}
 	out := make([]page, len(indices))
 	for k, i := range indices {
-		out[k] = page{index: i, image: func() ([]byte, OCRDimensions, *apiError) {
+		out[k] = page{index: i, image: func() (pageImage, OCRDimensions, *apiError) {
 			if doc == nil {
-				return data, imageDimensions(data), nil
+				return pageImage{file: data}, imageDimensions(data), nil
 			}
 			return s.renderPage(doc, i)
 		}}
@@ -310,14 +319,22 @@ func imageDimensions(data []byte) OCRDimensions {
 	return OCRDimensions{Width: c.Width, Height: c.Height}
 }
 
-// renderPage draws a PDF page at the family's DPI and encodes it as a PNG, the bytes a chat
-// request would carry.
-func (s *Server) renderPage(doc *pdf.Document, i int) ([]byte, OCRDimensions, *apiError) {
-	p, err := doc.RenderPNG(i, s.cfg.OCR.DPI)
+// renderPage draws a PDF page at the family's DPI.
+func (s *Server) renderPage(doc *pdf.Document, i int) (pageImage, OCRDimensions, *apiError) {
+	img, dpi, err := doc.Render(i, s.cfg.OCR.DPI)
 	if err != nil {
-		return nil, OCRDimensions{}, badRequest("document", "%v", err)
+		return pageImage{}, OCRDimensions{}, badRequest("document", "%v", err)
 	}
-	return p.PNG, OCRDimensions{DPI: p.DPI, Width: p.Width, Height: p.Height}, nil
+	dims := OCRDimensions{DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}
+	encode := func() ([]byte, error) { return pdf.EncodePNG(img) }
+	if pic, err := image.FromRGBA(img); err == nil {
+		return pageImage{pic: pic, png: encode}, dims, nil
+	}
+	data, err := encode() // not opaque: read as its PNG, as a chat request would carry it
+	if err != nil {
+		return pageImage{}, OCRDimensions{}, &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: fmt.Sprintf("page %d: %v", i, err)}
+	}
+	return pageImage{file: data}, dims, nil
 }
 
 // readPage runs one page as a chat request of its image and the OCR prompt; withImage adds the
@@ -330,11 +347,19 @@ func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set sett
 		}
 		return e
 	}
-	data, dims, e := pg.image()
+	pi, dims, e := pg.image()
 	if e != nil {
 		return OCRPage{}, e
 	}
-	p, keys, times, e := s.prompt(ld, conv, [][]byte{data}, chattemplate.Options{AddGenerationPrompt: true})
+	opts := chattemplate.Options{AddGenerationPrompt: true}
+	var p engine.Prompt
+	var keys []string
+	var times engine.ImageTimes
+	if pi.pic != nil {
+		p, keys, times, e = s.promptPictures(ld, conv, []*image.RGB{pi.pic}, opts)
+	} else {
+		p, keys, times, e = s.prompt(ld, conv, [][]byte{pi.file}, opts)
+	}
 	if e != nil {
 		return OCRPage{}, onPage(e)
 	}
@@ -354,6 +379,13 @@ func (s *Server) readPage(ctx context.Context, ld *loaded, conv []byte, set sett
 		Finish: ev.Finish, StopReason: ev.StopReason, Usage: rep.usage(ev.Usage),
 		ModelDimensions: OCRSize{Width: grid[2] * patch, Height: grid[1] * patch}}
 	if withImage {
+		data := pi.file
+		if data == nil {
+			var err error
+			if data, err = pi.png(); err != nil {
+				return OCRPage{}, &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: fmt.Sprintf("page %d: %v", pg.index, err)}
+			}
+		}
 		out.ImageBase64 = "data:" + mediaType(image.Sniff(data)) + ";base64," + base64.StdEncoding.EncodeToString(data)
 	}
 	return out, nil

@@ -15,6 +15,7 @@ import (
 
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/engine"
+	"tfc/runtime/image"
 	"tfc/runtime/sample"
 )
 
@@ -386,6 +387,18 @@ func (s *Server) prompt(ld *loaded, conv []byte, files [][]byte, opts chattempla
 		s.metrics.imageDecode.Observe(times.Decode.Seconds())
 		s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
 	}
+	return s.promptOf(ld, conv, imgs, times, err, opts)
+}
+
+// promptPictures is prompt for images already decoded (rendered pages).
+func (s *Server) promptPictures(ld *loaded, conv []byte, pics []*image.RGB, opts chattemplate.Options) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
+	imgs, times, err := ld.fe.TimedPictures(pics)
+	s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
+	return s.promptOf(ld, conv, imgs, times, err, opts)
+}
+
+// promptOf renders a conversation with its images' patches (err: why they are missing).
+func (s *Server) promptOf(ld *loaded, conv []byte, imgs []*image.Patches, times engine.ImageTimes, err error, opts chattemplate.Options) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
 	if err != nil {
 		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}
