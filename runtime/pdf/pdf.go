@@ -13,6 +13,8 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -22,6 +24,8 @@ import (
 	"github.com/klippa-app/go-pdfium/requests"
 	"github.com/klippa-app/go-pdfium/webassembly"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 // Instances is the most PDFium instances open at once: as many documents are read in parallel,
@@ -43,10 +47,19 @@ var shared struct {
 func pool() (pdfium.Pool, error) {
 	shared.once.Do(func() {
 		t0 := time.Now()
+		// as go-pdfium's default runtime (its module needs exception handling), with the compiled
+		// module kept on disk so a later process starts in milliseconds, not seconds
+		rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling)
+		if dir, err := os.UserCacheDir(); err == nil {
+			if cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "tfc", "wazero")); err == nil {
+				rc = rc.WithCompilationCache(cache)
+			}
+		}
 		shared.pool, shared.err = webassembly.Init(webassembly.Config{
 			MaxTotal: Instances, MaxIdle: 0,
-			FSConfig: wazero.NewFSConfig(), // no directory mounted: documents come as bytes
-			Stdout:   io.Discard, Stderr: io.Discard,
+			FSConfig:      wazero.NewFSConfig(), // no directory mounted: documents come as bytes
+			RuntimeConfig: rc,
+			Stdout:        io.Discard, Stderr: io.Discard,
 		})
 		shared.started = time.Since(t0)
 		if shared.err != nil {
