@@ -116,10 +116,13 @@ func timePreprocess(path string, cfg image.Config, runs int) (preprocessTimes, e
 		t3 := time.Now()
 		noResize := cfg
 		noResize.DoResize = false
-		if _, err := image.Preprocess(resized, noResize); err != nil {
+		q, err := image.Preprocess(resized, noResize)
+		if err != nil {
 			return t, fmt.Errorf("%s: %w", path, err)
 		}
 		t4 := time.Now()
+		image.Release(p.Pixels) // as the server does when a request ends
+		image.Release(q.Pixels)
 		if i == 0 { // warm-up
 			t.Width, t.Height, t.Resized, t.GridTHW = img.Width, img.Height, [2]int{w, h}, p.GridTHW
 			continue

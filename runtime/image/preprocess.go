@@ -64,7 +64,7 @@ func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 		GridTHW: [3]int{1, gh, gw},
 		Rows:    gh * gw,
 		Cols:    cfg.PatchDim(),
-		Pixels:  make([]float32, gh*gw*cfg.PatchDim()),
+		Pixels:  newPixels(gh * gw * cfg.PatchDim()),
 	}
 	pt := newPatcher(cfg, gw)
 	// Each strip of merge*patch resized rows fills the patches of one row of merged blocks.

@@ -299,6 +299,7 @@ func TestPreprocessMatchesReference(t *testing.T) {
 	if testing.Short() {
 		cases = 15
 	}
+	released, reused := map[*float32]bool{}, 0
 	for i := range cases {
 		w, h := 1+rng.IntN(700), 1+rng.IntN(700)
 		if max(w, h) > 200*min(w, h) {
@@ -331,11 +332,23 @@ func TestPreprocessMatchesReference(t *testing.T) {
 				t.Fatalf("%dx%d, temporal %d, pixels %d..%d, GOMAXPROCS %d: pixel_values differ from the reference",
 					w, h, cfg.TemporalPatchSize, cfg.MinPixels, cfg.MaxPixels, procs)
 			}
+			// released buffers come back to later calls holding NaNs: every element must be written again
+			if released[&got.Pixels[:1][0]] {
+				reused++
+			}
+			for k := range got.Pixels {
+				got.Pixels[k] = float32(math.NaN())
+			}
+			released[&got.Pixels[:1][0]] = true
+			Release(got.Pixels)
 		}
 		rw, rh := 1+rng.IntN(600), 1+rng.IntN(600)
 		if got, want := Resize(img, rw, rh), refResize(img, rw, rh); !slices.Equal(got.Pix, want.Pix) {
 			t.Fatalf("Resize %dx%d to %dx%d differs from the reference", w, h, rw, rh)
 		}
+	}
+	if reused == 0 {
+		t.Error("no released buffer was reused: the test did not check that reuse writes every element")
 	}
 }
 

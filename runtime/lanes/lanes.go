@@ -83,6 +83,9 @@ type Request struct {
 	// token's place in the sequence (the gates compare them); Vision sees its images' tower rows.
 	Logits func(pos int, logits []float32)
 	Vision func(rows []float32)
+	// Release, when set, is called once when the scheduler is done with the request (it has
+	// finished, whatever the reason): its Pixels may then be reused.
+	Release func()
 }
 
 // Event is what a request's stream carries: new tokens, and at the end Done with the reason.
@@ -522,6 +525,9 @@ func (s *Scheduler) finish(sq *seq, reason string, err error) {
 		return
 	}
 	sq.finished = true
+	if sq.req.Release != nil {
+		sq.req.Release() // the tower runs on this goroutine: nothing reads the pixels any more
+	}
 	if sq.stopWatch != nil {
 		sq.stopWatch()
 	}

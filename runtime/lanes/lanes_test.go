@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,5 +457,48 @@ func TestModelErrors(t *testing.T) {
 	}
 	if st := s.Stats(); st.Running != 0 || st.PagesUsed != 0 {
 		t.Errorf("after failures: %+v", st)
+	}
+}
+
+// TestReleaseWhenDone: a request's Release is called once, before its Done event, whether it ends
+// by length, by a stop or cancelled; the scheduler never reads its pixels afterwards (Release
+// poisons them here, and every request still gives the reference's tokens).
+func TestReleaseWhenDone(t *testing.T) {
+	cfg := testConfig()
+	s := start(t, newFake(cfg, 0), cfg)
+	rs := requests()
+	rs[5].Stop = func(out []int32) bool { return len(out) == 3 }
+	released := make([]atomic.Int32, len(rs)+1)
+	wants := make([][]int32, len(rs))
+	for i, r := range rs {
+		wants[i] = reference(t, 0, r, false)
+		r.Release = func() {
+			released[i].Add(1)
+			for k := range r.Pixels {
+				r.Pixels[k] = float32(math.NaN())
+			}
+		}
+	}
+	streams := make([]*Stream, len(rs))
+	for i, r := range rs {
+		streams[i] = must(s.Submit(context.Background(), r))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := imagePrompt(40, 4)
+	gone.MaxTokens = 50
+	gone.Release = func() { released[len(rs)].Add(1) }
+	st := must(s.Submit(ctx, gone))
+	cancel()
+	if _, ev := collect(t, st); ev.Finish != "cancelled" || released[len(rs)].Load() != 1 {
+		t.Errorf("cancelled request: finish %q, released %d times", ev.Finish, released[len(rs)].Load())
+	}
+	for i, st := range streams {
+		got, _ := collect(t, st)
+		if n := released[i].Load(); n != 1 {
+			t.Errorf("request %d released %d times at its end", i, n)
+		}
+		if !slices.Equal(got, wants[i]) {
+			t.Errorf("request %d: got %v, want %v", i, got, wants[i])
+		}
 	}
 }

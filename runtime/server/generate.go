@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"tfc/runtime/engine"
+	"tfc/runtime/image"
 	"tfc/runtime/lanes"
 	"tfc/runtime/tokenizer"
 )
@@ -177,6 +178,7 @@ func (s *Server) submit(ctx context.Context, ld *loaded, j *job) (*lanes.Stream,
 		Prompt: j.prompt.IDs, Pixels: j.prompt.Pixels, Grids: grids(j.prompt), ImageKeys: j.imageKeys,
 		MaxTokens: maxTokens, Sample: j.set.sample, Stop: stopHook(ld.fe.Tok, j.set.stop),
 		IgnoreEOS: j.set.ignoreEOS, MinTokens: min(j.set.minTokens, maxTokens), RepetitionStop: j.set.repetition,
+		Release: func() { image.Release(j.prompt.Pixels) }, // a request's prompt is its own
 	})
 	if err == nil {
 		return st, nil

@@ -403,6 +403,11 @@ func (s *Server) promptOf(ld *loaded, conv []byte, imgs []*image.Patches, times 
 		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}
 	p, _, err := ld.fe.Build(conv, imgs, ld.info.ImageToken, ld.info.Merge, opts)
+	if len(imgs) > 1 { // the prompt holds a copy of every image's patches
+		for _, im := range imgs {
+			image.Release(im.Pixels)
+		}
+	}
 	if tl := (*engine.TextTooLongError)(nil); errors.As(err, &tl) {
 		return engine.Prompt{}, nil, times, &apiError{status: http.StatusBadRequest, param: "messages", code: "context_length_exceeded", msg: err.Error()}
 	}
