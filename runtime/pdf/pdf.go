@@ -47,9 +47,11 @@ var shared struct {
 func pool() (pdfium.Pool, error) {
 	shared.once.Do(func() {
 		t0 := time.Now()
-		// as go-pdfium's default runtime (its module needs exception handling), with the compiled
-		// module kept on disk so a later process starts in milliseconds, not seconds
-		rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling)
+		// as go-pdfium's default runtime (its module needs exception handling), calls that a stopped
+		// instance interrupts, and the compiled module kept on disk so a later process starts in
+		// milliseconds, not seconds
+		rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2 | experimental.CoreFeaturesExceptionHandling).
+			WithCloseOnContextDone(true) // so that stopping an instance interrupts a call in progress
 		if dir, err := os.UserCacheDir(); err == nil {
 			if cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "tfc", "wazero")); err == nil {
 				rc = rc.WithCompilationCache(cache)
@@ -93,12 +95,19 @@ func (e *Error) Error() string {
 // Document is an open PDF. Its calls hold mu: a rendering's pixels live in the instance's memory,
 // which another call may grow and move, until they are copied out and cleaned up.
 type Document struct {
-	mu    sync.Mutex
-	inst  pdfium.Pdfium
-	doc   references.FPDF_DOCUMENT
-	Pages int // the page count
-	Bytes int // the file's size
+	mu      sync.Mutex
+	inst    pdfium.Pdfium
+	doc     references.FPDF_DOCUMENT
+	ctx     context.Context // Open's: when it ends, a call in progress is stopped
+	killed  bool
+	Pages   int           // the page count
+	Bytes   int           // the file's size
+	Timeout time.Duration // how long one call (a page's check or drawing) may take; Timeout when 0
 }
+
+// Timeout is how long drawing one page may take by default: a page of a real document takes
+// well under a second.
+const Timeout = 60 * time.Second
 
 // Open reads a PDF held in memory, waiting for a free instance under ctx. It refuses an encrypted
 // file, a damaged one, one with no pages and one with more than maxPages.
@@ -116,7 +125,7 @@ func Open(ctx context.Context, data []byte, maxPages int) (*Document, error) {
 		inst.Close()
 		return nil, &Error{Page: -1, Msg: openMessage(err)}
 	}
-	d := &Document{inst: inst, doc: od.Document, Bytes: len(data)}
+	d := &Document{inst: inst, doc: od.Document, ctx: ctx, Bytes: len(data)}
 	pc, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: od.Document})
 	switch {
 	case err != nil:
@@ -148,21 +157,69 @@ func openMessage(err error) string {
 
 // Check loads page i and lets it go, so that a damaged page is refused before any is rendered.
 func (d *Document) Check(i int) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	lp, err := d.inst.FPDF_LoadPage(&requests.FPDF_LoadPage{Document: d.doc, Index: i})
-	if err != nil {
-		return &Error{Page: i, Msg: "the page cannot be read (the PDF is damaged or truncated)"}
-	}
-	d.inst.FPDF_ClosePage(&requests.FPDF_ClosePage{Page: lp.Page})
-	return nil
+	return d.bounded(i, func() error {
+		lp, err := d.inst.FPDF_LoadPage(&requests.FPDF_LoadPage{Document: d.doc, Index: i})
+		if err != nil {
+			return &Error{Page: i, Msg: "the page cannot be read (the PDF is damaged or truncated)"}
+		}
+		d.inst.FPDF_ClosePage(&requests.FPDF_ClosePage{Page: lp.Page})
+		return nil
+	})
 }
 
 // Render draws page i on white at dpi, or at the largest DPI within MaxPixels when the page is
 // larger than that, and returns the image with the DPI it was drawn at.
 func (d *Document) Render(i, dpi int) (*image.RGBA, int, error) {
+	var img *image.RGBA
+	var drawn int
+	err := d.bounded(i, func() error { // img and drawn are read only once the call has returned
+		var err error
+		img, drawn, err = d.render(i, dpi)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return img, drawn, nil
+}
+
+// bounded runs a call into the document's renderer within Timeout and while the context Open
+// was given lasts; past either the renderer is stopped (a crafted file can make PDFium loop) and
+// the document cannot be used again.
+func (d *Document) bounded(i int, call func() error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.killed {
+		return &Error{Page: i, Msg: "the document's renderer was stopped by an earlier page"}
+	}
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	limit := d.Timeout
+	if limit <= 0 {
+		limit = Timeout
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		d.kill()
+		return &Error{Page: i, Msg: fmt.Sprintf("drawing the page took longer than %v; the PDF is refused", limit)}
+	case <-d.ctx.Done():
+		d.kill()
+		return context.Cause(d.ctx)
+	}
+}
+
+// kill stops the renderer in the middle of a call; its instance goes back to the pool anew.
+func (d *Document) kill() {
+	d.killed = true
+	d.inst.Kill()
+}
+
+// render is Render under the document's lock.
+func (d *Document) render(i, dpi int) (*image.RGBA, int, error) {
 	page := requests.Page{ByIndex: &requests.PageByIndex{Document: d.doc, Index: i}}
 	size, err := d.inst.GetPageSizeInPixels(&requests.GetPageSizeInPixels{Page: page, DPI: dpi})
 	if err != nil {
@@ -251,6 +308,9 @@ func onWhite(src *image.RGBA, transparent bool) *image.RGBA {
 func (d *Document) Close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.killed { // the instance went back to the pool when it was stopped
+		return
+	}
 	d.inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: d.doc})
 	d.inst.Close()
 }

@@ -181,3 +181,48 @@ func TestConcurrentRenders(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestStoppedRender: a page that takes longer than the document's Timeout, or whose context
+// ends, is refused with the limit named; the document refuses later pages, closes, and the
+// renderers are all still there for the next documents.
+func TestStoppedRender(t *testing.T) {
+	big := pdftest.Write([]pdftest.Page{{Width: 2000, Height: 2000, Lines: []string{"A large page."}}}, pdftest.Options{})
+	for _, how := range []string{"timeout", "cancel"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := Open(ctx, big, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "the PDF is refused"
+		if how == "timeout" {
+			d.Timeout = time.Microsecond
+		} else {
+			time.AfterFunc(time.Millisecond, cancel)
+			want = context.Canceled.Error()
+		}
+		_, _, err = d.Render(0, 300)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: a render past its limit gave %v, want an error with %q", how, err, want)
+		}
+		if _, _, err := d.Render(0, 72); err == nil || !strings.Contains(err.Error(), "stopped by an earlier page") {
+			t.Errorf("%s: the stopped document rendered again: %v", how, err)
+		}
+		d.Close()
+		cancel()
+	}
+	// every renderer is free and works: as many documents as there are renderers, at once
+	var docs []*Document
+	for range Instances {
+		d, err := Open(context.Background(), pdftest.TwoPages(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	for _, d := range docs {
+		if _, _, err := d.Render(1, 100); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	}
+}
