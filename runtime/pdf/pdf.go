@@ -193,7 +193,14 @@ func (d *Document) bounded(i int, call func() error) error {
 		return &Error{Page: i, Msg: "the document's renderer was stopped by an earlier page"}
 	}
 	done := make(chan error, 1)
-	go func() { done <- call() }()
+	go func() {
+		defer func() { // a call cut short by kill must not take the process down
+			if r := recover(); r != nil {
+				done <- &Error{Page: i, Msg: fmt.Sprintf("the renderer failed: %v", r)}
+			}
+		}()
+		done <- call()
+	}()
 	limit := d.Timeout
 	if limit <= 0 {
 		limit = Timeout
