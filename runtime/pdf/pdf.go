@@ -102,11 +102,11 @@ type Document struct {
 	killed  bool
 	Pages   int           // the page count
 	Bytes   int           // the file's size
-	Timeout time.Duration // how long one call (a page's check or drawing) may take; Timeout when 0
+	Timeout time.Duration // how long one call (opening, a page's check or drawing) may take; Timeout when 0
 }
 
-// Timeout is how long drawing one page may take by default: a page of a real document takes
-// well under a second.
+// Timeout is how long opening a PDF or drawing one page may take by default: a real document
+// takes well under a second.
 const Timeout = 60 * time.Second
 
 // Open reads a PDF held in memory, waiting for a free instance under ctx. It refuses an encrypted
@@ -120,25 +120,37 @@ func Open(ctx context.Context, data []byte, maxPages int) (*Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("waiting for a PDF renderer: %w", err)
 	}
-	od, err := inst.OpenDocument(&requests.OpenDocument{File: &data})
-	if err != nil {
-		inst.Close()
-		return nil, &Error{Page: -1, Msg: openMessage(err)}
-	}
-	d := &Document{inst: inst, doc: od.Document, ctx: ctx, Bytes: len(data)}
-	pc, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: od.Document})
+	d := &Document{inst: inst, ctx: ctx, Bytes: len(data)}
+	opened := false
+	err = d.bounded(-1, func() error { // d's fields are read only once the call has returned
+		od, err := inst.OpenDocument(&requests.OpenDocument{File: &data})
+		if err != nil {
+			return &Error{Page: -1, Msg: openMessage(err)}
+		}
+		d.doc, opened = od.Document, true
+		pc, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: od.Document})
+		if err != nil {
+			return &Error{Page: -1, Msg: "the PDF's page count cannot be read: " + err.Error()}
+		}
+		d.Pages = pc.PageCount
+		return nil
+	})
 	switch {
+	case err != nil && d.killed: // the instance went back to the pool when it was stopped
+		return nil, err
+	case err != nil && !opened:
+		inst.Close()
+		return nil, err
 	case err != nil:
 		d.Close()
-		return nil, &Error{Page: -1, Msg: "the PDF's page count cannot be read: " + err.Error()}
-	case pc.PageCount == 0:
+		return nil, err
+	case d.Pages == 0:
 		d.Close()
 		return nil, &Error{Page: -1, Msg: "the PDF has no pages"}
-	case pc.PageCount > maxPages:
+	case d.Pages > maxPages:
 		d.Close()
-		return nil, &Error{Page: -1, Msg: fmt.Sprintf("the PDF has %d pages, over this server's limit of %d pages a document; split it", pc.PageCount, maxPages)}
+		return nil, &Error{Page: -1, Msg: fmt.Sprintf("the PDF has %d pages, over this server's limit of %d pages a document; split it", d.Pages, maxPages)}
 	}
-	d.Pages = pc.PageCount
 	return d, nil
 }
 
@@ -212,7 +224,11 @@ func (d *Document) bounded(i int, call func() error) error {
 		return err
 	case <-timer.C:
 		d.kill()
-		return &Error{Page: i, Msg: fmt.Sprintf("drawing the page took longer than %v; the PDF is refused", limit)}
+		what := "drawing the page"
+		if i < 0 {
+			what = "reading the PDF"
+		}
+		return &Error{Page: i, Msg: fmt.Sprintf("%s took longer than %v; the PDF is refused", what, limit)}
 	case <-d.ctx.Done():
 		d.kill()
 		return context.Cause(d.ctx)
