@@ -64,20 +64,27 @@ type ImageTimes struct{ Decode, Preprocess time.Duration }
 
 // TimedImages is Images with the time each stage took.
 func (f *Frontend) TimedImages(files [][]byte) ([]*image.Patches, ImageTimes, error) {
+	imgs, decode, err := f.Decode(files)
+	if err != nil {
+		return nil, ImageTimes{Decode: decode}, err
+	}
+	out, t, err := f.TimedPictures(imgs)
+	t.Decode = decode
+	return out, t, err
+}
+
+// Decode decodes images to RGB under the front end's limits, with the time it took.
+func (f *Frontend) Decode(files [][]byte) ([]*image.RGB, time.Duration, error) {
+	t0 := time.Now()
 	imgs := make([]*image.RGB, len(files))
-	var t ImageTimes
 	for i, data := range files {
-		t0 := time.Now()
 		img, err := image.Decode(i+1, data, f.Limits)
-		t.Decode += time.Since(t0)
 		if err != nil {
-			return nil, t, err
+			return nil, time.Since(t0), err
 		}
 		imgs[i] = img
 	}
-	out, pt, err := f.TimedPictures(imgs)
-	t.Preprocess = pt.Preprocess
-	return out, t, err
+	return imgs, time.Since(t0), nil
 }
 
 // TimedPictures preprocesses images already decoded (a rendered PDF page), with the time it took.

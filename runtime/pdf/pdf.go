@@ -266,25 +266,6 @@ func (d *Document) render(i, dpi int) (*image.RGBA, int, error) {
 	return onWhite(src, r.Result.HasTransparency), dpi, nil
 }
 
-// Page is a rendered page encoded as a PNG, with the DPI it was drawn at and its size.
-type Page struct {
-	PNG                []byte
-	DPI, Width, Height int
-}
-
-// RenderPNG is Render encoded as a PNG.
-func (d *Document) RenderPNG(i, dpi int) (Page, error) {
-	img, dpi, err := d.Render(i, dpi)
-	if err != nil {
-		return Page{}, err
-	}
-	b, err := EncodePNG(img)
-	if err != nil {
-		return Page{}, &Error{Page: i, Msg: "the page cannot be encoded: " + err.Error()}
-	}
-	return Page{PNG: b, DPI: dpi, Width: img.Rect.Dx(), Height: img.Rect.Dy()}, nil
-}
-
 // EncodePNG encodes a rendered page with the fastest compression (the bytes go to an image
 // decoder or a browser, not to disk).
 func EncodePNG(img *image.RGBA) ([]byte, error) {
@@ -293,15 +274,19 @@ func EncodePNG(img *image.RGBA) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-// PagePNG opens data, renders page i at dpi as a PNG and closes it: one page, as /v1/ocr reads it.
+// PagePNG opens data, renders page i at dpi as a PNG and closes it: one page as a chat request
+// would carry it (its pixels are those /v1/ocr reads).
 func PagePNG(ctx context.Context, data []byte, i, dpi int) ([]byte, error) {
 	d, err := Open(ctx, data, math.MaxInt32)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	p, err := d.RenderPNG(i, dpi)
-	return p.PNG, err
+	img, _, err := d.Render(i, dpi)
+	if err != nil {
+		return nil, err
+	}
+	return EncodePNG(img)
 }
 
 // onWhite copies a rendered page out of the instance's memory; a page with transparency, which

@@ -382,23 +382,24 @@ func (s *Server) chatPrompt(ld *loaded, msgs []chatMessage, kwargs json.RawMessa
 // prompt renders a conversation (the template's messages) and its images' bytes to token ids
 // with the images' patches and identities, and the time the images took.
 func (s *Server) prompt(ld *loaded, conv []byte, files [][]byte, opts chattemplate.Options) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
-	imgs, times, err := ld.fe.TimedImages(files)
+	pics, decode, err := ld.fe.Decode(files)
 	if len(files) > 0 {
-		s.metrics.imageDecode.Observe(times.Decode.Seconds())
-		s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
+		s.metrics.imageDecode.Observe(decode.Seconds())
 	}
-	return s.promptOf(ld, conv, imgs, times, err, opts)
+	if err != nil {
+		return engine.Prompt{}, nil, engine.ImageTimes{Decode: decode}, badRequest("messages", "%v", err)
+	}
+	p, keys, times, e := s.promptPictures(ld, conv, pics, opts)
+	times.Decode = decode
+	return p, keys, times, e
 }
 
-// promptPictures is prompt for images already decoded (rendered pages).
+// promptPictures is prompt for images already decoded (a rendered page comes as pixels).
 func (s *Server) promptPictures(ld *loaded, conv []byte, pics []*image.RGB, opts chattemplate.Options) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
 	imgs, times, err := ld.fe.TimedPictures(pics)
-	s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
-	return s.promptOf(ld, conv, imgs, times, err, opts)
-}
-
-// promptOf renders a conversation with its images' patches (err: why they are missing).
-func (s *Server) promptOf(ld *loaded, conv []byte, imgs []*image.Patches, times engine.ImageTimes, err error, opts chattemplate.Options) (engine.Prompt, []string, engine.ImageTimes, *apiError) {
+	if len(pics) > 0 {
+		s.metrics.imagePreprocess.Observe(times.Preprocess.Seconds())
+	}
 	if err != nil {
 		return engine.Prompt{}, nil, times, badRequest("messages", "%v", err)
 	}
