@@ -133,54 +133,42 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 #endif
 }
 
-// tfc_attention_paged: blocks (r, h*SPLIT + c), c < SPLIT, take row r and query head h, which
-// reads KV head h / QG; they attend causally to positions 0..pos of the row's sequence through
-// its page table.
+// tfc_attention_paged: row r and query head h, which reads KV head h / QG, attend causally to
+// positions 0..pos of the row's sequence through its page table.
 #if TFC_CUDA
-// On CUDA the SPLIT blocks of a (row, head) form a cluster (launched in clusters of SPLIT along y)
-// and split the keys 0..pos between their SPLIT*NW warps, warp g = c*NW + w taking the contiguous
-// range [g*per, (g+1)*per) with per = ceil((pos+1)/(SPLIT*NW)), so the split depends on pos alone.
-// A warp walks its range in runs of 32 keys, each lane looking up one key's cache row a run ahead,
+// On CUDA the keys 0..pos are cut into SPLIT*NW contiguous ranges, range g holding keys
+// [g*per, (g+1)*per) with per = ceil((pos+1)/(SPLIT*NW)), so the cut depends on pos alone. A
+// warp walks a range in runs of 32 keys, each lane looking up one key's cache row a run ahead,
 // and loads tfc_attn_keys<HD> keys at a time, K and V together (keys past the run load its last
 // key again and weigh 0). A lane holds dims lane + 32i of q, of each key and of the output. A
 // score is the lane's fmaf chain over its dims, summed over the warp by an xor butterfly (16, 8,
-// 4, 2, 1), so every lane holds the same bits. Each warp keeps its own online softmax (max m, sum
-// l, output o), rescaled once per load of keys; the warps' (m, l, o) then meet in the blocks' LDS,
-// read across the cluster, and each output dim (dim d is block d % SPLIT's) adds them up in warp
-// order g. A running max of -inf (no finite score yet) rescales from 0 instead, so keys scored
-// -inf weigh 0 and a row with no finite score ends as 0/0 (NaN), as softmax gives.
+// 4, 2, 1), so every lane holds the same bits. Each range keeps its own online softmax (max m,
+// sum l, output o) from -inf, 0, 0, rescaled once per load of keys; then each output dim adds up
+// the ranges' (m, l, o) in range order. A running max of -inf (no finite score yet) rescales from
+// 0 instead, so keys scored -inf weigh 0 and a row with no finite score ends as 0/0 (NaN), as
+// softmax gives. Products and sums are written out (__fmul_rn, __fadd_rn, fmaf) so that no layout
+// contracts them differently.
+//
+// Two layouts give these bits. Launches of many rows (small false) take block (r, h): warp w
+// walks ranges w*SPLIT .. w*SPLIT + SPLIT-1 one after the other and leaves each range's (m, l, o)
+// in LDS. Launches of few rows (small true, decode rounds) take SPLIT blocks (r, h*SPLIT + c),
+// launched as a cluster: warp w of block c walks range c*NW + w alone, and the ranges meet
+// across the cluster's LDS, output dim d summed by block d % SPLIT.
 template <int HD>
 __device__ constexpr int tfc_attn_keys() { return (HD + 31) / 32 <= 4 ? 16 : (HD + 31) / 32 <= 8 ? 8 : 4; }
 
-template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, int MUT, typename TQ, typename TC, typename TY>
-__device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
-                                    int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
-                                    int M, float scale) {
-  static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
-  constexpr int NW = THREADS / 32, D = (HD + 31) / 32, U = tfc_attn_keys<HD>();
+// tfc_attn_range is one warp's online softmax over keys [t0, t1) of a row (see above).
+template <int HD, int PS, typename TC>
+__device__ __forceinline__ void tfc_attn_range(const float (&q)[(HD + 31) / 32], const int* pages, const TC* kb, int ldkc,
+                                               const TC* vb, int ldvc, int t0, int t1, float sc, float& m, float& l,
+                                               float (&o)[(HD + 31) / 32]) {
+  constexpr int D = (HD + 31) / 32, U = tfc_attn_keys<HD>();
   constexpr unsigned all = 0xffffffffu;
-  __shared__ float pm[NW], pl[NW], po[NW * HD];
-  const int r = blockIdx.x, h = blockIdx.y / SPLIT, c = tfc_cluster_rank();
-  if (r >= M) return;  // the whole cluster: it shares r
-  const int seq = row_seq[r], pos = row_pos[r];
-  if (pos < 0 || pos / PS >= ldpt) tfc_trap();
-  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-  const int ldqm = tfc_stride<MUT>(ldq);
-  const float sc = tfc_scale<MUT>(scale);
-  float q[D], o[D];
+  const int lane = threadIdx.x % 32;
+  m = TFC_NEG_INF;
+  l = 0.f;
 #pragma unroll
-  for (int i = 0; i < D; ++i) {
-    const int d = lane + 32 * i;
-    q[i] = d < HD ? tfc_ld(Q + (size_t)r * ldqm + h * HD + d) : 0.f;
-    o[i] = 0.f;
-  }
-  const int* pages = page_table + (size_t)seq * ldpt;
-  const TC* kb = Kc + (h / QG) * HD;
-  const TC* vb = Vc + (h / QG) * HD;
-  const int nkeys = tfc_bound<MUT>(pos + 1);
-  const int per = (nkeys + SPLIT * NW - 1) / (SPLIT * NW);
-  const int t0 = min(nkeys, (c * NW + w) * per), t1 = min(nkeys, t0 + per);
-  float m = TFC_NEG_INF, l = 0.f;
+  for (int i = 0; i < D; ++i) o[i] = 0.f;
   int next = 0;  // the cache row of the next run's key c0 + lane
   if (t0 < t1) {
     const int t = t0 + min(lane, t1 - t0 - 1);
@@ -216,24 +204,24 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
 #pragma unroll
       for (int b = 16; b > 0; b >>= 1) {
 #pragma unroll
-        for (int j = 0; j < U; ++j) s[j] += __shfl_xor_sync(all, s[j], b);
+        for (int j = 0; j < U; ++j) s[j] = __fadd_rn(s[j], __shfl_xor_sync(all, s[j], b));
       }
       float mb = m;
 #pragma unroll
       for (int j = 0; j < U; ++j) {
-        s[j] = u0 + j < n ? s[j] * sc : TFC_NEG_INF;
+        s[j] = u0 + j < n ? __fmul_rn(s[j], sc) : TFC_NEG_INF;
         mb = fmaxf(mb, s[j]);
       }
       const float mref = mb == TFC_NEG_INF ? 0.f : mb;
-      const float alpha = expf(m - mref);
-      l *= alpha;
+      const float alpha = expf(__fadd_rn(m, -mref));
+      l = __fmul_rn(l, alpha);
 #pragma unroll
-      for (int i = 0; i < D; ++i) o[i] *= alpha;
+      for (int i = 0; i < D; ++i) o[i] = __fmul_rn(o[i], alpha);
 #pragma unroll
       for (int j = 0; j < U; ++j) {
         if (u0 + j < n) {
-          const float p = expf(s[j] - mref);
-          l += p;
+          const float p = expf(__fadd_rn(s[j], -mref));
+          l = __fadd_rn(l, p);
 #pragma unroll
           for (int i = 0; i < D; ++i) o[i] = fmaf(p, vv[j][i], o[i]);
         }
@@ -241,57 +229,106 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
       m = mb;
     }
   }
-  tfc_fill_skew<MUT>();
-  if (lane == 0) {
-    pm[w] = m;
-    pl[w] = l;
+}
+
+// tfc_attn_combine adds up the G ranges' (m, l, o) for output dim d in range order: range g's
+// values are m(g), l(g) and o(g, d).
+template <int G, typename FM, typename FL, typename FO>
+__device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d) {
+  float mx = TFC_NEG_INF;
+#pragma unroll
+  for (int g = 0; g < G; ++g) mx = fmaxf(mx, m(g));
+  const float mref = mx == TFC_NEG_INF ? 0.f : mx;
+  float lsum = 0.f, osum = 0.f;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float f = expf(__fadd_rn(m(g), -mref));
+    lsum = fmaf(l(g), f, lsum);
+    osum = fmaf(o(g, d), f, osum);
   }
+  return __fdiv_rn(osum, lsum);
+}
+
+template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+                                    int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
+                                    int M, float scale) {
+  static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
+  constexpr int NW = THREADS / 32, D = (HD + 31) / 32, G = SPLIT * NW;
+  constexpr int RANGES = SMALL ? NW : G;  // ranges a block keeps in LDS
+  static_assert(RANGES * (HD + 2) * 4 <= 44 * 1024, "the ranges' partials must fit a block's LDS");
+  __shared__ float pm[RANGES], pl[RANGES], po[RANGES * HD];
+  const int r = blockIdx.x, h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
+  if (r >= M) return;  // in a cluster, the whole cluster: it shares r
+  const int seq = row_seq[r], pos = row_pos[r];
+  if (pos < 0 || pos / PS >= ldpt) tfc_trap();
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int ldqm = tfc_stride<MUT>(ldq);
+  const float sc = tfc_scale<MUT>(scale);
+  float q[D], o[D];
 #pragma unroll
   for (int i = 0; i < D; ++i) {
     const int d = lane + 32 * i;
-    if (d < HD) po[w * HD + d] = o[i];
+    q[i] = d < HD ? tfc_ld(Q + (size_t)r * ldqm + h * HD + d) : 0.f;
   }
-  // every block's partials are written before any is read (the missing-barrier control drops this)
-  if (MUT != TFC_MUT_BARRIER) tfc_cluster_sync();
-  const float* rm[SPLIT];
-  const float* rl[SPLIT];
-  const float* ro[SPLIT];
+  const int* pages = page_table + (size_t)seq * ldpt;
+  const TC* kb = Kc + (h / QG) * HD;
+  const TC* vb = Vc + (h / QG) * HD;
+  const int nkeys = tfc_bound<MUT>(pos + 1);
+  const int per = (nkeys + G - 1) / G;
+  const int c = SMALL ? tfc_cluster_rank() : 0;
+  tfc_fill_skew<MUT>();
+#pragma unroll 1
+  for (int j = 0; j < (SMALL ? 1 : SPLIT); ++j) {
+    const int g = SMALL ? c * NW + w : w * SPLIT + j, slot = SMALL ? w : g;
+    const int t0 = min(nkeys, g * per), t1 = min(nkeys, t0 + per);
+    float m, l;
+    tfc_attn_range<HD, PS>(q, pages, kb, ldkc, vb, ldvc, t0, t1, sc, m, l, o);
+    if (lane == 0) {
+      pm[slot] = m;
+      pl[slot] = l;
+    }
 #pragma unroll
-  for (int b = 0; b < SPLIT; ++b) {
-    rm[b] = tfc_cluster_map(pm, b);
-    rl[b] = tfc_cluster_map(pl, b);
-    ro[b] = tfc_cluster_map(po, b);
+    for (int i = 0; i < D; ++i) {
+      const int d = lane + 32 * i;
+      if (d < HD) po[slot * HD + d] = o[i];
+    }
   }
-  float mx = TFC_NEG_INF;
+  if constexpr (SMALL) {
+    // every block's ranges are written before any is read (the missing-barrier control drops this)
+    if (MUT != TFC_MUT_BARRIER) tfc_cluster_sync();
+    const float* rm[SPLIT];
+    const float* rl[SPLIT];
+    const float* ro[SPLIT];
 #pragma unroll
-  for (int b = 0; b < SPLIT; ++b)
-#pragma unroll
-    for (int v = 0; v < NW; ++v) mx = fmaxf(mx, rm[b][v]);
-  const float mref = mx == TFC_NEG_INF ? 0.f : mx;
-  for (int d = c + SPLIT * threadIdx.x; d < HD; d += SPLIT * THREADS) {
-    float lsum = 0.f, osum = 0.f;
-#pragma unroll
-    for (int b = 0; b < SPLIT; ++b)
-#pragma unroll
-      for (int v = 0; v < NW; ++v) {
-        const float f = expf(rm[b][v] - mref);
-        lsum = fmaf(rl[b][v], f, lsum);
-        osum = fmaf(ro[b][v * HD + d], f, osum);
-      }
-    tfc_st(Y + (size_t)r * ldy + h * HD + d, osum / lsum);
+    for (int b = 0; b < SPLIT; ++b) {
+      rm[b] = tfc_cluster_map(pm, b);
+      rl[b] = tfc_cluster_map(pl, b);
+      ro[b] = tfc_cluster_map(po, b);
+    }
+    for (int d = c + SPLIT * threadIdx.x; d < HD; d += SPLIT * THREADS)
+      tfc_st(Y + (size_t)r * ldy + h * HD + d,
+             tfc_attn_combine<G>([&](int g) { return rm[g / NW][g % NW]; }, [&](int g) { return rl[g / NW][g % NW]; },
+                                 [&](int g, int d) { return ro[g / NW][g % NW * HD + d]; }, d));
+    tfc_cluster_sync();  // no block leaves while the others read its LDS
+  } else {
+    tfc_fill_barrier<MUT>();
+    for (int d = threadIdx.x; d < HD; d += THREADS)
+      tfc_st(Y + (size_t)r * ldy + h * HD + d,
+             tfc_attn_combine<G>([&](int g) { return pm[g]; }, [&](int g) { return pl[g]; },
+                                 [&](int g, int d) { return po[g * HD + d]; }, d));
   }
-  tfc_cluster_sync();  // no block leaves while the others read its LDS
 }
 #else
 // Elsewhere the block's threads take the keys together in LDS tiles (tfc_attend, one query).
-// Only block c = 0 of a (row, head) works; the others exit.
-template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, int MUT, typename TQ, typename TC, typename TY>
+// Block (r, h), or with SMALL the first of SPLIT blocks (r, h*SPLIT + c), takes the row; the others exit.
+template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
   __shared__ float qs[HD], os[HD], ls[1];
-  const int r = blockIdx.x, h = blockIdx.y / SPLIT;
-  if (r >= M || blockIdx.y % SPLIT != 0) return;
+  const int r = blockIdx.x, h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
+  if (r >= M || (SMALL && blockIdx.y % SPLIT != 0)) return;
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int ldqm = tfc_stride<MUT>(ldq);

@@ -994,7 +994,7 @@ extern "C" __global__ __launch_bounds__(256) void mrope(
 // decode_attention: attention(cache)
 // from sample:layer.attention
 // launch decode_attention_kvstore: grid (M, 1), 256 threads
-// launch decode_attention: grid (M, 96) in clusters of 8 along y, 256 threads
+// launch decode_attention: grid (M, 12), or (M, 96) as decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
@@ -1010,7 +1010,7 @@ extern "C" __global__ __launch_bounds__(256) void decode_attention_kvstore(
       op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M);
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attention(
+extern "C" __global__ __launch_bounds__(256) void decode_attention(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
     const float* op0_V, int op0_V_ld,
@@ -1022,7 +1022,25 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attent
     const int* op0_Rows_PageTable, int op0_Rows_PageTable_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  tfc_attention_paged<128, 6, 32, 256, 16, 8, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
+  constexpr bool small = false;  // launched at M > 8
+  tfc_attention_paged<128, 6, 32, 256, 16, 8, small, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
+      op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, 0.088388346f);
+}
+
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attention_rows(
+    const float* op0_Q, int op0_Q_ld,
+    const float* op0_K, int op0_K_ld,
+    const float* op0_V, int op0_V_ld,
+    float* op0_Y, int op0_Y_ld,
+    tfc_bf16* op0_Cache_K, int op0_Cache_K_ld,
+    tfc_bf16* op0_Cache_V, int op0_Cache_V_ld,
+    const int* op0_Rows_RowSeq, int op0_Rows_RowSeq_ld,
+    const int* op0_Rows_RowPos, int op0_Rows_RowPos_ld,
+    const int* op0_Rows_PageTable, int op0_Rows_PageTable_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true;  // launched at M ≤ 8
+  tfc_attention_paged<128, 6, 32, 256, 16, 8, small, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
       op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, 0.088388346f);
 }
 

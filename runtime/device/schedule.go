@@ -48,9 +48,10 @@ type Launch struct {
 	// SmallSymbol, when set, is the function launched instead at M ≤ SmallRows: the same kernel
 	// built for small launches alone, so each layout has its own registers.
 	SmallSymbol string `json:"small_symbol,omitempty"`
-	// ClusterY, when above 1, launches the blocks in clusters of that many along y where the
-	// device has clusters (CUDA sm_90; the kernel says so itself); GridY is a multiple of it.
-	ClusterY int `json:"cluster_y,omitempty"`
+	// SmallClusterY, when above 1, launches SmallSymbol's blocks in clusters of that many along
+	// y where the device has clusters (CUDA sm_90; the function says so itself); SmallRowsGridY
+	// is a multiple of it.
+	SmallClusterY int `json:"small_cluster_y,omitempty"`
 }
 
 // Function is the symbol launched for M rows.
@@ -97,7 +98,7 @@ func (s *Schedule) Check() error {
 	}
 	for _, l := range s.Launches {
 		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
-			l.ClusterY < 0 || (l.ClusterY > 1 && (l.GridY%l.ClusterY != 0 || l.SmallRowsGridY > 0)) {
+			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

@@ -55,11 +55,13 @@
 // (Spans.Cols - 1). Params returns this list; Launches gives the grid of each launch.
 //
 // A kernel's grid is (ceil(M/RowsPerBlock), GridY) blocks of 256 threads, with S more in x for
-// attention over spans, and (1, SmallRowsGridY) instead when that is set and M is at most 8.
+// attention over spans, and (1, SmallRowsGridY) instead when that is set and M is at most 8
+// ((M, SmallRowsGridY) for a cached attention, a block a row).
 //
 // A cached attention kernel is two launches with the same arguments: <name>_kvstore, which stores
-// the launch's K and V rows into the cache (a block a row), then <name>, 8 blocks a row and query
-// head (a cluster on CUDA, which splits the row's keys between them).
+// the launch's K and V rows into the cache (a block a row), then <name>, a block a row and query
+// head, or at M ≤ 8 <name>_rows, 8 blocks a row and query head (a cluster on CUDA, which shares
+// the row's key ranges out between them; the same bits).
 //
 // # Planted controls
 //

@@ -175,8 +175,8 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 				b.WriteString("\n")
 			}
 			cluster := ""
-			if l.ClusterY > 1 {
-				cluster = fmt.Sprintf("TFC_CLUSTER_Y(%d) ", l.ClusterY)
+			if v.small == "true" && l.SmallClusterY > 1 {
+				cluster = fmt.Sprintf("TFC_CLUSTER_Y(%d) ", l.SmallClusterY)
 			}
 			fmt.Fprintf(&b, "extern \"C\" __global__ %s__launch_bounds__(%d) void %s(\n    %s) {\n", cluster, l.Threads, v.sym, sig.String())
 			if l.Symbol == k.Name {
@@ -210,10 +210,14 @@ func Describe(l device.Launch) string {
 		if l.SmallSymbol != "" {
 			as = " as " + l.SmallSymbol
 		}
-		return fmt.Sprintf("grid (%s, %d), or (1, %d)%s when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, as, l.SmallRows, l.Threads)
-	}
-	if l.ClusterY > 1 {
-		return fmt.Sprintf("grid (%s, %d) in clusters of %d along y, %d threads", x, l.GridY, l.ClusterY, l.Threads)
+		small := "1"
+		if l.RowsPerBlock == 1 {
+			small = "M"
+		}
+		if l.SmallClusterY > 1 {
+			as += fmt.Sprintf(" in clusters of %d along y", l.SmallClusterY)
+		}
+		return fmt.Sprintf("grid (%s, %d), or (%s, %d)%s when M ≤ %d, %d threads", x, l.GridY, small, l.SmallRowsGridY, as, l.SmallRows, l.Threads)
 	}
 	return fmt.Sprintf("grid (%s, %d), %d threads", x, l.GridY, l.Threads)
 }

@@ -577,7 +577,8 @@ type attention struct {
 
 const keyTile = 32
 
-// keySplit is how many blocks (a cluster on CUDA) share a cached attention's row and head.
+// keySplit is how many blocks (a cluster on CUDA) share a cached attention's row and head in
+// launches of at most smallRows rows; a row's keys are cut into keySplit ranges a warp.
 const keySplit = 8
 
 // spanRows is the query rows a block of an uncached attention takes (tfc_attention_spans' QG):
@@ -607,7 +608,7 @@ func newAttention(k Kernel) (template, error) {
 
 func (f *attention) tile() string {
 	if f.k.Ops[0].Flags["cache"] {
-		return fmt.Sprintf("store K and V a row a block; then a query row's head %d blocks, keys split between their warps over the pages", keySplit)
+		return fmt.Sprintf("store K and V a row a block; then a query row's head a block, its keys cut into %d ranges by position (at most %d rows: a cluster of %d blocks a row's head)", keySplit*threads/32, smallRows, keySplit)
 	}
 	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d", f.groups, keyTile)
 }
@@ -619,7 +620,9 @@ func (f *attention) launches() []device.Launch {
 	}
 	return []device.Launch{
 		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
-		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads") * keySplit, ClusterY: keySplit}, // keySplit blocks a query head
+		// a block a row and query head; at few rows a cluster of keySplit
+		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads"),
+			SmallRows: smallRows, SmallRowsGridY: o.int("heads") * keySplit, SmallSymbol: f.k.Name + smallSuffix, SmallClusterY: keySplit},
 	}
 }
 
@@ -640,7 +643,7 @@ func (f *attention) body(g *gen) error {
 		return nil
 	}
 	ps := o.int("page_size")
-	g.line("tfc_attention_paged<%d, %d, %d, %d, %d, %d, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,", hd, h/kv, keyTile, threads, ps, keySplit)
+	g.line("tfc_attention_paged<%d, %d, %d, %d, %d, %d, small, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,", hd, h/kv, keyTile, threads, ps, keySplit)
 	g.line("    op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, %s);", scale)
 	g.pre = map[string]string{g.k.Name + "_kvstore": fmt.Sprintf(
 		"  tfc_kv_store<%d, %d, %d>(op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,\n"+

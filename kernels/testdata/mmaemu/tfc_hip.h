@@ -60,7 +60,10 @@ inline unsigned __float_as_uint(float f) {
   return u;
 }
 int __all_sync(unsigned, int);
-// Clusters are declared, not emulated: no emulated kernel uses them.
+// Clusters and the rounding intrinsics are declared, not emulated: no emulated kernel uses them.
+float __fmul_rn(float, float);
+float __fadd_rn(float, float);
+float __fdiv_rn(float, float);
 int tfc_cluster_rank();
 void tfc_cluster_sync();
 template <typename T>
