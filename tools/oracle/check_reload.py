@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Proves the committed fixtures are the ones the oracle's outputs came from.
 
+Works on the tiny Qwen2-VL and Qwen2.5-VL checkpoints (the family is config.json's model_type).
 Checks every sha256 in oracle/manifest.json, reloads the checkpoint from disk with from_pretrained
 (float64, CPU) and AutoProcessor, renders and tokenizes each case again, recomputes pixel values,
 greedy output ids and the vision tower's rows, and compares them with oracle/<case>.json and
@@ -8,13 +9,20 @@ oracle/<case>.safetensors. Exits non-zero on any difference.
 """
 
 import argparse
+import importlib
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import qwen2_vl as oracle  # noqa: E402
+import oraclelib as oracle  # noqa: E402
+
+# model_type -> (the oracle script's module, transformers' model class)
+FAMILIES = {
+    "qwen2_vl": ("qwen2_vl", "Qwen2VLForConditionalGeneration"),
+    "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration"),
+}
 
 
 def main():
@@ -25,10 +33,19 @@ def main():
     oracle.check_versions(args.force)
 
     import torch
+    import transformers
     from safetensors.torch import load_file
-    from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
+    from transformers import AutoProcessor
 
     d = args.dir
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        sys.exit(f"check_reload: {d}/config.json has model_type {model_type!r}; known: {sorted(FAMILIES)}")
+    module_name, class_name = FAMILIES[model_type]
+    family = importlib.import_module(module_name)
+    model_class = getattr(transformers, class_name)
     failures = []
 
     def fail(msg):
@@ -44,20 +61,21 @@ def main():
         elif oracle.sha256_file(p) != want:
             fail(f"{rel} sha256 differs from the manifest")
 
-    model, info = Qwen2VLForConditionalGeneration.from_pretrained(d, dtype=torch.float64, output_loading_info=True)
+    model, info = model_class.from_pretrained(d, dtype=torch.float64, output_loading_info=True)
     model.eval()
     for k in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         if info.get(k):
             fail(f"from_pretrained {k}: {sorted(info[k])[:8]}")
-    if model.lm_head.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr():
-        fail("lm_head is not tied to embed_tokens after reload")
+    tied = model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    if tied != bool(config.get("tie_word_embeddings", False)):
+        fail(f"lm_head tied to embed_tokens after reload: {tied}, config.json says {config.get('tie_word_embeddings')}")
     proc = AutoProcessor.from_pretrained(d)
     if not manifest.get("chat_template_loaded_from_checkpoint", True):
         with open(os.path.join(d, "chat_template.json")) as f:
             proc.chat_template = json.load(f)["chat_template"]
     image_dir = os.path.join(d, "oracle", "images")
 
-    for name, images, text in oracle.CASES:
+    for name, images, text in family.CASES:
         with open(os.path.join(d, "oracle", name + ".json")) as f:
             rec = json.load(f)
         case = oracle.prepare_case(proc, image_dir, name, images, text)
