@@ -52,13 +52,25 @@ func BenchmarkPreprocess(b *testing.B) {
 	run("qwen2_vl_default", DefaultConfig())
 }
 
-// BenchmarkDecode decodes a 1000x1400 page from PNG and from JPEG (quality 90).
-func BenchmarkDecode(b *testing.B) {
-	m := page(1000, 1400)
-	for _, f := range []struct {
+// pageFiles are a 1000x1400 page as a request sends it: the clean page and the scanned one as PNG
+// and as JPEG (quality 90).
+func pageFiles() []struct {
+	name string
+	data []byte
+} {
+	clean, grain := page(1000, 1400), scan(1000, 1400)
+	return []struct {
 		name string
 		data []byte
-	}{{"png", encodePNG(m)}, {"jpeg", encodeJPEG(m, 90)}} {
+	}{
+		{"png", encodePNG(clean)}, {"scan_png", encodePNG(grain)},
+		{"jpeg", encodeJPEG(clean, 90)}, {"scan_jpeg", encodeJPEG(grain, 90)},
+	}
+}
+
+// BenchmarkDecode decodes each of pageFiles.
+func BenchmarkDecode(b *testing.B) {
+	for _, f := range pageFiles() {
 		b.Run(f.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(f.data)))
@@ -66,6 +78,26 @@ func BenchmarkDecode(b *testing.B) {
 				if _, err := Decode(0, f.data, DefaultLimits()); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkPagePath is what a request pays for a page: decode, then dots.ocr's preprocessing.
+func BenchmarkPagePath(b *testing.B) {
+	cfg := familyConfig(b, familyConfigs[1].dir)
+	for _, f := range pageFiles() {
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				img, err := Decode(0, f.data, DefaultLimits())
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := Preprocess(img, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				Release(p.Pixels)
 			}
 		})
 	}

@@ -89,13 +89,26 @@ func Decode(index int, data []byte, limits Limits) (*RGB, error) {
 	if limits.MaxPixels > 0 && int64(cfg.Width)*int64(cfg.Height) > int64(limits.MaxPixels) {
 		return nil, fmt.Errorf("image %d is %dx%d, over the %d-pixel limit; send a smaller image", index, cfg.Width, cfg.Height, limits.MaxPixels)
 	}
-	img, err := decodePixels(format, data)
+	if format == PNG {
+		if img := decodePNGFastSafe(data); img != nil && img.Width == cfg.Width && img.Height == cfg.Height {
+			return img, nil
+		}
+	}
+	img, err := decodeLibrary(format, data)
 	if err != nil {
 		return nil, decodeError(index, format, err)
 	}
-	b := img.Bounds()
-	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
-		return nil, fmt.Errorf("image %d could not be decoded: %s header says %dx%d but the data is %dx%d; send a valid file", index, format, cfg.Width, cfg.Height, b.Dx(), b.Dy())
+	if img.Width != cfg.Width || img.Height != cfg.Height {
+		return nil, fmt.Errorf("image %d could not be decoded: %s header says %dx%d but the data is %dx%d; send a valid file", index, format, cfg.Width, cfg.Height, img.Width, img.Height)
+	}
+	return img, nil
+}
+
+// decodeLibrary decodes with the standard library's decoders (and x/image's WebP) and converts to RGB.
+func decodeLibrary(format Format, data []byte) (*RGB, error) {
+	img, err := decodePixels(format, data)
+	if err != nil {
+		return nil, err
 	}
 	if format == PNG && len(data) > 25 && data[24] == 16 && data[25] == 0 {
 		if m, ok := img.(*stdimage.NRGBA64); ok {
@@ -160,6 +173,16 @@ func decodePixels(format Format, data []byte) (img stdimage.Image, err error) {
 	default:
 		return webp.Decode(r)
 	}
+}
+
+// decodePNGFastSafe is decodePNGFast with a panic (an allocation too large) taken as "not here".
+func decodePNGFastSafe(data []byte) (img *RGB) {
+	defer func() {
+		if recover() != nil {
+			img = nil
+		}
+	}()
+	return decodePNGFast(data)
 }
 
 func decodeError(index int, format Format, err error) error {
