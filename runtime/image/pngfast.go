@@ -10,11 +10,11 @@ import (
 )
 
 // decodePNGFast decodes the common PNGs straight to RGB: 8-bit grey, grey with alpha, RGB, RGBA
-// and palette, not interlaced, without tRNS, every chunk and the zlib stream well formed. Inflating
-// runs on one goroutine while this one checks the Adler-32 sum, reverses the row filters and
-// converts to RGB behind it. It returns nil for any other file, and for anything it does not
-// accept, so that image/png decides (and words the error): every image it returns is one that
-// image/png decodes to the same pixels.
+// and palette, not interlaced, without tRNS, every chunk and the zlib stream well formed. Each row
+// is inflated, added to the Adler-32 sum, unfiltered in place and converted to RGB before the next
+// (inflating on a goroutine of its own measured slower). It returns nil for any other file, and
+// for anything it does not accept, so that image/png decides (and words the error): every image it
+// returns is one that image/png decodes to the same pixels.
 func decodePNGFast(data []byte) *RGB {
 	f, ok := parsePNG(data)
 	if !ok {
@@ -72,9 +72,7 @@ func decodePNGFast(data []byte) *RGB {
 	// The stream must end here, and use every byte before the checksum.
 	var one [1]byte
 	n, err := fr.Read(one[:])
-	inflateOK := n == 0 && err == io.EOF && src.Len() == 0
-	valid, done := true, h
-	if !valid || done != h || !inflateOK || binary.BigEndian.Uint32(z[len(z)-4:]) != sum {
+	if n != 0 || err != io.EOF || src.Len() != 0 || binary.BigEndian.Uint32(z[len(z)-4:]) != sum {
 		return nil
 	}
 	return out
