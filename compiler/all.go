@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"tfc/compiler/check"
 )
 
 // RegistryFile is the generated package that links every family into a binary.
@@ -39,7 +41,7 @@ func CompileAll(root string, pageSize int) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, diags, err := Lower(name, src)
+		p, diags, err := LowerWith(name, src, check.Beside(root, name))
 		if err != nil {
 			return nil, err
 		}

@@ -23,6 +23,9 @@ type Options struct {
 	Specialize []byte
 	// PageSize is the KV cache page the HIP attention kernels are built for (default 16).
 	PageSize int
+	// Root is the folder file names are relative to, where a family whose graph the file reuses
+	// is read from (default: the working directory).
+	Root string
 }
 
 // Compile checks and lowers one .graph file and returns its generated files by path relative to
@@ -31,7 +34,7 @@ type Options struct {
 // schedule kernels/<package>.schedule.json and the
 // contract tests. Diagnostics are the file's problems; err is any other failure.
 func Compile(filename string, src []byte, opts Options) (map[string][]byte, check.Diagnostics, error) {
-	p, diags, err := Lower(filename, src)
+	p, diags, err := LowerWith(filename, src, check.Beside(opts.Root, filename))
 	if err != nil || len(diags) > 0 {
 		return nil, diags, err
 	}
@@ -83,9 +86,14 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 	return files, nil
 }
 
-// Lower checks and lowers one .graph file.
+// Lower checks and lowers one .graph file, reading a family whose graph it reuses beside it.
 func Lower(filename string, src []byte) (*lower.Program, check.Diagnostics, error) {
-	m, diags := check.Source(filename, string(src))
+	return LowerWith(filename, src, check.Beside("", filename))
+}
+
+// LowerWith is Lower reading other families' files through load.
+func LowerWith(filename string, src []byte, load check.Loader) (*lower.Program, check.Diagnostics, error) {
+	m, diags := check.SourceWith(filename, string(src), load)
 	if len(diags) > 0 {
 		return nil, diags, nil
 	}
@@ -98,7 +106,7 @@ func Lower(filename string, src []byte) (*lower.Program, check.Diagnostics, erro
 
 // Explain prints the lowered schedule and memory plan of one .graph file.
 func Explain(w io.Writer, filename string, src []byte, opts Options) (check.Diagnostics, error) {
-	p, diags, err := Lower(filename, src)
+	p, diags, err := LowerWith(filename, src, check.Beside(opts.Root, filename))
 	if err != nil || len(diags) > 0 {
 		return diags, err
 	}

@@ -36,6 +36,82 @@ func (c *checker) graph(sg *syntax.Graph) {
 	if !c.declare(sg.Name, sg.Pos, "graph") {
 		return
 	}
+	if sg.From != nil {
+		c.reuse(sg)
+		return
+	}
+	c.mod.Graphs = append(c.mod.Graphs, c.graphBody(sg))
+}
+
+// reuse checks graph sg.From of another family's file against this family's declarations: its
+// config values, weights, prefixes and positions bind to this file's. A problem is reported at
+// the reuse, naming where the graph meets it.
+func (c *checker) reuse(sg *syntax.Graph) {
+	ref := sg.From
+	what := fmt.Sprintf("graph %s = %s.%s", sg.Name, ref.Family, ref.Graph)
+	if ref.Graph != sg.Name {
+		c.errorf(ref.Pos, "%s: a reused graph keeps its name; write graph %s = %s.%s", what, ref.Graph, ref.Family, ref.Graph)
+		return
+	}
+	if ref.Family == c.mod.Family {
+		c.errorf(ref.Pos, "%s: %s is this family; state the graph here", what, ref.Family)
+		return
+	}
+	if c.load == nil {
+		c.errorf(ref.Pos, "%s: no other family's file can be read here", what)
+		return
+	}
+	f, err := c.load(ref.Family)
+	if err != nil {
+		c.errorf(ref.Pos, "%s: %v", what, err)
+		return
+	}
+	home := homeFamily(f)
+	if home != ref.Family {
+		c.errorf(ref.Pos, "%s: %s states family %s, not %s", what, f.Name, home, ref.Family)
+		return
+	}
+	var found *syntax.Graph
+	var names []string
+	for _, d := range f.Decls {
+		if d.Graph != nil {
+			names = append(names, d.Graph.Name)
+			if d.Graph.Name == ref.Graph {
+				found = d.Graph
+			}
+		}
+	}
+	switch {
+	case found == nil:
+		c.errorf(ref.Pos, "%s: %s has no graph %s; it has %s", what, f.Name, ref.Graph, strings.Join(names, ", "))
+		return
+	case found.From != nil:
+		c.errorf(ref.Pos, "%s: %s reuses it from %s; name %s.%s", what, f.Name, found.From.Family, found.From.Family, found.Name)
+		return
+	}
+	n := len(c.diags)
+	g := c.graphBody(found)
+	for i := n; i < len(c.diags); i++ {
+		d := &c.diags[i]
+		d.Msg = fmt.Sprintf("%s: at %s:%d:%d: %s", what, d.Pos.File, d.Pos.Line, d.Pos.Col, d.Msg)
+		d.Pos = pos(ref.Pos)
+	}
+	g.Home = ref.Family
+	c.mod.Graphs = append(c.mod.Graphs, g)
+}
+
+// homeFamily is the name in a file's family header.
+func homeFamily(f *syntax.File) string {
+	for _, d := range f.Decls {
+		if d.Family != nil {
+			return d.Family.Name
+		}
+	}
+	return ""
+}
+
+// graphBody checks a graph's parameters, results and statements.
+func (c *checker) graphBody(sg *syntax.Graph) *ir.Graph {
 	saved := c.facts
 	c.facts = saved.Clone()
 	defer func() { c.facts = saved }()
@@ -86,7 +162,7 @@ func (c *checker) graph(sg *syntax.Graph) {
 	if !gs.returned {
 		c.errorf(sg.Pos, "graph %s has no return; end it with `return …`", sg.Name)
 	}
-	c.mod.Graphs = append(c.mod.Graphs, g)
+	return g
 }
 
 // localName reports whether a graph may bind name.
@@ -142,6 +218,23 @@ func (c *checker) paramType(name string, t *syntax.ParamType, sc *scope, gs *gra
 			return nil, false
 		}
 		return gs.value(name, ir.KVCache, sh, ir.F32, t.Pos), true
+	case t.Positions != nil:
+		rows, ok := c.shape(t.Positions, sc, "positions")
+		if !ok {
+			return nil, false
+		}
+		if len(rows) != 1 {
+			c.errorf(t.Positions.Pos, "positions take one dimension, the rows: positions[R]; got %s", plural(len(rows), "dimension"))
+			return nil, false
+		}
+		axes := c.config[ir.PositionAxes]
+		if axes == nil {
+			if c.mod.Positions == nil {
+				c.errorf(t.Pos, "%s positions%s: the family names no positions rule; add `positions RULE(…)`", name, syntax.ListString(t.Positions))
+			}
+			return nil, false
+		}
+		return gs.value(name, ir.Tensor, ir.Shape{rows[0], axes.Dim()}, ir.I32, t.Pos), true
 	}
 	sh, ok := c.shape(t.Shape, sc, "parameter")
 	if !ok {

@@ -167,6 +167,12 @@ func configExpr(e *ir.Expr) *Expr {
 	switch e.Type {
 	case ir.Int:
 		return FromDim(e.Dim)
+	case ir.IntList:
+		var xs []*Expr
+		for _, d := range e.Ints {
+			xs = append(xs, FromDim(d))
+		}
+		return List(xs...)
 	case ir.Float:
 		if e.Name != "" {
 			return Ref(e.Name)

@@ -10,35 +10,37 @@ import (
 
 // Config holds the values graphs/dots_ocr.graph binds from config.json.
 type Config struct {
-	D          int     // graphs/dots_ocr.graph:26
-	L          int     // graphs/dots_ocr.graph:27
-	H          int     // graphs/dots_ocr.graph:28
-	KV         int     // graphs/dots_ocr.graph:29
-	F          int     // graphs/dots_ocr.graph:30
-	V          int     // graphs/dots_ocr.graph:31
-	Eps        float64 // graphs/dots_ocr.graph:32
-	Theta      float64 // graphs/dots_ocr.graph:33
-	Tied       bool    // graphs/dots_ocr.graph:34
-	ImageToken int     // graphs/dots_ocr.graph:35
-	VD         int     // graphs/dots_ocr.graph:37
-	VO         int     // graphs/dots_ocr.graph:38
-	VF         int     // graphs/dots_ocr.graph:39
-	VL         int     // graphs/dots_ocr.graph:40
-	VH         int     // graphs/dots_ocr.graph:41
-	C          int     // graphs/dots_ocr.graph:42
-	P          int     // graphs/dots_ocr.graph:43
-	TP         int     // graphs/dots_ocr.graph:44
-	M          int     // graphs/dots_ocr.graph:45
-	Veps       float64 // graphs/dots_ocr.graph:46
-	Post       bool    // graphs/dots_ocr.graph:47
-	Vbias      bool    // graphs/dots_ocr.graph:48
-	HD         int     // graphs/dots_ocr.graph:50
-	VHD        int     // graphs/dots_ocr.graph:51
-	MD         int     // graphs/dots_ocr.graph:52
-	Act        string  // graphs/dots_ocr.graph:60
-	Sliding    bool    // graphs/dots_ocr.graph:61
-	Causal     bool    // graphs/dots_ocr.graph:62
-	Rtype      string  // graphs/dots_ocr.graph:65
+	D             int     // graphs/dots_ocr.graph:26
+	L             int     // graphs/dots_ocr.graph:27
+	H             int     // graphs/dots_ocr.graph:28
+	KV            int     // graphs/dots_ocr.graph:29
+	F             int     // graphs/dots_ocr.graph:30
+	V             int     // graphs/dots_ocr.graph:31
+	Eps           float64 // graphs/dots_ocr.graph:32
+	Theta         float64 // graphs/dots_ocr.graph:33
+	Tied          bool    // graphs/dots_ocr.graph:34
+	ImageToken    int     // graphs/dots_ocr.graph:35
+	VD            int     // graphs/dots_ocr.graph:37
+	VO            int     // graphs/dots_ocr.graph:38
+	VF            int     // graphs/dots_ocr.graph:39
+	VL            int     // graphs/dots_ocr.graph:40
+	VH            int     // graphs/dots_ocr.graph:41
+	C             int     // graphs/dots_ocr.graph:42
+	P             int     // graphs/dots_ocr.graph:43
+	TP            int     // graphs/dots_ocr.graph:44
+	M             int     // graphs/dots_ocr.graph:45
+	Veps          float64 // graphs/dots_ocr.graph:46
+	Post          bool    // graphs/dots_ocr.graph:47
+	Vbias         bool    // graphs/dots_ocr.graph:48
+	HD            int     // graphs/dots_ocr.graph:50
+	VHD           int     // graphs/dots_ocr.graph:51
+	MD            int     // graphs/dots_ocr.graph:52
+	Sect          []int   // graphs/dots_ocr.graph:53
+	Act           string  // graphs/dots_ocr.graph:61
+	Sliding       bool    // graphs/dots_ocr.graph:62
+	Causal        bool    // graphs/dots_ocr.graph:63
+	Rtype         string  // graphs/dots_ocr.graph:66
+	PositionsAxes int     // graphs/dots_ocr.graph:113
 }
 
 // table lists every value graphs/dots_ocr.graph binds, in declaration order, over c's fields.
@@ -69,10 +71,12 @@ func (c *Config) table() []model.ConfigValue {
 		{Name: "HD", Derived: "D / H", Into: &c.HD},
 		{Name: "VHD", Derived: "VD / VH", Into: &c.VHD},
 		{Name: "MD", Derived: "M * M * VD", Into: &c.MD},
+		{Name: "sect", Derived: "[HD / 2]", Into: &c.Sect, Len: 1},
 		{Name: "act", Path: "hidden_act", Into: &c.Act, Default: "silu"},
 		{Name: "sliding", Path: "use_sliding_window", Into: &c.Sliding, Default: false},
 		{Name: "causal", Path: "vision_config.is_causal", Into: &c.Causal, Default: false},
 		{Name: "rtype", Path: "rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", Into: &c.Rtype, Default: "default"},
+		{Name: "positions.axes", Derived: "1", Into: &c.PositionsAxes},
 	}
 }
 
@@ -92,24 +96,21 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.MD = c.M * c.M * c.VD
-	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/dots_ocr.graph:54); this checkpoint has D = %v, H = %v", c.D, c.H)
-	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/dots_ocr.graph:54); this checkpoint has H = %v, KV = %v", c.H, c.KV)
-	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/dots_ocr.graph:54); this checkpoint has HD = %v", c.HD)
-	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/dots_ocr.graph:55); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
-	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/dots_ocr.graph:55); this checkpoint has VHD = %v", c.VHD)
-	r.Require(c.VO == c.D, "VO == D (graphs/dots_ocr.graph:55); this checkpoint has D = %v, VO = %v", c.D, c.VO)
-	r.Require(c.C == 3, "C == 3 (graphs/dots_ocr.graph:55); this checkpoint has C = %v", c.C)
-	r.Require(c.TP == 1, "TP == 1 (graphs/dots_ocr.graph:57); this checkpoint has TP = %v", c.TP)
-	r.Require(c.Act == "silu", "act == \"silu\" (graphs/dots_ocr.graph:63); this checkpoint has act = %v", c.Act)
-	r.Require(!c.Sliding, "!sliding (graphs/dots_ocr.graph:63); this checkpoint has sliding = %v", c.Sliding)
-	r.Require(!c.Causal, "!causal (graphs/dots_ocr.graph:63); this checkpoint has causal = %v", c.Causal)
-	r.Require(c.Post, "post (graphs/dots_ocr.graph:63); this checkpoint has post = %v", c.Post)
-	r.Require(!c.Vbias, "!vbias (graphs/dots_ocr.graph:63); this checkpoint has vbias = %v", c.Vbias)
-	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/dots_ocr.graph:66); this checkpoint has rtype = %v", c.Rtype)
+	c.Sect = []int{c.HD / 2}
+	c.PositionsAxes = 1
+	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/dots_ocr.graph:55); this checkpoint has D = %v, H = %v", c.D, c.H)
+	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/dots_ocr.graph:55); this checkpoint has H = %v, KV = %v", c.H, c.KV)
+	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/dots_ocr.graph:55); this checkpoint has HD = %v", c.HD)
+	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/dots_ocr.graph:56); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
+	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/dots_ocr.graph:56); this checkpoint has VHD = %v", c.VHD)
+	r.Require(c.VO == c.D, "VO == D (graphs/dots_ocr.graph:56); this checkpoint has D = %v, VO = %v", c.D, c.VO)
+	r.Require(c.C == 3, "C == 3 (graphs/dots_ocr.graph:56); this checkpoint has C = %v", c.C)
+	r.Require(c.TP == 1, "TP == 1 (graphs/dots_ocr.graph:58); this checkpoint has TP = %v", c.TP)
+	r.Require(c.Act == "silu", "act == \"silu\" (graphs/dots_ocr.graph:64); this checkpoint has act = %v", c.Act)
+	r.Require(!c.Sliding, "!sliding (graphs/dots_ocr.graph:64); this checkpoint has sliding = %v", c.Sliding)
+	r.Require(!c.Causal, "!causal (graphs/dots_ocr.graph:64); this checkpoint has causal = %v", c.Causal)
+	r.Require(c.Post, "post (graphs/dots_ocr.graph:64); this checkpoint has post = %v", c.Post)
+	r.Require(!c.Vbias, "!vbias (graphs/dots_ocr.graph:64); this checkpoint has vbias = %v", c.Vbias)
+	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/dots_ocr.graph:67); this checkpoint has rtype = %v", c.Rtype)
 	return c, r.Err()
-}
-
-// unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
-func (c *Config) unpinned(l model.Limits) []string {
-	return model.Unpinned(c.table(), "dots_ocr", l.PageSize, 16)
 }

@@ -10,7 +10,7 @@ import (
 	"tfc/runtime/positions"
 )
 
-// Vision runs graph vision (graphs/dots_ocr.graph:116) on pixels [N, C] of images with the given (t, h, w) grids.
+// Vision runs graph vision (graphs/dots_ocr.graph:117) on pixels [N, C] of images with the given (t, h, w) grids.
 func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "dots_ocr"}
@@ -23,24 +23,24 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	}
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:117); here M = %v, N = %v", c.M, N)
-	x := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
-	px := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
-	x2 := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
-	h := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
-	qkv := device.Tensor{Buf: m.visionF32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:118); here M = %v, N = %v", c.M, N)
+	x := device.Tensor{Buf: m.Arenas[0][0], Off: p.X, Rows: N, Cols: c.VD}
+	px := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
+	x2 := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.VD}
+	h := device.Tensor{Buf: m.Arenas[0][0], Off: p.X, Rows: N, Cols: c.VD}
+	qkv := device.Tensor{Buf: m.Arenas[0][0], Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
 	k := qkv.ColSlice(c.VD, 2*c.VD)
 	q := qkv.ColSlice(0, c.VD)
-	pos := device.Tensor{Buf: m.visionI32, Off: p.Pos, Rows: N, Cols: 2}
-	a := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
+	pos := device.Tensor{Buf: m.Arenas[0][1], Off: p.Pos, Rows: N, Cols: 2}
+	a := device.Tensor{Buf: m.Arenas[0][0], Off: p.X, Rows: N, Cols: c.VD}
 	v := qkv.ColSlice(2*c.VD, 3*c.VD)
-	spans := device.Tensor{Buf: m.visionI32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	fc3 := device.Tensor{Buf: m.visionF32, Off: p.Qkv, Rows: N, Cols: c.VF}
-	fc1 := device.Tensor{Buf: m.visionF32, Off: p.Fc1, Rows: N, Cols: c.VF}
-	lnQ := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
-	mlp0 := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
+	spans := device.Tensor{Buf: m.Arenas[0][1], Off: p.Spans, Rows: 1, Cols: len(spanData)}
+	fc3 := device.Tensor{Buf: m.Arenas[0][0], Off: p.Qkv, Rows: N, Cols: c.VF}
+	fc1 := device.Tensor{Buf: m.Arenas[0][0], Off: p.Fc1, Rows: N, Cols: c.VF}
+	lnQ := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.VD}
+	mlp0 := device.Tensor{Buf: m.Arenas[0][0], Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
 	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	outT := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
+	outT := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P]")
 	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
@@ -55,7 +55,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 		launch(&kVision08, "fc3", fc3, device.Linear{X: h, W: w.VisBlocks[i].MlpFc3Weight, Y: fc3})
 		launch(&kVision09, "swiglu", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, Y: fc1, Act: device.ActSiLU}, device.Mul{A: fc1, B: fc3, Y: fc1})
 		launch(&kVision10, "fc2", x2, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
-	} // graphs/dots_ocr.graph:122
+	} // graphs/dots_ocr.graph:123
 	launch(&kVision11, "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
 	launch(&kVision12, "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
 	launch(&kVision13, "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
@@ -63,7 +63,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	return l.Finish(outT)
 }
 
-// Forward runs graph decode (graphs/dots_ocr.graph:141) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/qwen2_vl.graph:138) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "dots_ocr"}
@@ -79,28 +79,28 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	l.Limit("R", R, "Rows", m.Lim.Rows)
 	l.Limit("I", I, "Rows", m.Lim.Rows)
 	l.Limit("S", S, "Rows", m.Lim.Rows)
-	x := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: R, Cols: c.D}
-	ids := device.Tensor{Buf: m.decodeI32, Off: p.Ids, Rows: 1, Cols: R}
-	imageRows := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: I, Cols: c.D}
-	imageAt := device.Tensor{Buf: m.decodeI32, Off: p.ImageAt, Rows: 1, Cols: I}
-	h := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.D}
-	qProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
-	pos := device.Tensor{Buf: m.decodeI32, Off: p.Pos, Rows: R, Cols: 1}
-	kProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
-	v := device.Tensor{Buf: m.decodeF32, Off: p.V, Rows: R, Cols: c.HD * c.KV}
-	a := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
-	rowsSeq := device.Tensor{Buf: m.decodeI32, Off: p.RowsSeq, Rows: 1, Cols: R}
-	rowsPos := device.Tensor{Buf: m.decodeI32, Off: p.RowsPos, Rows: 1, Cols: R}
-	rowsPages := device.Tensor{Buf: m.decodeI32, Off: p.RowsPages, Rows: m.Lim.Parallel, Cols: (m.Lim.Context + m.Lim.PageSize - 1) / m.Lim.PageSize}
+	x := device.Tensor{Buf: m.Arenas[1][0], Off: p.X, Rows: R, Cols: c.D}
+	ids := device.Tensor{Buf: m.Arenas[1][1], Off: p.Ids, Rows: 1, Cols: R}
+	imageRows := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: I, Cols: c.D}
+	imageAt := device.Tensor{Buf: m.Arenas[1][1], Off: p.ImageAt, Rows: 1, Cols: I}
+	h := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: R, Cols: c.D}
+	qProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.QProj, Rows: R, Cols: c.H * c.HD}
+	pos := device.Tensor{Buf: m.Arenas[1][1], Off: p.Pos, Rows: R, Cols: c.PositionsAxes}
+	kProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
+	v := device.Tensor{Buf: m.Arenas[1][0], Off: p.V, Rows: R, Cols: c.HD * c.KV}
+	a := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
+	rowsSeq := device.Tensor{Buf: m.Arenas[1][1], Off: p.RowsSeq, Rows: 1, Cols: R}
+	rowsPos := device.Tensor{Buf: m.Arenas[1][1], Off: p.RowsPos, Rows: 1, Cols: R}
+	rowsPages := device.Tensor{Buf: m.Arenas[1][1], Off: p.RowsPages, Rows: m.Lim.Parallel, Cols: (m.Lim.Context + m.Lim.PageSize - 1) / m.Lim.PageSize}
 	rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: m.Lim.PageSize}
-	upProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.F}
-	gateProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.F}
-	gather := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.D}
-	logitRows := device.Tensor{Buf: m.decodeI32, Off: p.LogitRows, Rows: 1, Cols: S}
-	x2 := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: S, Cols: c.D}
-	logits := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.V}
+	upProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.QProj, Rows: R, Cols: c.F}
+	gateProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.KProj, Rows: R, Cols: c.F}
+	gather := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: S, Cols: c.D}
+	logitRows := device.Tensor{Buf: m.Arenas[1][1], Off: p.LogitRows, Rows: 1, Cols: S}
+	x2 := device.Tensor{Buf: m.Arenas[1][0], Off: p.X, Rows: S, Cols: c.D}
+	logits := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: S, Cols: c.V}
 	l.Write(ids, r.Tokens, device.I32, "ids", "[1, R]")
-	l.Write(pos, r.Positions, device.I32, "pos", "[R, 1]")
+	l.Write(pos, r.Positions, device.I32, "pos", "[R, positions.axes]")
 	l.Write(imageRows, r.ImageRows, device.F32, "image_rows", "[I, D]")
 	l.Write(imageAt, r.ImageAt, device.I32, "image_at", "[1, I]")
 	l.Write(logitRows, r.LogitRows, device.I32, "logit_rows", "[1, S]")
@@ -113,8 +113,8 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	}
 	for i := 0; i < c.L; i++ {
 		launch(&kDecode03, "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		launch(&kDecode04, "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.HD / 2}, Mode: device.RopeSections})
-		launch(&kDecode05, "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.HD / 2}, Mode: device.RopeSections})
+		launch(&kDecode04, "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.Sect[0]}, Mode: device.RopeSections})
+		launch(&kDecode05, "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: []int{c.Sect[0]}, Mode: device.RopeSections})
 		launch(&kDecode06, "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
 		launch(&kDecode07, "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &m.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
 		launch(&kDecode08, "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
@@ -122,7 +122,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		launch(&kDecode10, "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
 		launch(&kDecode11, "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
 		launch(&kDecode12, "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
-	} // graphs/dots_ocr.graph:144
+	} // graphs/qwen2_vl.graph:141
 	if S > 0 {
 		launch(&kDecode13, "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
 		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
@@ -133,33 +133,33 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 
 // The launches, one variable a launch site: the kernel symbol and the graph lines it computes.
 var (
-	kVision01 = device.Kernel{Name: "dotsocr_vision_linear_bias", Source: "graphs/dots_ocr.graph:120"}
-	kVision02 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:121"}
-	kVision03 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:124"}
-	kVision04 = device.Kernel{Name: "dotsocr_vision_linear_rope_rope", Source: "graphs/dots_ocr.graph:125,127,128"}
-	kVision05 = device.Kernel{Name: "dotsocr_vision_attention", Source: "graphs/dots_ocr.graph:129"}
-	kVision06 = device.Kernel{Name: "dotsocr_vision_linear_res", Source: "graphs/dots_ocr.graph:130"}
-	kVision07 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:131"}
-	kVision08 = device.Kernel{Name: "dotsocr_vision_linear", Source: "graphs/dots_ocr.graph:132"}
-	kVision09 = device.Kernel{Name: "dotsocr_vision_linear_silu_mul", Source: "graphs/dots_ocr.graph:132"}
-	kVision10 = device.Kernel{Name: "dotsocr_vision_linear_res_fc2", Source: "graphs/dots_ocr.graph:132"}
-	kVision11 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:134"}
-	kVision12 = device.Kernel{Name: "dotsocr_vision_layernorm", Source: "graphs/dots_ocr.graph:136"}
-	kVision13 = device.Kernel{Name: "dotsocr_vision_linear_bias_gelu", Source: "graphs/dots_ocr.graph:137"}
-	kVision14 = device.Kernel{Name: "dotsocr_vision_linear_bias_out", Source: "graphs/dots_ocr.graph:137"}
-	kDecode01 = device.Kernel{Name: "dotsocr_decode_embed", Source: "graphs/dots_ocr.graph:143"}
-	kDecode02 = device.Kernel{Name: "dotsocr_decode_scatter", Source: "graphs/dots_ocr.graph:143"}
-	kDecode03 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:146"}
-	kDecode04 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope", Source: "graphs/dots_ocr.graph:147"}
-	kDecode05 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope_k_proj", Source: "graphs/dots_ocr.graph:148"}
-	kDecode06 = device.Kernel{Name: "dotsocr_decode_linear_bias", Source: "graphs/dots_ocr.graph:149"}
-	kDecode07 = device.Kernel{Name: "dotsocr_decode_attention", Source: "graphs/dots_ocr.graph:150"}
-	kDecode08 = device.Kernel{Name: "dotsocr_decode_linear_res", Source: "graphs/dots_ocr.graph:151"}
-	kDecode09 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:152"}
-	kDecode10 = device.Kernel{Name: "dotsocr_decode_linear", Source: "graphs/dots_ocr.graph:153"}
-	kDecode11 = device.Kernel{Name: "dotsocr_decode_linear_silu_mul", Source: "graphs/dots_ocr.graph:153"}
-	kDecode12 = device.Kernel{Name: "dotsocr_decode_linear_res_down_proj", Source: "graphs/dots_ocr.graph:153"}
-	kDecode13 = device.Kernel{Name: "dotsocr_decode_gather", Source: "graphs/dots_ocr.graph:155"}
-	kDecode14 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:155"}
-	kDecode15 = device.Kernel{Name: "dotsocr_decode_linear_logits", Source: "graphs/dots_ocr.graph:156"}
+	kVision01 = device.Kernel{Name: "dotsocr_vision_linear_bias", Source: "graphs/dots_ocr.graph:121"}
+	kVision02 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:122"}
+	kVision03 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:125"}
+	kVision04 = device.Kernel{Name: "dotsocr_vision_linear_rope_rope", Source: "graphs/dots_ocr.graph:126,128,129"}
+	kVision05 = device.Kernel{Name: "dotsocr_vision_attention", Source: "graphs/dots_ocr.graph:130"}
+	kVision06 = device.Kernel{Name: "dotsocr_vision_linear_res", Source: "graphs/dots_ocr.graph:131"}
+	kVision07 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:132"}
+	kVision08 = device.Kernel{Name: "dotsocr_vision_linear", Source: "graphs/dots_ocr.graph:133"}
+	kVision09 = device.Kernel{Name: "dotsocr_vision_linear_silu_mul", Source: "graphs/dots_ocr.graph:133"}
+	kVision10 = device.Kernel{Name: "dotsocr_vision_linear_res_fc2", Source: "graphs/dots_ocr.graph:133"}
+	kVision11 = device.Kernel{Name: "dotsocr_vision_rmsnorm", Source: "graphs/dots_ocr.graph:135"}
+	kVision12 = device.Kernel{Name: "dotsocr_vision_layernorm", Source: "graphs/dots_ocr.graph:137"}
+	kVision13 = device.Kernel{Name: "dotsocr_vision_linear_bias_gelu", Source: "graphs/dots_ocr.graph:138"}
+	kVision14 = device.Kernel{Name: "dotsocr_vision_linear_bias_out", Source: "graphs/dots_ocr.graph:138"}
+	kDecode01 = device.Kernel{Name: "dotsocr_decode_embed", Source: "graphs/dots_ocr.graph:140"}
+	kDecode02 = device.Kernel{Name: "dotsocr_decode_scatter", Source: "graphs/dots_ocr.graph:140"}
+	kDecode03 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:143"}
+	kDecode04 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope", Source: "graphs/dots_ocr.graph:144"}
+	kDecode05 = device.Kernel{Name: "dotsocr_decode_linear_bias_rope_k_proj", Source: "graphs/dots_ocr.graph:145"}
+	kDecode06 = device.Kernel{Name: "dotsocr_decode_linear_bias", Source: "graphs/dots_ocr.graph:146"}
+	kDecode07 = device.Kernel{Name: "dotsocr_decode_attention", Source: "graphs/dots_ocr.graph:147"}
+	kDecode08 = device.Kernel{Name: "dotsocr_decode_linear_res", Source: "graphs/dots_ocr.graph:148"}
+	kDecode09 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:149"}
+	kDecode10 = device.Kernel{Name: "dotsocr_decode_linear", Source: "graphs/dots_ocr.graph:150"}
+	kDecode11 = device.Kernel{Name: "dotsocr_decode_linear_silu_mul", Source: "graphs/dots_ocr.graph:150"}
+	kDecode12 = device.Kernel{Name: "dotsocr_decode_linear_res_down_proj", Source: "graphs/dots_ocr.graph:150"}
+	kDecode13 = device.Kernel{Name: "dotsocr_decode_gather", Source: "graphs/dots_ocr.graph:152"}
+	kDecode14 = device.Kernel{Name: "dotsocr_decode_rmsnorm", Source: "graphs/dots_ocr.graph:152"}
+	kDecode15 = device.Kernel{Name: "dotsocr_decode_linear_logits", Source: "graphs/dots_ocr.graph:153"}
 )

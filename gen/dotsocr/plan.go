@@ -6,15 +6,13 @@ import "tfc/runtime/model"
 
 // visionPlan places the vision graph's buffers (offsets in elements) in its arenas.
 type visionPlan struct {
-	Px      int // F32 arena; holds px, x, fc2, proj, ln_q, out
-	X       int // F32 arena; holds x, h, a, mlp0
-	Qkv     int // F32 arena; holds qkv, q, k, fc3
-	Fc1     int // F32 arena; holds fc1, swiglu
-	Pos     int // I32 arena; holds pos
-	Spans   int // I32 arena; holds spans
-	SizeF32 int // F32 arena elements
-	SizeI32 int // I32 arena elements
-	buffers []model.PlanBuffer
+	Px              int // F32 arena; holds px, x, fc2, proj, ln_q, out
+	X               int // F32 arena; holds x, h, a, mlp0
+	Qkv             int // F32 arena; holds qkv, q, k, fc3
+	Fc1             int // F32 arena; holds fc1, swiglu
+	Pos             int // I32 arena; holds pos
+	Spans           int // I32 arena; holds spans
+	model.GraphPlan     // the arenas' elements and buffers
 }
 
 func planVision(c *Config, l model.Limits) (p visionPlan) {
@@ -27,28 +25,30 @@ func planVision(c *Config, l model.Limits) (p visionPlan) {
 	p.Fc1 = f32.Place("vision.fc1", 4, N*c.VF)
 	p.Pos = i32.Place("vision.pos", 4, N*2)
 	p.Spans = i32.Place("vision.spans", 4, N+1)
-	p.SizeF32, p.SizeI32 = f32.Size, i32.Size
-	p.buffers = append(f32.Buffers, i32.Buffers...)
+	p.GraphPlan = model.GraphPlan{
+		Buffers: append(f32.Buffers, i32.Buffers...),
+		F32:     f32.Size,
+		I32:     i32.Size,
+		Name:    "vision",
+	}
 	return
 }
 
 // decodePlan places the decode graph's buffers (offsets in elements) in its arenas.
 type decodePlan struct {
-	ImageRows int // F32 arena; holds image_rows, h, a, gather, logits
-	X         int // F32 arena; holds embed, x, down_proj, o_proj
-	QProj     int // F32 arena; holds q_proj, q, up_proj
-	KProj     int // F32 arena; holds k_proj, k, gate_proj, swiglu
-	V         int // F32 arena; holds v
-	Ids       int // I32 arena; holds ids
-	Pos       int // I32 arena; holds pos
-	ImageAt   int // I32 arena; holds image_at
-	LogitRows int // I32 arena; holds logit_rows
-	RowsSeq   int // I32 arena; holds rows_seq
-	RowsPos   int // I32 arena; holds rows_pos
-	RowsPages int // I32 arena; holds rows_pages
-	SizeF32   int // F32 arena elements
-	SizeI32   int // I32 arena elements
-	buffers   []model.PlanBuffer
+	ImageRows       int // F32 arena; holds image_rows, h, a, gather, logits
+	X               int // F32 arena; holds embed, x, down_proj, o_proj
+	QProj           int // F32 arena; holds q_proj, q, up_proj
+	KProj           int // F32 arena; holds k_proj, k, gate_proj, swiglu
+	V               int // F32 arena; holds v
+	Ids             int // I32 arena; holds ids
+	Pos             int // I32 arena; holds pos
+	ImageAt         int // I32 arena; holds image_at
+	LogitRows       int // I32 arena; holds logit_rows
+	RowsSeq         int // I32 arena; holds rows_seq
+	RowsPos         int // I32 arena; holds rows_pos
+	RowsPages       int // I32 arena; holds rows_pages
+	model.GraphPlan     // the arenas' elements and buffers
 }
 
 func planDecode(c *Config, l model.Limits) (p decodePlan) {
@@ -65,13 +65,17 @@ func planDecode(c *Config, l model.Limits) (p decodePlan) {
 	p.KProj = f32.Place("decode.k_proj", 4, max(R*(c.HD*c.KV), R*c.F))
 	p.V = f32.Place("decode.v", 4, R*(c.HD*c.KV))
 	p.Ids = i32.Place("decode.ids", 4, R)
-	p.Pos = i32.Place("decode.pos", 4, R)
+	p.Pos = i32.Place("decode.pos", 4, R*c.PositionsAxes)
 	p.ImageAt = i32.Place("decode.image_at", 4, I)
 	p.LogitRows = i32.Place("decode.logit_rows", 4, S)
 	p.RowsSeq = i32.Place("decode.rows_seq", 4, R)
 	p.RowsPos = i32.Place("decode.rows_pos", 4, R)
 	p.RowsPages = i32.Place("decode.rows_pages", 4, l.Parallel*((l.Context+l.PageSize-1)/l.PageSize))
-	p.SizeF32, p.SizeI32 = f32.Size, i32.Size
-	p.buffers = append(f32.Buffers, i32.Buffers...)
+	p.GraphPlan = model.GraphPlan{
+		Buffers: append(f32.Buffers, i32.Buffers...),
+		F32:     f32.Size,
+		I32:     i32.Size,
+		Name:    "decode",
+	}
 	return
 }

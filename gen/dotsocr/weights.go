@@ -60,51 +60,51 @@ func tensors(c *Config, prefix map[string]string, w *weights) []model.Weight {
 	var out []model.Weight
 	w.VisBlocks = make([]visBlocks, c.VL)
 	w.LmLayers = make([]lmLayers, c.L)
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.weight", []int{c.VD, c.C, c.P, c.P}, &w.VisPatchEmbedPatchifierProjWeight)) // graphs/dots_ocr.graph:73
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.bias", []int{c.VD}, &w.VisPatchEmbedPatchifierProjBias))                    // graphs/dots_ocr.graph:74
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.norm.weight", []int{c.VD}, &w.VisPatchEmbedPatchifierNormWeight))                // graphs/dots_ocr.graph:75
+	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.weight", []int{c.VD, c.C, c.P, c.P}, &w.VisPatchEmbedPatchifierProjWeight)) // graphs/dots_ocr.graph:74
+	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.bias", []int{c.VD}, &w.VisPatchEmbedPatchifierProjBias))                    // graphs/dots_ocr.graph:75
+	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.norm.weight", []int{c.VD}, &w.VisPatchEmbedPatchifierNormWeight))                // graphs/dots_ocr.graph:76
 	for i := 0; i < c.VL; i++ {
 		l := &w.VisBlocks[i]
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/dots_ocr.graph:76
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/dots_ocr.graph:77
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/dots_ocr.graph:78
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/dots_ocr.graph:79
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/dots_ocr.graph:80
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc3.weight", []int{c.VF, c.VD}, &l.MlpFc3Weight))       // graphs/dots_ocr.graph:81
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/dots_ocr.graph:82
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/dots_ocr.graph:77
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/dots_ocr.graph:78
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/dots_ocr.graph:79
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/dots_ocr.graph:80
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/dots_ocr.graph:81
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc3.weight", []int{c.VF, c.VD}, &l.MlpFc3Weight))       // graphs/dots_ocr.graph:82
+		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/dots_ocr.graph:83
 	}
-	out = append(out, model.WeightAt(prefix["vis"]+".post_trunk_norm.weight", []int{c.VD}, &w.VisPostTrunkNormWeight)) // graphs/dots_ocr.graph:83
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/dots_ocr.graph:84
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/dots_ocr.graph:84
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/dots_ocr.graph:85
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/dots_ocr.graph:86
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/dots_ocr.graph:87
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/dots_ocr.graph:88
-	out = append(out, model.WeightAt(prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/dots_ocr.graph:90
+	out = append(out, model.WeightAt(prefix["vis"]+".post_trunk_norm.weight", []int{c.VD}, &w.VisPostTrunkNormWeight)) // graphs/dots_ocr.graph:84
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/dots_ocr.graph:85
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/dots_ocr.graph:85
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/dots_ocr.graph:86
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/dots_ocr.graph:87
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/dots_ocr.graph:88
+	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/dots_ocr.graph:89
+	out = append(out, model.WeightAt(prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight))    // graphs/dots_ocr.graph:91
 	for i := 0; i < c.L; i++ {
 		l := &w.LmLayers[i]
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &l.InputLayernormWeight))                  // graphs/dots_ocr.graph:91
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &l.SelfAttnQProjWeight))      // graphs/dots_ocr.graph:92
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &l.SelfAttnQProjBias))               // graphs/dots_ocr.graph:93
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnKProjWeight))     // graphs/dots_ocr.graph:94
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnKProjBias))              // graphs/dots_ocr.graph:95
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnVProjWeight))     // graphs/dots_ocr.graph:96
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnVProjBias))              // graphs/dots_ocr.graph:97
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &l.SelfAttnOProjWeight))      // graphs/dots_ocr.graph:98
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &l.PostAttentionLayernormWeight)) // graphs/dots_ocr.graph:99
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &l.MlpGateProjWeight))                  // graphs/dots_ocr.graph:100
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &l.MlpUpProjWeight))                      // graphs/dots_ocr.graph:101
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &l.MlpDownProjWeight))                  // graphs/dots_ocr.graph:102
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &l.InputLayernormWeight))                  // graphs/dots_ocr.graph:92
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &l.SelfAttnQProjWeight))      // graphs/dots_ocr.graph:93
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &l.SelfAttnQProjBias))               // graphs/dots_ocr.graph:94
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnKProjWeight))     // graphs/dots_ocr.graph:95
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnKProjBias))              // graphs/dots_ocr.graph:96
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnVProjWeight))     // graphs/dots_ocr.graph:97
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnVProjBias))              // graphs/dots_ocr.graph:98
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &l.SelfAttnOProjWeight))      // graphs/dots_ocr.graph:99
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &l.PostAttentionLayernormWeight)) // graphs/dots_ocr.graph:100
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &l.MlpGateProjWeight))                  // graphs/dots_ocr.graph:101
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &l.MlpUpProjWeight))                      // graphs/dots_ocr.graph:102
+		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &l.MlpDownProjWeight))                  // graphs/dots_ocr.graph:103
 	}
-	out = append(out, model.WeightAt(prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/dots_ocr.graph:103
+	out = append(out, model.WeightAt(prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/dots_ocr.graph:104
 	if !c.Tied {
 		out = append(out, model.WeightAt("lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
-	} // graphs/dots_ocr.graph:104
+	} // graphs/dots_ocr.graph:105
 	return out
 }
 
 // prefixes are the weight-name prefixes with their alternatives; the first under which the probe exists is chosen.
 var prefixes = []model.Prefix{
-	{Name: "vis", Alts: []string{"vision_tower"}, Probe: ".patch_embed.patchifier.proj.weight", Source: "graphs/dots_ocr.graph:69"},
-	{Name: "lm", Alts: []string{"model"}, Probe: ".embed_tokens.weight", Source: "graphs/dots_ocr.graph:70"},
+	{Name: "vis", Alts: []string{"vision_tower"}, Probe: ".patch_embed.patchifier.proj.weight", Source: "graphs/dots_ocr.graph:70"},
+	{Name: "lm", Alts: []string{"model"}, Probe: ".embed_tokens.weight", Source: "graphs/dots_ocr.graph:71"},
 }

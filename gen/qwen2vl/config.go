@@ -10,37 +10,38 @@ import (
 
 // Config holds the values graphs/qwen2_vl.graph binds from config.json.
 type Config struct {
-	D           int     // graphs/qwen2_vl.graph:17
-	L           int     // graphs/qwen2_vl.graph:18
-	H           int     // graphs/qwen2_vl.graph:19
-	KV          int     // graphs/qwen2_vl.graph:20
-	F           int     // graphs/qwen2_vl.graph:21
-	V           int     // graphs/qwen2_vl.graph:22
-	Eps         float64 // graphs/qwen2_vl.graph:23
-	Theta       float64 // graphs/qwen2_vl.graph:24
-	Sect        []int   // graphs/qwen2_vl.graph:25
-	Tied        bool    // graphs/qwen2_vl.graph:26
-	ImageToken  int     // graphs/qwen2_vl.graph:27
-	VisionStart int     // graphs/qwen2_vl.graph:28
-	VD          int     // graphs/qwen2_vl.graph:30
-	VL          int     // graphs/qwen2_vl.graph:31
-	VH          int     // graphs/qwen2_vl.graph:32
-	Ratio       int     // graphs/qwen2_vl.graph:33
-	C           int     // graphs/qwen2_vl.graph:34
-	P           int     // graphs/qwen2_vl.graph:35
-	TP          int     // graphs/qwen2_vl.graph:36
-	M           int     // graphs/qwen2_vl.graph:37
-	VO          int     // graphs/qwen2_vl.graph:38
-	Vtheta      float64 // graphs/qwen2_vl.graph:39
-	HD          int     // graphs/qwen2_vl.graph:41
-	VHD         int     // graphs/qwen2_vl.graph:42
-	VF          int     // graphs/qwen2_vl.graph:43
-	MD          int     // graphs/qwen2_vl.graph:44
-	Act         string  // graphs/qwen2_vl.graph:50
-	Vact        string  // graphs/qwen2_vl.graph:51
-	Sliding     bool    // graphs/qwen2_vl.graph:52
-	Rtype       string  // graphs/qwen2_vl.graph:56
-	Rstype      string  // graphs/qwen2_vl.graph:57
+	D             int     // graphs/qwen2_vl.graph:17
+	L             int     // graphs/qwen2_vl.graph:18
+	H             int     // graphs/qwen2_vl.graph:19
+	KV            int     // graphs/qwen2_vl.graph:20
+	F             int     // graphs/qwen2_vl.graph:21
+	V             int     // graphs/qwen2_vl.graph:22
+	Eps           float64 // graphs/qwen2_vl.graph:23
+	Theta         float64 // graphs/qwen2_vl.graph:24
+	Sect          []int   // graphs/qwen2_vl.graph:25
+	Tied          bool    // graphs/qwen2_vl.graph:26
+	ImageToken    int     // graphs/qwen2_vl.graph:27
+	VisionStart   int     // graphs/qwen2_vl.graph:28
+	VD            int     // graphs/qwen2_vl.graph:30
+	VL            int     // graphs/qwen2_vl.graph:31
+	VH            int     // graphs/qwen2_vl.graph:32
+	Ratio         int     // graphs/qwen2_vl.graph:33
+	C             int     // graphs/qwen2_vl.graph:34
+	P             int     // graphs/qwen2_vl.graph:35
+	TP            int     // graphs/qwen2_vl.graph:36
+	M             int     // graphs/qwen2_vl.graph:37
+	VO            int     // graphs/qwen2_vl.graph:38
+	Vtheta        float64 // graphs/qwen2_vl.graph:39
+	HD            int     // graphs/qwen2_vl.graph:41
+	VHD           int     // graphs/qwen2_vl.graph:42
+	VF            int     // graphs/qwen2_vl.graph:43
+	MD            int     // graphs/qwen2_vl.graph:44
+	Act           string  // graphs/qwen2_vl.graph:50
+	Vact          string  // graphs/qwen2_vl.graph:51
+	Sliding       bool    // graphs/qwen2_vl.graph:52
+	Rtype         string  // graphs/qwen2_vl.graph:56
+	Rstype        string  // graphs/qwen2_vl.graph:57
+	PositionsAxes int     // graphs/qwen2_vl.graph:109
 }
 
 // table lists every value graphs/qwen2_vl.graph binds, in declaration order, over c's fields.
@@ -77,6 +78,7 @@ func (c *Config) table() []model.ConfigValue {
 		{Name: "sliding", Path: "text_config.use_sliding_window|use_sliding_window", Into: &c.Sliding, Default: false},
 		{Name: "rtype", Path: "text_config.rope_parameters.rope_type|rope_parameters.rope_type", Into: &c.Rtype, Default: "default"},
 		{Name: "rstype", Path: "text_config.rope_scaling.type|rope_scaling.type", Into: &c.Rstype, Default: "mrope"},
+		{Name: "positions.axes", Derived: "3", Into: &c.PositionsAxes},
 	}
 }
 
@@ -97,6 +99,7 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	c.VHD = c.VD / c.VH
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
+	c.PositionsAxes = 3
 	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/qwen2_vl.graph:46); this checkpoint has D = %v, H = %v", c.D, c.H)
 	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/qwen2_vl.graph:46); this checkpoint has H = %v, KV = %v", c.H, c.KV)
 	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/qwen2_vl.graph:46); this checkpoint has HD = %v", c.HD)
@@ -111,9 +114,4 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/qwen2_vl.graph:58); this checkpoint has rtype = %v", c.Rtype)
 	r.Require(c.Rstype == "mrope", "rstype == \"mrope\" (graphs/qwen2_vl.graph:58); this checkpoint has rstype = %v", c.Rstype)
 	return c, r.Err()
-}
-
-// unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
-func (c *Config) unpinned(l model.Limits) []string {
-	return model.Unpinned(c.table(), "qwen2_vl", l.PageSize, 16)
 }

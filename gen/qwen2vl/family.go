@@ -5,23 +5,30 @@ package qwen2vl
 import (
 	_ "embed"
 
-	"tfc/compiler/specialize"
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
 
+// family is the registration: names, where the kernels are, prefixes and program; Bind is
+// model.BindWith over bound's methods.
+var family = &model.Family{
+	Architectures: []string{"Qwen2VLForConditionalGeneration"},
+	Graph:         "graphs/qwen2_vl.graph",
+	Kernels:       "qwen2vl",
+	KernelsPage:   16,
+	ModelTypes:    []string{"qwen2_vl"},
+	Name:          "qwen2_vl",
+	OCR: &model.OCR{
+		DPI:    200,
+		Prompt: "Read all the text in this image.",
+	},
+	Prefixes: prefixes,
+	Program:  program,
+}
+
 func init() {
-	model.Register(&model.Family{
-		Architectures: []string{"Qwen2VLForConditionalGeneration"},
-		Bind:          Bind,
-		Graph:         "graphs/qwen2_vl.graph",
-		ModelTypes:    []string{"qwen2_vl"},
-		Name:          "qwen2_vl",
-		OCR: &model.OCR{
-			DPI:    200,
-			Prompt: "Read all the text in this image.",
-		},
-	})
+	family.Bind = model.BindWith(family, bind)
+	model.Register(family)
 }
 
 // Model is qwen2_vl loaded on a backend. Its graphs share nothing but the weights; calls of one
@@ -31,57 +38,46 @@ type Model struct {
 	c           *Config
 	w           weights
 	vision      visionPlan
-	visionF32   device.Buffer
-	visionI32   device.Buffer
 	decode      decodePlan
-	decodeF32   device.Buffer
-	decodeI32   device.Buffer
 
 	// Trace, when set, sees the output of every launch, by the graph's name for it.
 	Trace func(k *device.Kernel, name string, out device.Tensor)
 }
 
-// Bind reads config.json through cfg and returns the family bound to its values (model.Glue over
-// the family's tables).
-func Bind(cfg model.Config) (model.Bound, error) {
+// bound is the family's config bound to a checkpoint, as model.BindWith takes it.
+type bound struct {
+	c *Config
+}
+
+// bind reads config.json through cfg (readConfig).
+func bind(cfg model.Config) (bound, error) {
 	c, err := readConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	g := &model.Glue{Family: "qwen2_vl", Table: c.table(), Prefixes: prefixes, Chosen: map[string]string{
-		"lm":  "model",
-		"vis": "visual",
+	return bound{c}, err
+}
+
+// Table lists every bound value.
+func (b bound) Table() []model.ConfigValue {
+	return b.c.table()
+}
+
+// KV is the KV cache's layers and width.
+func (b bound) KV() (int, int) {
+	c := b.c
+	return c.L, c.HD * c.KV
+}
+
+// Weights is the manifest, names resolved with the chosen prefix alternatives.
+func (b bound) Weights(chosen map[string]string) []model.Weight {
+	return tensors(b.c, chosen, &weights{})
+}
+
+// New is the family at limits l before loading: the manifest loading into its weights, its graphs' plans.
+func (b bound) New(l model.Limits, chosen map[string]string) model.Parts {
+	c := b.c
+	m := &Model{c: c, vision: planVision(c, l), decode: planDecode(c, l)}
+	return model.Parts{Weights: tensors(c, chosen, &m.w), Graphs: []model.GraphPlan{m.vision.GraphPlan, m.decode.GraphPlan}, Model: m, Attach: func(b *model.Base) {
+		m.Base = b
 	}}
-	g.Weights = func() []model.Weight {
-		return tensors(c, g.Chosen, &weights{})
-	}
-	g.Layout = func(l model.Limits) (model.Layout, func(*model.Base) model.Model) {
-		md := &Model{c: c, vision: planVision(c, l), decode: planDecode(c, l)}
-		ly := model.Layout{
-			Family:  "qwen2_vl",
-			Graph:   "graphs/qwen2_vl.graph",
-			Kernels: "qwen2vl",
-			Weights: tensors(c, g.Chosen, &md.w),
-			Graphs: []model.GraphPlan{
-				{Name: "vision", Buffers: md.vision.buffers, F32: md.vision.SizeF32, I32: md.vision.SizeI32},
-				{Name: "decode", Buffers: md.decode.buffers, F32: md.decode.SizeF32, I32: md.decode.SizeI32},
-			},
-			Specialize: specialize.Loader(program, cfg, "qwen2vl"),
-			Unpinned:   c.unpinned,
-			Resolve:    g.Resolve,
-			KVLayers:   c.L,
-			KVWidth:    c.HD * c.KV,
-		}
-		return ly, func(base *model.Base) model.Model {
-			md.Base = base
-			md.visionF32 = base.Arenas[0][0]
-			md.visionI32 = base.Arenas[0][1]
-			md.decodeF32 = base.Arenas[1][0]
-			md.decodeI32 = base.Arenas[1][1]
-			return md
-		}
-	}
-	return g, nil
 }
 
 // program is graphs/qwen2_vl.graph compiled for specialising at load (package specialize): its config
@@ -102,7 +98,7 @@ func (m *Model) Info() model.Info {
 		Layers:       c.L,
 		Merge:        c.M,
 		PixelCols:    c.C * c.P * c.P * c.TP,
-		PositionAxes: 3,
+		PositionAxes: c.PositionsAxes,
 		Positions:    "mrope",
 		VisionStart:  c.VisionStart,
 		Vocab:        c.V,

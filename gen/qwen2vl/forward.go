@@ -24,21 +24,21 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	posData := positions.Vision2D(grids, c.M)
 	spanData := positions.Spans(grids)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:115); here M = %v, N = %v", c.M, N)
-	x := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N, Cols: c.VD}
-	px := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
-	h := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
-	qkv := device.Tensor{Buf: m.visionF32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+	x := device.Tensor{Buf: m.Arenas[0][0], Off: p.X, Rows: N, Cols: c.VD}
+	px := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
+	h := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.VD}
+	qkv := device.Tensor{Buf: m.Arenas[0][0], Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
 	k := qkv.ColSlice(c.VD, 2*c.VD)
 	q := qkv.ColSlice(0, c.VD)
-	pos := device.Tensor{Buf: m.visionI32, Off: p.Pos, Rows: N, Cols: 2}
-	a := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
+	pos := device.Tensor{Buf: m.Arenas[0][1], Off: p.Pos, Rows: N, Cols: 2}
+	a := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.VD}
 	v := qkv.ColSlice(2*c.VD, 3*c.VD)
-	spans := device.Tensor{Buf: m.visionI32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	fc1 := device.Tensor{Buf: m.visionF32, Off: p.Qkv, Rows: N, Cols: c.VF}
-	lnQ := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N, Cols: c.VD}
-	mlp0 := device.Tensor{Buf: m.visionF32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
+	spans := device.Tensor{Buf: m.Arenas[0][1], Off: p.Spans, Rows: 1, Cols: len(spanData)}
+	fc1 := device.Tensor{Buf: m.Arenas[0][0], Off: p.Qkv, Rows: N, Cols: c.VF}
+	lnQ := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N, Cols: c.VD}
+	mlp0 := device.Tensor{Buf: m.Arenas[0][0], Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
 	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	outT := device.Tensor{Buf: m.visionF32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
+	outT := device.Tensor{Buf: m.Arenas[0][0], Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
 	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
@@ -58,7 +58,7 @@ func (m *Model) Vision(pixels []float32, grids [][3]int) ([]float32, error) {
 	return l.Finish(outT)
 }
 
-// Forward runs graph decode (graphs/qwen2_vl.graph:137) over the rows of one round and returns the logits of r.LogitRows.
+// Forward runs graph decode (graphs/qwen2_vl.graph:138) over the rows of one round and returns the logits of r.LogitRows.
 func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	c, b, w := m.c, m.B, &m.w
 	l := &model.Launcher{B: b, Trace: m.Trace, Family: "qwen2_vl"}
@@ -74,28 +74,28 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 	l.Limit("R", R, "Rows", m.Lim.Rows)
 	l.Limit("I", I, "Rows", m.Lim.Rows)
 	l.Limit("S", S, "Rows", m.Lim.Rows)
-	x := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: R, Cols: c.D}
-	ids := device.Tensor{Buf: m.decodeI32, Off: p.Ids, Rows: 1, Cols: R}
-	imageRows := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: I, Cols: c.D}
-	imageAt := device.Tensor{Buf: m.decodeI32, Off: p.ImageAt, Rows: 1, Cols: I}
-	h := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.D}
-	qProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
-	pos := device.Tensor{Buf: m.decodeI32, Off: p.Pos, Rows: R, Cols: 3}
-	kProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
-	v := device.Tensor{Buf: m.decodeF32, Off: p.V, Rows: R, Cols: c.HD * c.KV}
-	a := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
-	rowsSeq := device.Tensor{Buf: m.decodeI32, Off: p.RowsSeq, Rows: 1, Cols: R}
-	rowsPos := device.Tensor{Buf: m.decodeI32, Off: p.RowsPos, Rows: 1, Cols: R}
-	rowsPages := device.Tensor{Buf: m.decodeI32, Off: p.RowsPages, Rows: m.Lim.Parallel, Cols: (m.Lim.Context + m.Lim.PageSize - 1) / m.Lim.PageSize}
+	x := device.Tensor{Buf: m.Arenas[1][0], Off: p.X, Rows: R, Cols: c.D}
+	ids := device.Tensor{Buf: m.Arenas[1][1], Off: p.Ids, Rows: 1, Cols: R}
+	imageRows := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: I, Cols: c.D}
+	imageAt := device.Tensor{Buf: m.Arenas[1][1], Off: p.ImageAt, Rows: 1, Cols: I}
+	h := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: R, Cols: c.D}
+	qProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.QProj, Rows: R, Cols: c.H * c.HD}
+	pos := device.Tensor{Buf: m.Arenas[1][1], Off: p.Pos, Rows: R, Cols: c.PositionsAxes}
+	kProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
+	v := device.Tensor{Buf: m.Arenas[1][0], Off: p.V, Rows: R, Cols: c.HD * c.KV}
+	a := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
+	rowsSeq := device.Tensor{Buf: m.Arenas[1][1], Off: p.RowsSeq, Rows: 1, Cols: R}
+	rowsPos := device.Tensor{Buf: m.Arenas[1][1], Off: p.RowsPos, Rows: 1, Cols: R}
+	rowsPages := device.Tensor{Buf: m.Arenas[1][1], Off: p.RowsPages, Rows: m.Lim.Parallel, Cols: (m.Lim.Context + m.Lim.PageSize - 1) / m.Lim.PageSize}
 	rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: m.Lim.PageSize}
-	upProj := device.Tensor{Buf: m.decodeF32, Off: p.QProj, Rows: R, Cols: c.F}
-	gateProj := device.Tensor{Buf: m.decodeF32, Off: p.KProj, Rows: R, Cols: c.F}
-	gather := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.D}
-	logitRows := device.Tensor{Buf: m.decodeI32, Off: p.LogitRows, Rows: 1, Cols: S}
-	x2 := device.Tensor{Buf: m.decodeF32, Off: p.X, Rows: S, Cols: c.D}
-	logits := device.Tensor{Buf: m.decodeF32, Off: p.ImageRows, Rows: S, Cols: c.V}
+	upProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.QProj, Rows: R, Cols: c.F}
+	gateProj := device.Tensor{Buf: m.Arenas[1][0], Off: p.KProj, Rows: R, Cols: c.F}
+	gather := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: S, Cols: c.D}
+	logitRows := device.Tensor{Buf: m.Arenas[1][1], Off: p.LogitRows, Rows: 1, Cols: S}
+	x2 := device.Tensor{Buf: m.Arenas[1][0], Off: p.X, Rows: S, Cols: c.D}
+	logits := device.Tensor{Buf: m.Arenas[1][0], Off: p.ImageRows, Rows: S, Cols: c.V}
 	l.Write(ids, r.Tokens, device.I32, "ids", "[1, R]")
-	l.Write(pos, r.Positions, device.I32, "pos", "[R, 3]")
+	l.Write(pos, r.Positions, device.I32, "pos", "[R, positions.axes]")
 	l.Write(imageRows, r.ImageRows, device.F32, "image_rows", "[I, D]")
 	l.Write(imageAt, r.ImageAt, device.I32, "image_at", "[1, I]")
 	l.Write(logitRows, r.LogitRows, device.I32, "logit_rows", "[1, S]")
@@ -117,7 +117,7 @@ func (m *Model) Forward(r *model.Round) ([]float32, error) {
 		launch(&kDecode10, "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
 		launch(&kDecode11, "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
 		launch(&kDecode12, "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
-	} // graphs/qwen2_vl.graph:140
+	} // graphs/qwen2_vl.graph:141
 	if S > 0 {
 		launch(&kDecode13, "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
 		launch(&kDecode14, "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
@@ -139,19 +139,19 @@ var (
 	kVision09 = device.Kernel{Name: "qwen2vl_vision_layernorm", Source: "graphs/qwen2_vl.graph:130"}
 	kVision10 = device.Kernel{Name: "qwen2vl_vision_linear_bias_gelu", Source: "graphs/qwen2_vl.graph:131"}
 	kVision11 = device.Kernel{Name: "qwen2vl_vision_linear_bias", Source: "graphs/qwen2_vl.graph:131"}
-	kDecode01 = device.Kernel{Name: "qwen2vl_decode_embed", Source: "graphs/qwen2_vl.graph:139"}
-	kDecode02 = device.Kernel{Name: "qwen2vl_decode_scatter", Source: "graphs/qwen2_vl.graph:139"}
-	kDecode03 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:142"}
-	kDecode04 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope", Source: "graphs/qwen2_vl.graph:143"}
-	kDecode05 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope_k_proj", Source: "graphs/qwen2_vl.graph:144"}
-	kDecode06 = device.Kernel{Name: "qwen2vl_decode_linear_bias", Source: "graphs/qwen2_vl.graph:145"}
-	kDecode07 = device.Kernel{Name: "qwen2vl_decode_attention", Source: "graphs/qwen2_vl.graph:146"}
-	kDecode08 = device.Kernel{Name: "qwen2vl_decode_linear_res", Source: "graphs/qwen2_vl.graph:147"}
-	kDecode09 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:148"}
-	kDecode10 = device.Kernel{Name: "qwen2vl_decode_linear", Source: "graphs/qwen2_vl.graph:149"}
-	kDecode11 = device.Kernel{Name: "qwen2vl_decode_linear_silu_mul", Source: "graphs/qwen2_vl.graph:149"}
-	kDecode12 = device.Kernel{Name: "qwen2vl_decode_linear_res_down_proj", Source: "graphs/qwen2_vl.graph:149"}
-	kDecode13 = device.Kernel{Name: "qwen2vl_decode_gather", Source: "graphs/qwen2_vl.graph:151"}
-	kDecode14 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:151"}
-	kDecode15 = device.Kernel{Name: "qwen2vl_decode_linear_logits", Source: "graphs/qwen2_vl.graph:152"}
+	kDecode01 = device.Kernel{Name: "qwen2vl_decode_embed", Source: "graphs/qwen2_vl.graph:140"}
+	kDecode02 = device.Kernel{Name: "qwen2vl_decode_scatter", Source: "graphs/qwen2_vl.graph:140"}
+	kDecode03 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:143"}
+	kDecode04 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope", Source: "graphs/qwen2_vl.graph:144"}
+	kDecode05 = device.Kernel{Name: "qwen2vl_decode_linear_bias_rope_k_proj", Source: "graphs/qwen2_vl.graph:145"}
+	kDecode06 = device.Kernel{Name: "qwen2vl_decode_linear_bias", Source: "graphs/qwen2_vl.graph:146"}
+	kDecode07 = device.Kernel{Name: "qwen2vl_decode_attention", Source: "graphs/qwen2_vl.graph:147"}
+	kDecode08 = device.Kernel{Name: "qwen2vl_decode_linear_res", Source: "graphs/qwen2_vl.graph:148"}
+	kDecode09 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:149"}
+	kDecode10 = device.Kernel{Name: "qwen2vl_decode_linear", Source: "graphs/qwen2_vl.graph:150"}
+	kDecode11 = device.Kernel{Name: "qwen2vl_decode_linear_silu_mul", Source: "graphs/qwen2_vl.graph:150"}
+	kDecode12 = device.Kernel{Name: "qwen2vl_decode_linear_res_down_proj", Source: "graphs/qwen2_vl.graph:150"}
+	kDecode13 = device.Kernel{Name: "qwen2vl_decode_gather", Source: "graphs/qwen2_vl.graph:152"}
+	kDecode14 = device.Kernel{Name: "qwen2vl_decode_rmsnorm", Source: "graphs/qwen2_vl.graph:152"}
+	kDecode15 = device.Kernel{Name: "qwen2vl_decode_linear_logits", Source: "graphs/qwen2_vl.graph:153"}
 )

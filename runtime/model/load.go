@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"tfc/compiler/specialize"
+
 	"tfc/runtime/device"
 )
 
@@ -402,18 +404,77 @@ func (a *Arena) Place(name string, elemBytes, n int) int {
 	return off
 }
 
-// Glue is the shared half of every generated family bound to one checkpoint: it implements
-// Bound over the tables the family generates (its config table, weight-name prefixes, weight
-// manifest and layout at given limits).
+// Tables are what a generated family states at one checkpoint's config: its names, config
+// table, weight-name prefixes, how its kernels are made for a backend, its KV cache, its
+// manifest and its model at given limits. Bind makes the bound family from them.
+type Tables struct {
+	Family, Graph, Kernels string        // as in Layout
+	Table                  []ConfigValue // the bound config values (Values)
+	Prefixes               []Prefix      // weight-name prefixes with their alternatives
+	Specialize             func(b device.Specializer, pageSize int) error
+	Unpinned               func(Limits) []string
+	KVLayers, KVWidth      int
+	// Weights is the manifest, names resolved with the chosen prefix alternatives.
+	Weights func(chosen map[string]string) []Weight
+	// New is the family's model at l before loading (Parts).
+	New func(l Limits, chosen map[string]string) Parts
+}
+
+// Parts is a family's model at some limits before loading: its manifest, each entry loading into
+// the model's weights; each graph's plan, in the order of Base.Arenas; the model; and Attach,
+// which gives the model the loaded base.
+type Parts struct {
+	Weights []Weight
+	Graphs  []GraphPlan
+	Model   Model
+	Attach  func(*Base)
+}
+
+// BoundConfig is a generated family's config bound to one checkpoint: the methods its generated
+// Config has over the family's tables.
+type BoundConfig interface {
+	Table() []ConfigValue                         // every value, in declaration order
+	KV() (layers, width int)                      // the KV cache; no cache when layers is 0
+	Weights(chosen map[string]string) []Weight    // the manifest (Tables.Weights)
+	New(l Limits, chosen map[string]string) Parts // the model at l (Tables.New)
+}
+
+// BindWith is the Bind of family f: read binds config.json to its generated config, which the
+// family's tables are made over.
+func BindWith[C BoundConfig](f *Family, read func(cfg Config) (C, error)) func(cfg Config) (Bound, error) {
+	return func(cfg Config) (Bound, error) {
+		c, err := read(cfg)
+		if err != nil {
+			return nil, err
+		}
+		layers, width := c.KV()
+		return Bind(Tables{
+			Family: f.Name, Graph: f.Graph, Kernels: f.Kernels,
+			Table: c.Table(), Prefixes: f.Prefixes,
+			Specialize: specialize.Loader(f.Program, cfg, f.Kernels),
+			Unpinned: func(l Limits) []string {
+				return Unpinned(c.Table(), f.Name, l.PageSize, f.KernelsPage)
+			},
+			KVLayers: layers, KVWidth: width,
+			Weights: c.Weights, New: c.New,
+		}), nil
+	}
+}
+
+// Glue is a generated family bound to one checkpoint (Bind): it implements Bound over the
+// family's tables.
 type Glue struct {
-	Family   string
-	Table    []ConfigValue     // the bound config values (Values)
-	Prefixes []Prefix          // weight-name prefixes with their alternatives
-	Chosen   map[string]string // each prefix's chosen alternative, set by Resolve
-	Weights  func() []Weight   // the manifest, names resolved with Chosen
-	// Layout is the family at l before loading and, for Load, what attaches the loaded base to
-	// the family's model.
-	Layout func(l Limits) (Layout, func(*Base) Model)
+	Tables
+	Chosen map[string]string // each prefix's chosen alternative, set by Resolve
+}
+
+// Bind is the family of tables t, each prefix at its first alternative until Resolve.
+func Bind(t Tables) *Glue {
+	g := &Glue{Tables: t, Chosen: map[string]string{}}
+	for _, p := range t.Prefixes {
+		g.Chosen[p.Name] = p.Alts[0]
+	}
+	return g
 }
 
 // Values lists the bound config values in declaration order.
@@ -425,20 +486,32 @@ func (g *Glue) Resolve(has func(string) bool) error {
 }
 
 // Manifest lists every tensor the checkpoint must hold, with its shape.
-func (g *Glue) Manifest() []TensorSpec { return Manifest(g.Weights()) }
+func (g *Glue) Manifest() []TensorSpec { return Manifest(g.Weights(g.Chosen)) }
+
+// layout is the family at l, with the parts Load attaches the loaded base to.
+func (g *Glue) layout(l Limits) (Layout, Parts) {
+	p := g.New(l, g.Chosen)
+	return Layout{
+		Family: g.Family, Graph: g.Graph, Kernels: g.Kernels,
+		Weights: p.Weights, Graphs: p.Graphs,
+		KVLayers: g.KVLayers, KVWidth: g.KVWidth,
+		Specialize: g.Specialize, Unpinned: g.Unpinned, Resolve: g.Resolve,
+	}, p
+}
 
 // Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
 func (g *Glue) Plan(l Limits) Plan {
-	ly, _ := g.Layout(l)
+	ly, _ := g.layout(l)
 	return ly.Plan(l)
 }
 
 // Load uploads the weights through get and allocates the arenas and the KV cache for l (LoadBase).
 func (g *Glue) Load(b device.Backend, l Limits, get func(name string) ([]byte, device.DType, error)) (Model, error) {
-	ly, attach := g.Layout(l)
+	ly, p := g.layout(l)
 	base, err := LoadBase(b, l, ly, get)
 	if err != nil {
 		return nil, err
 	}
-	return attach(base), nil
+	p.Attach(base)
+	return p.Model, nil
 }

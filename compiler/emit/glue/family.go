@@ -55,7 +55,10 @@ func (e *emitter) family(f *File) error {
 		Id("ModelTypes"):    strs(p.ModelTypes),
 		Id("Architectures"): strs(p.Architectures),
 		Id("Graph"):         Lit(p.Source),
-		Id("Bind"):          Id("Bind"),
+		Id("Kernels"):       Lit(p.Package),
+		Id("KernelsPage"):   Lit(p.SpecPageSize),
+		Id("Prefixes"):      Id("prefixes"),
+		Id("Program"):       Id("program"),
 	}
 	if p.OCR != nil {
 		reg[Id("OCR")] = Op("&").Qual(modelPkg, "OCR").Values(Dict{
@@ -63,8 +66,12 @@ func (e *emitter) family(f *File) error {
 			Id("DPI"):    Lit(p.OCR.DPI),
 		})
 	}
+	f.Comment("family is the registration: names, where the kernels are, prefixes and program; Bind is")
+	f.Comment("model.BindWith over bound's methods.")
+	f.Var().Id("family").Op("=").Op("&").Qual(modelPkg, "Family").Values(reg)
 	f.Func().Id("init").Params().Block(
-		Qual(modelPkg, "Register").Call(Op("&").Qual(modelPkg, "Family").Values(reg)),
+		Id("family").Dot("Bind").Op("=").Qual(modelPkg, "BindWith").Call(Id("family"), Id("bind")),
+		Qual(modelPkg, "Register").Call(Id("family")),
 	)
 	dec := e.graph("decoder")
 
@@ -74,11 +81,13 @@ func (e *emitter) family(f *File) error {
 		Id("c").Op("*").Id("Config"),
 		Id("w").Id("weights"),
 	}
+	var newModel, plans []Code
+	newModel = append(newModel, field("c", Id("c")))
 	for _, g := range p.Graphs {
-		fields = append(fields, Id(lowerFirst(lower.GoName(g.Name))).Id(planType(g)))
-		for _, a := range g.Arenas {
-			fields = append(fields, Id(arenaField(g, a)).Qual(devicePkg, "Buffer"))
-		}
+		v := lowerFirst(lower.GoName(g.Name))
+		fields = append(fields, Id(v).Id(planType(g)))
+		newModel = append(newModel, field(v, Id(planFunc(g)).Call(Id("c"), Id("l"))))
+		plans = append(plans, Id("m").Dot(v).Dot("GraphPlan"))
 	}
 	fields = append(fields, Line().Comment("Trace, when set, sees the output of every launch, by the graph's name for it."),
 		Id("Trace").Func().Params(Id("k").Op("*").Qual(devicePkg, "Kernel"), Id("name").String(), Id("out").Qual(devicePkg, "Tensor")))
@@ -86,56 +95,37 @@ func (e *emitter) family(f *File) error {
 	f.Comment("graph reuse that graph's arenas, so they must not overlap.")
 	f.Type().Id("Model").Struct(fields...)
 
-	// Bind: the shared model.Glue over this family's tables
-	chosen := Dict{}
-	for _, pf := range p.Prefixes {
-		chosen[Lit(pf.Name)] = Lit(pf.Alts[0])
-	}
-	newModel := []Code{field("c", Id("c"))}
-	var graphs, attach []Code
-	for gi, g := range p.Graphs {
-		v := lowerFirst(lower.GoName(g.Name))
-		newModel = append(newModel, field(v, Id(planFunc(g)).Call(Id("c"), Id("l"))))
-		gp := []Code{field("Name", Lit(g.Name)), field("Buffers", Id("md").Dot(v).Dot("buffers"))}
-		for _, a := range g.Arenas {
-			gp = append(gp, field(a.DType, Id("md").Dot(v).Dot("Size"+a.DType)))
-			k := 0
-			if a.DType == "I32" {
-				k = 1
-			}
-			attach = append(attach, Id("md").Dot(arenaField(g, a)).Op("=").Id("base").Dot("Arenas").Index(Lit(gi)).Index(Lit(k)))
-		}
-		graphs = append(graphs, Values(gp...))
-	}
-	attach = append([]Code{Id("md").Dot("Base").Op("=").Id("base")}, append(attach, Return(Id("md")))...)
-	ly := []Code{
-		field("Family", Lit(p.Family)), field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)),
-		field("Weights", Id("tensors").Call(Id("c"), Id("g").Dot("Chosen"), Op("&").Id("md").Dot("w"))),
-		field("Graphs", Index().Qual(modelPkg, "GraphPlan").Values(lines(graphs)...)),
-		field("Specialize", Qual(specializePkg, "Loader").Call(Id("program"), Id("cfg"), Lit(p.Package))),
-		field("Unpinned", Id("c").Dot("unpinned")), field("Resolve", Id("g").Dot("Resolve")),
-	}
+	kv := Return(Lit(0), Lit(0))
 	if cache := input(dec, "cache"); cache != nil {
-		ly = append(ly, field("KVLayers", Id(e.goExpr(lower.FromDim(cache.Rows), nil))), field("KVWidth", Id(e.goExpr(lower.FromDim(cache.Cols), nil))))
+		kv = Return(Id(e.goExpr(lower.FromDim(cache.Rows), nil)), Id(e.goExpr(lower.FromDim(cache.Cols), nil)))
 	}
-	f.Comment("Bind reads config.json through cfg and returns the family bound to its values (model.Glue over")
-	f.Comment("the family's tables).")
-	f.Func().Id("Bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error()).Block(
+	recv := func(name string) *Statement {
+		return f.Func().Params(Id("b").Id("bound")).Id(name)
+	}
+	f.Comment("bound is the family's config bound to a checkpoint, as model.BindWith takes it.")
+	f.Type().Id("bound").Struct(Id("c").Op("*").Id("Config"))
+	f.Comment("bind reads config.json through cfg (readConfig).")
+	f.Func().Id("bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Id("bound"), Error()).Block(
 		List(Id("c"), Err()).Op(":=").Id("readConfig").Call(Id("cfg")),
-		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Id("g").Op(":=").Op("&").Qual(modelPkg, "Glue").Values(field("Family", Lit(p.Family)), field("Table", Id("c").Dot("table").Call()),
-			field("Prefixes", Id("prefixes")), field("Chosen", Map(String()).String().Values(chosen))),
-		Id("g").Dot("Weights").Op("=").Func().Params().Index().Qual(modelPkg, "Weight").Block(
-			Return(Id("tensors").Call(Id("c"), Id("g").Dot("Chosen"), Op("&").Id("weights").Values()))),
-		Id("g").Dot("Layout").Op("=").Func().Params(Id("l").Qual(modelPkg, "Limits")).Params(Qual(modelPkg, "Layout"), Func().Params(Op("*").Qual(modelPkg, "Base")).Qual(modelPkg, "Model")).Block(
-			Id("md").Op(":=").Op("&").Id("Model").Values(newModel...),
-			Id("ly").Op(":=").Qual(modelPkg, "Layout").Values(lines(ly)...),
-			Return(Id("ly"), Func().Params(Id("base").Op("*").Qual(modelPkg, "Base")).Qual(modelPkg, "Model").Block(attach...)),
-		),
-		Return(Id("g"), Nil()),
+		Return(Id("bound").Values(Id("c")), Err()))
+	f.Comment("Table lists every bound value.")
+	recv("Table").Params().Index().Qual(modelPkg, "ConfigValue").Block(Return(Id("b").Dot("c").Dot("table").Call()))
+	f.Comment("KV is the KV cache's layers and width.")
+	recv("KV").Params().Params(Int(), Int()).Block(Id("c").Op(":=").Id("b").Dot("c"), kv)
+	f.Comment("Weights is the manifest, names resolved with the chosen prefix alternatives.")
+	recv("Weights").Params(Id("chosen").Map(String()).String()).Index().Qual(modelPkg, "Weight").Block(
+		Return(Id("tensors").Call(Id("b").Dot("c"), Id("chosen"), Op("&").Id("weights").Values())))
+	f.Comment("New is the family at limits l before loading: the manifest loading into its weights, its graphs' plans.")
+	recv("New").Params(Id("l").Qual(modelPkg, "Limits"), Id("chosen").Map(String()).String()).Qual(modelPkg, "Parts").Block(
+		Id("c").Op(":=").Id("b").Dot("c"),
+		Id("m").Op(":=").Op("&").Id("Model").Values(newModel...),
+		Return(Qual(modelPkg, "Parts").Values(
+			field("Weights", Id("tensors").Call(Id("c"), Id("chosen"), Op("&").Id("m").Dot("w"))),
+			field("Graphs", Index().Qual(modelPkg, "GraphPlan").Values(plans...)),
+			field("Model", Id("m")),
+			field("Attach", Func().Params(Id("b").Op("*").Qual(modelPkg, "Base")).Block(Id("m").Dot("Base").Op("=").Id("b"))))),
 	)
 
-	f.ImportName(specializePkg, "specialize")
 	f.Anon("embed")
 	f.Comment(fmt.Sprintf("program is %s compiled for specialising at load (package specialize): its config", p.Source))
 	f.Comment("values, requirements and kernels with symbolic constants.")

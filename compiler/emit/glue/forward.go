@@ -90,7 +90,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 		if v.Role == "spans" {
 			cols = "len(spanData)"
 		}
-		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id("m."+arenaField(f.g, arenaOf(f.g, buf)))),
+		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id(f.e.arenaRef(f.g, arenaOf(f.g, buf)))),
 			field("Off", Id("p."+lower.GoName(buf.Name))), field("Rows", Id(rows)), field("Cols", Id(cols)))
 	}
 	if name, ok := f.vars[key]; ok {

@@ -223,10 +223,6 @@ func (e *emitter) config(f *File) error {
 		}, body...)...,
 	)
 
-	f.Comment("unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.")
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("unpinned").Params(Id("l").Qual(modelPkg, "Limits")).Index().String().Block(
-		Return(Qual(modelPkg, "Unpinned").Call(Id("c").Dot("table").Call(), Lit(p.Family), Id("l").Dot("PageSize"), Lit(p.SpecPageSize))),
-	)
 	return nil
 }
 

@@ -11,8 +11,21 @@ import (
 
 func planType(g *lower.Graph) string { return lowerFirst(lower.GoName(g.Name)) + "Plan" }
 func planFunc(g *lower.Graph) string { return "plan" + lower.GoName(g.Name) }
-func arenaField(g *lower.Graph, a *lower.Arena) string {
-	return lowerFirst(lower.GoName(g.Name)) + lower.GoName(a.DType)
+
+// arenaRef is graph g's arena a in the loaded base: model.Base.Arenas holds each graph's F32 and
+// I32 arenas in the program's graph order.
+func (e *emitter) arenaRef(g *lower.Graph, a *lower.Arena) string {
+	gi := 0
+	for i, x := range e.p.Graphs {
+		if x == g {
+			gi = i
+		}
+	}
+	k := 0
+	if a.DType == "I32" {
+		k = 1
+	}
+	return fmt.Sprintf("m.Arenas[%d][%d]", gi, k)
 }
 
 func dtypeSize(dt string) int {
@@ -32,10 +45,7 @@ func (e *emitter) plan(f *File) error {
 				fields = append(fields, Id(lower.GoName(b.Name)).Int().Comment(fmt.Sprintf("%s arena; holds %s", a.DType, holds(b))))
 			}
 		}
-		for _, a := range g.Arenas {
-			fields = append(fields, Id("Size"+a.DType).Int().Comment(a.DType+" arena elements"))
-		}
-		fields = append(fields, Id("buffers").Index().Qual(modelPkg, "PlanBuffer"))
+		fields = append(fields, Qual(modelPkg, "GraphPlan").Comment("the arenas' elements and buffers"))
 		f.Comment(fmt.Sprintf("%s places the %s graph's buffers (offsets in elements) in its arenas.", planType(g), g.Name))
 		f.Type().Id(planType(g)).Struct(fields...)
 
@@ -55,21 +65,18 @@ func (e *emitter) plan(f *File) error {
 				body = append(body, Id("p."+lower.GoName(b.Name)).Op("=").Id(arena(a)).Dot("Place").Call(Lit(g.Name+"."+b.Name), Lit(dtypeSize(a.DType)), Id(ref(b.Size))))
 			}
 		}
-		var sizes, vals, bufs []Code
+		plan := Dict{Id("Name"): Lit(g.Name)}
+		var bufs []Code
 		for _, a := range g.Arenas {
-			sizes = append(sizes, Id("p.Size"+a.DType))
-			vals = append(vals, Id(arena(a)).Dot("Size"))
+			plan[Id(a.DType)] = Id(arena(a)).Dot("Size")
 			bufs = append(bufs, Id(arena(a)).Dot("Buffers"))
 		}
-		body = append(body, List(sizes...).Op("=").List(vals...))
-		all := Id(arena(g.Arenas[0])).Dot("Buffers")
-		if len(bufs) > 1 {
-			all = Append(bufs[0], Add(bufs[1]).Op("..."))
-			for _, b := range bufs[2:] {
-				all = Append(all, Add(b).Op("..."))
-			}
+		all := bufs[0]
+		for _, b := range bufs[1:] {
+			all = Append(all, Add(b).Op("..."))
 		}
-		body = append(body, Id("p.buffers").Op("=").Add(all))
+		plan[Id("Buffers")] = all
+		body = append(body, Id("p.GraphPlan").Op("=").Qual(modelPkg, "GraphPlan").Values(plan))
 		body = append(body, Return())
 		f.Func().Id(planFunc(g)).Params(Id("c").Op("*").Id("Config"), Id("l").Qual(modelPkg, "Limits")).Params(Id("p").Id(planType(g))).Block(body...)
 	}
