@@ -133,23 +133,26 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 #endif
 }
 
-// tfc_attention_paged: block (r, h) takes row r and query head h, which reads KV head h / QG; it
-// attends causally to positions 0..pos of the row's sequence through its page table.
+// tfc_attention_paged: blocks (r, h*SPLIT + c), c < SPLIT, take row r and query head h, which
+// reads KV head h / QG; they attend causally to positions 0..pos of the row's sequence through
+// its page table.
 #if TFC_CUDA
-// On CUDA the block's warps split the keys 0..pos into contiguous ranges of ceil((pos+1)/warps)
-// keys, so the split depends on pos alone. A warp walks its range in runs of 32 keys, each lane
-// looking up one key's cache row a run ahead, and loads tfc_attn_keys<HD> keys at a time, K and V
-// together (keys past the run load its last key again and weigh 0). A lane holds dims lane + 32i
-// of q, of each key and of the output. A score is the lane's fmaf chain over its dims, summed
-// over the warp by an xor butterfly (16, 8, 4, 2, 1), so every lane holds the same bits. Each
-// warp keeps its own online softmax (max m, sum l, output o), rescaled once per load of keys; the
-// warps' (m, l, o) then meet in LDS and each output dim adds them up in warp order. A running max
-// of -inf (no finite score yet) rescales from 0 instead, so keys scored -inf weigh 0 and a row
-// with no finite score ends as 0/0 (NaN), as softmax gives.
+// On CUDA the SPLIT blocks of a (row, head) form a cluster (launched in clusters of SPLIT along y)
+// and split the keys 0..pos between their SPLIT*NW warps, warp g = c*NW + w taking the contiguous
+// range [g*per, (g+1)*per) with per = ceil((pos+1)/(SPLIT*NW)), so the split depends on pos alone.
+// A warp walks its range in runs of 32 keys, each lane looking up one key's cache row a run ahead,
+// and loads tfc_attn_keys<HD> keys at a time, K and V together (keys past the run load its last
+// key again and weigh 0). A lane holds dims lane + 32i of q, of each key and of the output. A
+// score is the lane's fmaf chain over its dims, summed over the warp by an xor butterfly (16, 8,
+// 4, 2, 1), so every lane holds the same bits. Each warp keeps its own online softmax (max m, sum
+// l, output o), rescaled once per load of keys; the warps' (m, l, o) then meet in the blocks' LDS,
+// read across the cluster, and each output dim (dim d is block d % SPLIT's) adds them up in warp
+// order g. A running max of -inf (no finite score yet) rescales from 0 instead, so keys scored
+// -inf weigh 0 and a row with no finite score ends as 0/0 (NaN), as softmax gives.
 template <int HD>
 __device__ constexpr int tfc_attn_keys() { return (HD + 31) / 32 <= 4 ? 16 : (HD + 31) / 32 <= 8 ? 8 : 4; }
 
-template <int HD, int QG, int BKV, int THREADS, int PS, int MUT, typename TQ, typename TC, typename TY>
+template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
@@ -157,8 +160,8 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
   constexpr int NW = THREADS / 32, D = (HD + 31) / 32, U = tfc_attn_keys<HD>();
   constexpr unsigned all = 0xffffffffu;
   __shared__ float pm[NW], pl[NW], po[NW * HD];
-  const int r = blockIdx.x, h = blockIdx.y;
-  if (r >= M) return;
+  const int r = blockIdx.x, h = blockIdx.y / SPLIT, c = tfc_cluster_rank();
+  if (r >= M) return;  // the whole cluster: it shares r
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -175,8 +178,8 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
   const TC* kb = Kc + (h / QG) * HD;
   const TC* vb = Vc + (h / QG) * HD;
   const int nkeys = tfc_bound<MUT>(pos + 1);
-  const int per = (nkeys + NW - 1) / NW;
-  const int t0 = min(nkeys, w * per), t1 = min(nkeys, t0 + per);
+  const int per = (nkeys + SPLIT * NW - 1) / (SPLIT * NW);
+  const int t0 = min(nkeys, (c * NW + w) * per), t1 = min(nkeys, t0 + per);
   float m = TFC_NEG_INF, l = 0.f;
   int next = 0;  // the cache row of the next run's key c0 + lane
   if (t0 < t1) {
@@ -248,31 +251,47 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
     const int d = lane + 32 * i;
     if (d < HD) po[w * HD + d] = o[i];
   }
-  tfc_fill_barrier<MUT>();
+  // every block's partials are written before any is read (the missing-barrier control drops this)
+  if (MUT != TFC_MUT_BARRIER) tfc_cluster_sync();
+  const float* rm[SPLIT];
+  const float* rl[SPLIT];
+  const float* ro[SPLIT];
+#pragma unroll
+  for (int b = 0; b < SPLIT; ++b) {
+    rm[b] = tfc_cluster_map(pm, b);
+    rl[b] = tfc_cluster_map(pl, b);
+    ro[b] = tfc_cluster_map(po, b);
+  }
   float mx = TFC_NEG_INF;
 #pragma unroll
-  for (int v = 0; v < NW; ++v) mx = fmaxf(mx, pm[v]);
+  for (int b = 0; b < SPLIT; ++b)
+#pragma unroll
+    for (int v = 0; v < NW; ++v) mx = fmaxf(mx, rm[b][v]);
   const float mref = mx == TFC_NEG_INF ? 0.f : mx;
-  for (int d = threadIdx.x; d < HD; d += THREADS) {
+  for (int d = c + SPLIT * threadIdx.x; d < HD; d += SPLIT * THREADS) {
     float lsum = 0.f, osum = 0.f;
 #pragma unroll
-    for (int v = 0; v < NW; ++v) {
-      const float f = expf(pm[v] - mref);
-      lsum = fmaf(pl[v], f, lsum);
-      osum = fmaf(po[v * HD + d], f, osum);
-    }
+    for (int b = 0; b < SPLIT; ++b)
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        const float f = expf(rm[b][v] - mref);
+        lsum = fmaf(rl[b][v], f, lsum);
+        osum = fmaf(ro[b][v * HD + d], f, osum);
+      }
     tfc_st(Y + (size_t)r * ldy + h * HD + d, osum / lsum);
   }
+  tfc_cluster_sync();  // no block leaves while the others read its LDS
 }
 #else
 // Elsewhere the block's threads take the keys together in LDS tiles (tfc_attend, one query).
-template <int HD, int QG, int BKV, int THREADS, int PS, int MUT, typename TQ, typename TC, typename TY>
+// Only block c = 0 of a (row, head) works; the others exit.
+template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
   __shared__ float qs[HD], os[HD], ls[1];
-  const int r = blockIdx.x, h = blockIdx.y;
-  if (r >= M) return;
+  const int r = blockIdx.x, h = blockIdx.y / SPLIT;
+  if (r >= M || blockIdx.y % SPLIT != 0) return;
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int ldqm = tfc_stride<MUT>(ldq);

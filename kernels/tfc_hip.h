@@ -16,12 +16,29 @@
 #define TFC_HIP 1
 #define tfc_trap() __builtin_trap()
 #elif defined(__CUDACC__)
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #define TFC_CUDA 1
 #define tfc_trap() __trap()
 #else
 #error "tfc_hip.h: compile with clang -x hip, hipcc, or nvcc -x cu"
+#endif
+
+// TFC_CLUSTER_Y(n) launches a kernel in clusters of n blocks along y where the device has them
+// (CUDA, sm_90); elsewhere the blocks run alone.
+// tfc_cluster_rank, tfc_cluster_sync and tfc_cluster_map are the block's rank in its cluster, a
+// barrier of the whole cluster, and the address of p in the LDS of the cluster's block rank.
+#if TFC_CUDA
+#define TFC_CLUSTER_Y(n) __cluster_dims__(1, n, 1)
+__device__ __forceinline__ int tfc_cluster_rank() { return (int)cooperative_groups::this_cluster().block_rank(); }
+__device__ __forceinline__ void tfc_cluster_sync() { cooperative_groups::this_cluster().sync(); }
+template <typename T>
+__device__ __forceinline__ T* tfc_cluster_map(T* p, int rank) {
+  return cooperative_groups::this_cluster().map_shared_rank(p, (unsigned)rank);
+}
+#else
+#define TFC_CLUSTER_Y(n)
 #endif
 
 // TFC_WAVE is the wave (warp) size of the device being compiled for: 32 or 64. Kernels reduce

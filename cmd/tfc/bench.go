@@ -28,9 +28,10 @@ server's lanes scheduler, greedy, --new-tokens each, EOS ignored; the rate is ta
 in which every sequence decodes (the report's decode_method says exactly how).
 Vision: --image FILE runs the vision tower on that image, once to warm up and then --repeat
 times (median); decoding and preprocessing the image are timed apart.
-Profile: --profile (cuda, hip) runs each batch's decode again with every kernel launch timed on
-the device and prints, after the batch's measure, a table of the decode rounds' kernels
-(launches a round, µs a launch, share of the kernel time); the JSON report carries it too.
+Profile: --profile (cuda, hip) runs each batch again with every kernel launch timed on the
+device and prints, after the batch's measure, tables of the prefill rounds' and the decode
+rounds' kernels (launches a round, µs a launch, share of the kernel time), and with --image
+one of the vision tower's; the JSON report carries them too.
 On GPU backends the report counts the launches graphs replayed; TFC_GPU_GRAPHS=0 turns graph
 replay off.`,
 		Args: cobra.ExactArgs(1),
@@ -71,7 +72,7 @@ replay off.`,
 	fl.StringVar(&o.Image, "image", "", "an image file (PNG, JPEG or WebP) for the vision tower measure")
 	fl.IntVar(&o.Repeat, "repeat", 5, "timed vision runs after one warm-up")
 	fl.StringVar(&out, "out", "", "also write the JSON report to this file")
-	fl.BoolVar(&o.Profile, "profile", false, "time every kernel of the decode rounds on the device (cuda, hip) and print a table")
+	fl.BoolVar(&o.Profile, "profile", false, "time every kernel of the prefill and decode rounds and the vision tower on the device (cuda, hip) and print tables")
 	c.AddCommand(benchServe(), benchPreprocess())
 	addCommand(c)
 }

@@ -1011,7 +1011,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_row
 // dotsocr_decode_attention: attention(cache)
 // from graphs/qwen2_vl.graph:147
 // launch dotsocr_decode_attention_kvstore: grid (M, 1), 256 threads
-// launch dotsocr_decode_attention: grid (M, 4), 256 threads
+// launch dotsocr_decode_attention: grid (M, 32) in clusters of 8 along y, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
@@ -1027,7 +1027,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvsto
       op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M);
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decode_attention(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
     const float* op0_V, int op0_V_ld,
@@ -1039,7 +1039,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention(
     const int* op0_Rows_PageTable, int op0_Rows_PageTable_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  tfc_attention_paged<8, 2, 32, 256, 16, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
+  tfc_attention_paged<8, 2, 32, 256, 16, 8, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,
       op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, 0.35355338f);
 }
 

@@ -101,20 +101,22 @@ type Decode struct {
 	ReplayedLaunches int64          `json:"replayed_launches,omitempty"`
 	PlainLaunches    int64          `json:"plain_launches,omitempty"`
 	Profile          *KernelProfile `json:"profile,omitempty"`
+	PrefillProfile   *KernelProfile `json:"prefill_profile,omitempty"` // the rounds before the decode window
 }
 
 // Vision is the vision tower measure on one image.
 type Vision struct {
-	Image        string    `json:"image"`
-	Width        int       `json:"width"`   // as decoded
-	Height       int       `json:"height"`  // as decoded
-	Resized      [2]int    `json:"resized"` // width, height after the processor's resize
-	Grid         [3]int    `json:"grid_thw"`
-	Patches      int       `json:"patches"`
-	Rows         int       `json:"rows"` // merged rows handed to the decoder
-	PreprocessMs float64   `json:"preprocess_ms"`
-	Ms           float64   `json:"ms"`
-	RunsMs       []float64 `json:"runs_ms"`
+	Image        string         `json:"image"`
+	Width        int            `json:"width"`   // as decoded
+	Height       int            `json:"height"`  // as decoded
+	Resized      [2]int         `json:"resized"` // width, height after the processor's resize
+	Grid         [3]int         `json:"grid_thw"`
+	Patches      int            `json:"patches"`
+	Rows         int            `json:"rows"` // merged rows handed to the decoder
+	PreprocessMs float64        `json:"preprocess_ms"`
+	Ms           float64        `json:"ms"`
+	RunsMs       []float64      `json:"runs_ms"`
+	Profile      *KernelProfile `json:"profile,omitempty"`
 }
 
 // pageSize and roundRows are the server's.
@@ -235,11 +237,12 @@ func Run(o Options) (*Report, error) {
 				logf("decode: batch %d: %d launches replayed by graphs, %d launched one by one", b, d.ReplayedLaunches, d.PlainLaunches)
 			}
 			if prof != nil {
-				if d.Profile, err = profileDecode(sched, tm, prof, vocab, b, o); err != nil {
+				if d.Profile, d.PrefillProfile, err = profileDecode(sched, tm, prof, vocab, b, o); err != nil {
 					return nil, fmt.Errorf("decode profile at batch %d: %w", b, err)
 				}
 				if o.Log != nil {
-					d.Profile.WriteTable(o.Log, b)
+					d.PrefillProfile.WriteTable(o.Log, fmt.Sprintf("prefill batch %d × %d tokens", b, o.PromptTokens))
+					d.Profile.WriteTable(o.Log, fmt.Sprintf("decode batch %d", b))
 				}
 			}
 			rep.Decode = append(rep.Decode, d)
@@ -248,12 +251,15 @@ func Run(o Options) (*Report, error) {
 	}
 
 	if o.Image != "" {
-		v, err := measureVision(e, fe, imageData, o.Repeat)
+		v, err := measureVision(e, fe, imageData, o.Repeat, prof)
 		if err != nil {
 			return nil, fmt.Errorf("vision on %s: %w", o.Image, err)
 		}
 		v.Image = o.Image
 		logf("vision: grid %v, %d patches: %.2f ms (preprocess %.2f ms)", v.Grid, v.Patches, v.Ms, v.PreprocessMs)
+		if v.Profile != nil && o.Log != nil {
+			v.Profile.WriteTable(o.Log, "vision")
+		}
 		rep.Vision = v
 		rep.VisionMethod = VisionMethod
 	}
@@ -437,7 +443,7 @@ func decodeWindow(rounds []round, b int) (lo, hi int, err error) {
 }
 
 // measureVision times preprocessing and the vision tower on one image.
-func measureVision(e *engine.Engine, fe *engine.Frontend, data []byte, repeat int) (*Vision, error) {
+func measureVision(e *engine.Engine, fe *engine.Frontend, data []byte, repeat int, prof device.Profiler) (*Vision, error) {
 	var pre []float64
 	var px []float32
 	var grid [3]int
@@ -471,6 +477,12 @@ func measureVision(e *engine.Engine, fe *engine.Frontend, data []byte, repeat in
 		v.RunsMs = append(v.RunsMs, ms(time.Since(t)))
 	}
 	v.Ms = median(v.RunsMs)
+	if prof != nil {
+		var err error
+		if v.Profile, err = profileVision(prof, func() error { _, err := e.Model.Vision(px, grids); return err }); err != nil {
+			return nil, err
+		}
+	}
 	return v, nil
 }
 

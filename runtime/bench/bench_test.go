@@ -99,7 +99,7 @@ func TestKernelProfile(t *testing.T) {
 		t.Errorf("%v ms of kernels a round over %d rounds, want 0.04 over 4", p.KernelMsPerRound, p.Rounds)
 	}
 	var out strings.Builder
-	p.WriteTable(&out, 2)
+	p.WriteTable(&out, "decode batch 2")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 5 || !strings.Contains(lines[0], "decode batch 2") || !strings.Contains(lines[2], "linear") || !strings.HasSuffix(lines[2], "75.0%") {
 		t.Errorf("table:\n%s", out.String())

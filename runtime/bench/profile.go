@@ -14,11 +14,12 @@ import (
 // ProfileMethod says how the kernel profile is taken.
 const ProfileMethod = "After the decode measure, the same batch runs again with every kernel launch timed on the " +
 	"device between two events (graph replay off while timing, so the wall times of this run are not the " +
-	"measure's). The backend's profile is read after each round; the kernels are those of the decode window's " +
-	"rounds: launches_per_round = launches / rounds, us_per_launch = device time / launches, share = the " +
-	"kernel's device time over all kernels' device time in the window."
+	"measure's). The backend's profile is read after each round; profile holds the decode window's rounds, " +
+	"prefill_profile the rounds before it (the prompts' chunks), and the vision profile one more run of the " +
+	"tower after its measure: launches_per_round = launches / rounds, us_per_launch = device time / launches, " +
+	"share = the kernel's device time over all kernels' device time in the window."
 
-// KernelProfile is the device time of the decode rounds' kernels.
+// KernelProfile is the device time of the kernels of a window of rounds.
 type KernelProfile struct {
 	Rounds           int           `json:"rounds"`
 	KernelMsPerRound float64       `json:"kernel_ms_per_round"` // all kernels' device time a round
@@ -27,7 +28,7 @@ type KernelProfile struct {
 	Method           string        `json:"method"`
 }
 
-// KernelShare is one kernel's part of the decode rounds.
+// KernelShare is one kernel's part of a window.
 type KernelShare struct {
 	Name             string  `json:"name"`
 	LaunchesPerRound float64 `json:"launches_per_round"`
@@ -38,22 +39,41 @@ type KernelShare struct {
 // launchCounter is a backend that counts graph-replayed and plain launches.
 type launchCounter interface{ Launches() gpu.LaunchCounts }
 
-// profileDecode runs batch b again with kernel timing on and profiles its decode window.
-func profileDecode(s *lanes.Scheduler, tm *timedModel, prof device.Profiler, vocab int32, b int, o Options) (*KernelProfile, error) {
+// profileDecode runs batch b again with kernel timing on and profiles its decode window and the
+// prefill rounds before it.
+func profileDecode(s *lanes.Scheduler, tm *timedModel, prof device.Profiler, vocab int32, b int, o Options) (decode, prefill *KernelProfile, err error) {
 	prof.Profile(true)
 	tm.profileWith(prof)
 	run, err := runBatch(s, tm, vocab, b, o.PromptTokens, o.NewTokens, o.Seed)
 	tm.profileWith(nil)
 	prof.Profile(false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lo, hi, err := decodeWindow(run.rounds, b)
 	if err != nil {
+		return nil, nil, err
+	}
+	decode = kernelProfile(run.rounds[lo-1].profile, run.rounds[hi].profile, hi-lo+1)
+	decode.MsPerRound = ms(run.rounds[hi].end.Sub(run.rounds[lo-1].end)) / float64(hi-lo+1)
+	prefill = kernelProfile(nil, run.rounds[lo-1].profile, lo)
+	prefill.MsPerRound = ms(run.rounds[lo-1].end.Sub(run.rounds[0].start)) / float64(lo)
+	return decode, prefill, nil
+}
+
+// profileVision runs the tower once more with kernel timing on and profiles it as one round.
+func profileVision(prof device.Profiler, run func() error) (*KernelProfile, error) {
+	prof.Profile(true)
+	t := time.Now()
+	err := run()
+	wall := time.Since(t)
+	after := prof.Profiled()
+	prof.Profile(false)
+	if err != nil {
 		return nil, err
 	}
-	p := kernelProfile(run.rounds[lo-1].profile, run.rounds[hi].profile, hi-lo+1)
-	p.MsPerRound = ms(run.rounds[hi].end.Sub(run.rounds[lo-1].end)) / float64(hi-lo+1)
+	p := kernelProfile(nil, after, 1)
+	p.MsPerRound = ms(wall)
 	return p, nil
 }
 
@@ -91,10 +111,10 @@ func kernelProfile(before, after []device.KernelTime, rounds int) *KernelProfile
 	return p
 }
 
-// WriteTable prints the profile of batch b as a table.
-func (p *KernelProfile) WriteTable(w io.Writer, b int) {
-	fmt.Fprintf(w, "bench: decode batch %d: kernels over %d rounds, %.3f ms of device time a round (%.3f ms wall a round while timed)\n",
-		b, p.Rounds, p.KernelMsPerRound, p.MsPerRound)
+// WriteTable prints the profile of what (e.g. "decode batch 8") as a table.
+func (p *KernelProfile) WriteTable(w io.Writer, what string) {
+	fmt.Fprintf(w, "bench: %s: kernels over %d rounds, %.3f ms of device time a round (%.3f ms wall a round while timed)\n",
+		what, p.Rounds, p.KernelMsPerRound, p.MsPerRound)
 	width := len("kernel")
 	for _, k := range p.Kernels {
 		width = max(width, len(k.Name))

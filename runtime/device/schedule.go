@@ -48,6 +48,9 @@ type Launch struct {
 	// SmallSymbol, when set, is the function launched instead at M ≤ SmallRows: the same kernel
 	// built for small launches alone, so each layout has its own registers.
 	SmallSymbol string `json:"small_symbol,omitempty"`
+	// ClusterY, when above 1, launches the blocks in clusters of that many along y where the
+	// device has clusters (CUDA sm_90; the kernel says so itself); GridY is a multiple of it.
+	ClusterY int `json:"cluster_y,omitempty"`
 }
 
 // Function is the symbol launched for M rows.
@@ -93,7 +96,8 @@ func (s *Schedule) Check() error {
 		return fmt.Errorf("schedule of kernel %s: %d parameters carry M; want one", s.Kernel, rows)
 	}
 	for _, l := range s.Launches {
-		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) {
+		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
+			l.ClusterY < 0 || (l.ClusterY > 1 && (l.GridY%l.ClusterY != 0 || l.SmallRowsGridY > 0)) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

@@ -58,8 +58,8 @@
 // attention over spans, and (1, SmallRowsGridY) instead when that is set and M is at most 8.
 //
 // A cached attention kernel is two launches with the same arguments: <name>_kvstore, which stores
-// the launch's K and V rows into the cache (a block a row), then <name>, a block a row and query
-// head.
+// the launch's K and V rows into the cache (a block a row), then <name>, 8 blocks a row and query
+// head (a cluster on CUDA, which splits the row's keys between them).
 //
 // # Planted controls
 //

@@ -174,7 +174,11 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 			if j > 0 {
 				b.WriteString("\n")
 			}
-			fmt.Fprintf(&b, "extern \"C\" __global__ __launch_bounds__(%d) void %s(\n    %s) {\n", l.Threads, v.sym, sig.String())
+			cluster := ""
+			if l.ClusterY > 1 {
+				cluster = fmt.Sprintf("TFC_CLUSTER_Y(%d) ", l.ClusterY)
+			}
+			fmt.Fprintf(&b, "extern \"C\" __global__ %s__launch_bounds__(%d) void %s(\n    %s) {\n", cluster, l.Threads, v.sym, sig.String())
 			if l.Symbol == k.Name {
 				macro := mutationMacros[mut] + ";"
 				if mut != NoMutation {
@@ -207,6 +211,9 @@ func Describe(l device.Launch) string {
 			as = " as " + l.SmallSymbol
 		}
 		return fmt.Sprintf("grid (%s, %d), or (1, %d)%s when M ≤ %d, %d threads", x, l.GridY, l.SmallRowsGridY, as, l.SmallRows, l.Threads)
+	}
+	if l.ClusterY > 1 {
+		return fmt.Sprintf("grid (%s, %d) in clusters of %d along y, %d threads", x, l.GridY, l.ClusterY, l.Threads)
 	}
 	return fmt.Sprintf("grid (%s, %d), %d threads", x, l.GridY, l.Threads)
 }

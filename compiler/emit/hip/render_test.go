@@ -120,8 +120,8 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows"}},          // 16-column tiles of rotary pairs at M ≤ 8
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4}}, // a block a query head
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows"}},                        // 16-column tiles of rotary pairs at M ≤ 8
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 32, ClusterY: 8}}, // a cluster of 8 a query head
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {
@@ -148,7 +148,7 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void qkv(",
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
-		"tfc_attention_paged<32, 2, 32, 256, 16, MUT>(",
+		"tfc_attention_paged<32, 2, 32, 256, 16, 8, MUT>(",
 		"// launch qkv: grid (ceil(M/64), 4), or (1, 8) as qkv_rows when M ≤ 8, 256 threads",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",

@@ -577,6 +577,9 @@ type attention struct {
 
 const keyTile = 32
 
+// keySplit is how many blocks (a cluster on CUDA) share a cached attention's row and head.
+const keySplit = 8
+
 // spanRows is the query rows a block of an uncached attention takes (tfc_attention_spans' QG):
 // under CUDA 8 warps of 16 rows on the tensor cores, elsewhere 16 sub-groups of 8. The launch
 // rule is the same for every target (gpu.Geometry).
@@ -604,7 +607,7 @@ func newAttention(k Kernel) (template, error) {
 
 func (f *attention) tile() string {
 	if f.k.Ops[0].Flags["cache"] {
-		return fmt.Sprintf("store K and V a row a block; then a query row's head a block, keys in tiles of %d over the pages", keyTile)
+		return fmt.Sprintf("store K and V a row a block; then a query row's head %d blocks, keys split between their warps over the pages", keySplit)
 	}
 	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d", f.groups, keyTile)
 }
@@ -616,7 +619,7 @@ func (f *attention) launches() []device.Launch {
 	}
 	return []device.Launch{
 		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
-		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads")}, // a block a query head
+		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads") * keySplit, ClusterY: keySplit}, // keySplit blocks a query head
 	}
 }
 
@@ -637,7 +640,7 @@ func (f *attention) body(g *gen) error {
 		return nil
 	}
 	ps := o.int("page_size")
-	g.line("tfc_attention_paged<%d, %d, %d, %d, %d, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,", hd, h/kv, keyTile, threads, ps)
+	g.line("tfc_attention_paged<%d, %d, %d, %d, %d, %d, MUT>(op0_Q, op0_Q_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,", hd, h/kv, keyTile, threads, ps, keySplit)
 	g.line("    op0_Y, op0_Y_ld, op0_Rows_RowSeq, op0_Rows_RowPos, op0_Rows_PageTable, op0_Rows_PageTable_ld, M, %s);", scale)
 	g.pre = map[string]string{g.k.Name + "_kvstore": fmt.Sprintf(
 		"  tfc_kv_store<%d, %d, %d>(op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Cache_K, op0_Cache_K_ld, op0_Cache_V, op0_Cache_V_ld,\n"+

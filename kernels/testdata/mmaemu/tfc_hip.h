@@ -60,6 +60,11 @@ inline unsigned __float_as_uint(float f) {
   return u;
 }
 int __all_sync(unsigned, int);
+// Clusters are declared, not emulated: no emulated kernel uses them.
+int tfc_cluster_rank();
+void tfc_cluster_sync();
+template <typename T>
+T* tfc_cluster_map(T* p, int rank);
 inline long long clock64() {  // time passes by 1000 cycles a reading
   static long long now;
   return now += 1000;

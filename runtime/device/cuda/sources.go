@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"tfc/runtime/device/gpu"
 )
@@ -18,10 +19,14 @@ type nvccBuild struct {
 	cache gpu.Cache
 }
 
-// nvccArgs is the command line that builds a family's source into a cubin.
-func nvccArgs(arch, src, out string) []string {
-	return []string{"-arch=" + arch, "-cubin", "-O3", "-std=c++17", "-o", out, "-x", "cu", src}
+// nvccArgs is the command line that builds a family's source into a cubin; extra comes from
+// $TFC_NVCC_FLAGS, for kernel experiments (e.g. -DTFC_ROWS_BLOCKS=4).
+func nvccArgs(arch, src, out string, extra []string) []string {
+	return append([]string{"-arch=" + arch, "-cubin", "-O3", "-std=c++17", "-o", out}, append(extra, "-x", "cu", src)...)
 }
+
+// extraFlags are the flags $TFC_NVCC_FLAGS adds to every build.
+func extraFlags() []string { return strings.Fields(os.Getenv("TFC_NVCC_FLAGS")) }
 
 // findNVCC looks for nvcc on PATH, then under $CUDA_HOME, $CUDA_PATH and /usr/local/cuda.
 func findNVCC() (string, error) {
@@ -46,7 +51,8 @@ func (c *nvccBuild) build(srcs fs.FS, family string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %s --version: %v", c.nvcc, err)
 	}
-	key, err := gpu.CacheKey(string(version), c.arch, srcs, family)
+	extra := extraFlags()
+	key, err := gpu.CacheKey(string(version)+strings.Join(extra, " "), c.arch, srcs, family)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
@@ -63,7 +69,7 @@ func (c *nvccBuild) build(srcs fs.FS, family string) ([]byte, error) {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	out := filepath.Join(dir, "kernels.cubin")
-	cmd := exec.Command(c.nvcc, nvccArgs(c.arch, src, out)...)
+	cmd := exec.Command(c.nvcc, nvccArgs(c.arch, src, out, extra)...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("cuda: nvcc could not build %s for %s: %v\n%s", family, c.arch, err, msg)
 	}

@@ -103,9 +103,12 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, sym, x, y, l.Threads)
 					}
 				}
-				// tfc_attention_paged reads blockIdx.y as the query head
-				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil && grids[len(grids)-1].Y != a.Heads {
-					t.Errorf("a cached attention launches %d blocks a row, want one a query head (%d)", grids[len(grids)-1].Y, a.Heads)
+				// tfc_attention_paged reads blockIdx.y / ClusterY as the query head
+				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil {
+					l := s.Launches[len(s.Launches)-1]
+					if g := grids[len(grids)-1].Y; l.ClusterY < 2 || g != a.Heads*l.ClusterY {
+						t.Errorf("a cached attention launches %d blocks a row in clusters of %d, want a cluster a query head (%d)", g, l.ClusterY, a.Heads)
+					}
 				}
 			})
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 // kernelDecl matches an extern "C" kernel and its parameter list in generated HIP.
-var kernelDecl = regexp.MustCompile(`extern "C" __global__ (?:__launch_bounds__\((\d+)\) )?void (\w+)\(([^)]*)\)`)
+var kernelDecl = regexp.MustCompile(`extern "C" __global__ (?:TFC_CLUSTER_Y\(\d+\) )?(?:__launch_bounds__\((\d+)\) )?void (\w+)\(([^)]*)\)`)
 
 // TestKernelTable: every kernel of the families is in the kernel table with the schedule the
 // compiler makes for it, and its source declares each launch symbol with the schedule's
