@@ -90,14 +90,88 @@ func (c *checker) reuse(sg *syntax.Graph) {
 		return
 	}
 	n := len(c.diags)
+	used := c.used
+	c.used = map[*ir.Weight]bool{}
 	g := c.graphBody(found)
+	reads := c.used
+	for w := range reads {
+		used[w] = true
+	}
+	c.used = used
 	for i := n; i < len(c.diags); i++ {
 		d := &c.diags[i]
 		d.Msg = fmt.Sprintf("%s: at %s:%d:%d: %s", what, d.Pos.File, d.Pos.Line, d.Pos.Col, d.Msg)
 		d.Pos = pos(ref.Pos)
 	}
+	if len(c.diags) == n {
+		c.sameWeights(f, reads, what)
+	}
 	g.Home = ref.Family
 	c.mod.Graphs = append(c.mod.Graphs, g)
+}
+
+// sameWeights checks that each weight a reused graph reads is declared here as the graph's home
+// file f declares it (layer count, shape, condition): the graph's runner, generated once with the
+// home family, loads the tensors by the home's declarations at this family's values. A difference
+// is reported at this file's declaration.
+func (c *checker) sameWeights(f *syntax.File, reads map[*ir.Weight]bool, what string) {
+	h := &checker{file: f, mod: &ir.Module{File: f.Name}, facts: c.facts, config: c.config, prefixes: c.prefixes,
+		weights: map[string]*ir.Weight{}, used: map[*ir.Weight]bool{}, roots: map[string]bool{}, indexVar: map[string]*ir.Weight{},
+		declared: map[string]ir.Pos{}, bad: map[string]bool{}}
+	for _, d := range f.Decls {
+		if d.Weights != nil {
+			for _, wd := range d.Weights.Items {
+				h.weightDecl(wd)
+			}
+		}
+	}
+	key := func(w *ir.Weight) string {
+		if w.Index == "" {
+			return w.Name
+		}
+		return strings.ReplaceAll(w.Name, "["+w.Index+"]", "[#]")
+	}
+	home := map[string]*ir.Weight{}
+	for _, w := range h.mod.Weights {
+		home[key(w)] = w
+	}
+	dims := func(s ir.Shape) string {
+		var parts []string
+		for _, d := range s {
+			parts = append(parts, d.String())
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	describe := func(w *ir.Weight) string {
+		out := dims(w.Shape)
+		if w.Index != "" {
+			out += " × " + w.Count.String() + " layers"
+		}
+		if w.Cond != nil {
+			out += " if "
+			if w.Cond.Not {
+				out += "!"
+			}
+			out += w.Cond.Name
+		}
+		return out
+	}
+	var ws []*ir.Weight
+	for _, w := range c.mod.Weights {
+		if reads[w] {
+			ws = append(ws, w)
+		}
+	}
+	for _, w := range ws {
+		hw := home[key(w)]
+		switch {
+		case hw == nil:
+			c.diags = append(c.diags, Diagnostic{Pos: w.Pos, Msg: fmt.Sprintf("%s reads weight %s, which %s does not declare at a shape this family's values give", what, w.Name, f.Name)})
+		case describe(w) != describe(hw):
+			c.diags = append(c.diags, Diagnostic{Pos: w.Pos, Msg: fmt.Sprintf("weight %s is %s here; %s reads it as %s:%d declares it, %s; declare it so",
+				w.Name, describe(w), what, hw.Pos.File, hw.Pos.Line, describe(hw))})
+		}
+	}
 }
 
 // homeFamily is the name in a file's family header.

@@ -140,6 +140,7 @@ func Translate(m *ir.Module) (*Program, error) {
 		if err != nil {
 			return nil, err
 		}
+		lg.Home = g.Home
 		p.Graphs = append(p.Graphs, lg)
 	}
 	return p, nil

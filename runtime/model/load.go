@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 
-	"tfc/compiler/specialize"
-
 	"tfc/runtime/device"
 )
 
@@ -15,6 +13,7 @@ type Weight struct {
 	Name  string
 	Shape []int
 	Dst   *device.Tensor
+	Also  []*device.Tensor // further graphs' views of the same tensor (MergeWeights)
 }
 
 // WeightAt is the manifest entry name of the given shape, loaded into dst.
@@ -96,8 +95,32 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 			return fmt.Errorf("tensor %s: %w", w.Name, err)
 		}
 		*w.Dst = t
+		for _, d := range w.Also {
+			*d = t
+		}
 	}
 	return nil
+}
+
+// MergeWeights lists each tensor of ws once, in first-use order: a tensor that several graphs
+// read (each listing it in its manifest) loads once into every graph's view of it. A name listed
+// twice with other shapes is an error.
+func MergeWeights(ws []Weight) ([]Weight, error) {
+	var out []Weight
+	at := map[string]int{}
+	for _, w := range ws {
+		i, seen := at[w.Name]
+		if !seen {
+			at[w.Name] = len(out)
+			out = append(out, w)
+			continue
+		}
+		if fmt.Sprint(out[i].Shape) != fmt.Sprint(w.Shape) {
+			return nil, fmt.Errorf("tensor %s is read as %v and as %v", w.Name, out[i].Shape, w.Shape)
+		}
+		out[i].Also = append(out[i].Also, w.Dst)
+	}
+	return out, nil
 }
 
 // KVCaches allocates the F32 K and V caches of layers layers, rows × width each.
@@ -122,10 +145,13 @@ func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
 // lines) and every later write and launch is skipped: the generated forward goes straight
 // through and Finish returns that error.
 type Launcher struct {
-	B      device.Backend
-	Trace  func(k *device.Kernel, name string, out device.Tensor)
-	Family string // words the errors
-	err    error
+	B        device.Backend
+	Trace    func(k *device.Kernel, name string, out device.Tensor)
+	Family   string // words the errors
+	F32, I32 device.Buffer
+	Lim      Limits
+	KV       []device.KVCache
+	err      error
 }
 
 // Check keeps the error format (after the family's name) when ok is false.
@@ -270,6 +296,15 @@ type Base struct {
 	KV     []device.KVCache
 	Arenas [][2]device.Buffer
 	bufs   *Buffers
+
+	// Trace, when set, sees the output of every launch, by the graph's name for it.
+	Trace func(k *device.Kernel, name string, out device.Tensor)
+}
+
+// Launcher is a call of graph number graph (its arenas, the limits, the KV cache) on the base's
+// backend; family words the errors.
+func (m *Base) Launcher(graph int, family string) *Launcher {
+	return &Launcher{B: m.B, Trace: m.Trace, Family: family, F32: m.Arenas[graph][0], I32: m.Arenas[graph][1], Lim: m.Lim, KV: m.KV}
 }
 
 // Close frees every buffer the model allocated.
@@ -402,116 +437,4 @@ func (a *Arena) Place(name string, elemBytes, n int) int {
 	a.Size += n
 	a.Buffers = append(a.Buffers, PlanBuffer{Name: name, Bytes: int64(elemBytes) * int64(n)})
 	return off
-}
-
-// Tables are what a generated family states at one checkpoint's config: its names, config
-// table, weight-name prefixes, how its kernels are made for a backend, its KV cache, its
-// manifest and its model at given limits. Bind makes the bound family from them.
-type Tables struct {
-	Family, Graph, Kernels string        // as in Layout
-	Table                  []ConfigValue // the bound config values (Values)
-	Prefixes               []Prefix      // weight-name prefixes with their alternatives
-	Specialize             func(b device.Specializer, pageSize int) error
-	Unpinned               func(Limits) []string
-	KVLayers, KVWidth      int
-	// Weights is the manifest, names resolved with the chosen prefix alternatives.
-	Weights func(chosen map[string]string) []Weight
-	// New is the family's model at l before loading (Parts).
-	New func(l Limits, chosen map[string]string) Parts
-}
-
-// Parts is a family's model at some limits before loading: its manifest, each entry loading into
-// the model's weights; each graph's plan, in the order of Base.Arenas; the model; and Attach,
-// which gives the model the loaded base.
-type Parts struct {
-	Weights []Weight
-	Graphs  []GraphPlan
-	Model   Model
-	Attach  func(*Base)
-}
-
-// BoundConfig is a generated family's config bound to one checkpoint: the methods its generated
-// Config has over the family's tables.
-type BoundConfig interface {
-	Table() []ConfigValue                         // every value, in declaration order
-	KV() (layers, width int)                      // the KV cache; no cache when layers is 0
-	Weights(chosen map[string]string) []Weight    // the manifest (Tables.Weights)
-	New(l Limits, chosen map[string]string) Parts // the model at l (Tables.New)
-}
-
-// BindWith is the Bind of family f: read binds config.json to its generated config, which the
-// family's tables are made over.
-func BindWith[C BoundConfig](f *Family, read func(cfg Config) (C, error)) func(cfg Config) (Bound, error) {
-	return func(cfg Config) (Bound, error) {
-		c, err := read(cfg)
-		if err != nil {
-			return nil, err
-		}
-		layers, width := c.KV()
-		return Bind(Tables{
-			Family: f.Name, Graph: f.Graph, Kernels: f.Kernels,
-			Table: c.Table(), Prefixes: f.Prefixes,
-			Specialize: specialize.Loader(f.Program, cfg, f.Kernels),
-			Unpinned: func(l Limits) []string {
-				return Unpinned(c.Table(), f.Name, l.PageSize, f.KernelsPage)
-			},
-			KVLayers: layers, KVWidth: width,
-			Weights: c.Weights, New: c.New,
-		}), nil
-	}
-}
-
-// Glue is a generated family bound to one checkpoint (Bind): it implements Bound over the
-// family's tables.
-type Glue struct {
-	Tables
-	Chosen map[string]string // each prefix's chosen alternative, set by Resolve
-}
-
-// Bind is the family of tables t, each prefix at its first alternative until Resolve.
-func Bind(t Tables) *Glue {
-	g := &Glue{Tables: t, Chosen: map[string]string{}}
-	for _, p := range t.Prefixes {
-		g.Chosen[p.Name] = p.Alts[0]
-	}
-	return g
-}
-
-// Values lists the bound config values in declaration order.
-func (g *Glue) Values() []Value { return Values(g.Table) }
-
-// Resolve picks each prefix's alternative by which tensor names the checkpoint has.
-func (g *Glue) Resolve(has func(string) bool) error {
-	return ResolvePrefixes(has, g.Family, g.Prefixes, g.Chosen)
-}
-
-// Manifest lists every tensor the checkpoint must hold, with its shape.
-func (g *Glue) Manifest() []TensorSpec { return Manifest(g.Weights(g.Chosen)) }
-
-// layout is the family at l, with the parts Load attaches the loaded base to.
-func (g *Glue) layout(l Limits) (Layout, Parts) {
-	p := g.New(l, g.Chosen)
-	return Layout{
-		Family: g.Family, Graph: g.Graph, Kernels: g.Kernels,
-		Weights: p.Weights, Graphs: p.Graphs,
-		KVLayers: g.KVLayers, KVWidth: g.KVWidth,
-		Specialize: g.Specialize, Unpinned: g.Unpinned, Resolve: g.Resolve,
-	}, p
-}
-
-// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
-func (g *Glue) Plan(l Limits) Plan {
-	ly, _ := g.layout(l)
-	return ly.Plan(l)
-}
-
-// Load uploads the weights through get and allocates the arenas and the KV cache for l (LoadBase).
-func (g *Glue) Load(b device.Backend, l Limits, get func(name string) ([]byte, device.DType, error)) (Model, error) {
-	ly, p := g.layout(l)
-	base, err := LoadBase(b, l, ly, get)
-	if err != nil {
-		return nil, err
-	}
-	p.Attach(base)
-	return p.Model, nil
 }
