@@ -5,7 +5,9 @@ package compiler
 import (
 	"fmt"
 	"io"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"tfc/compiler/check"
@@ -23,6 +25,9 @@ type Options struct {
 	Specialize []byte
 	// PageSize is the KV cache page the HIP attention kernels are built for (default 16).
 	PageSize int
+	// Root is the folder file names are relative to, where a family whose graph the file reuses
+	// is read from (default: the working directory).
+	Root string
 }
 
 // Compile checks and lowers one .graph file and returns its generated files by path relative to
@@ -31,7 +36,7 @@ type Options struct {
 // schedule kernels/<package>.schedule.json and the
 // contract tests. Diagnostics are the file's problems; err is any other failure.
 func Compile(filename string, src []byte, opts Options) (map[string][]byte, check.Diagnostics, error) {
-	p, diags, err := Lower(filename, src)
+	p, diags, err := LowerWith(filename, src, check.Beside(opts.Root, filename))
 	if err != nil || len(diags) > 0 {
 		return nil, diags, err
 	}
@@ -49,7 +54,11 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 		}
 	}
 	files := map[string][]byte{}
-	goFiles, err := glue.Files(p)
+	homes, err := Homes(p, opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	goFiles, err := glue.Files(p, homes)
 	if err != nil {
 		return nil, err
 	}
@@ -74,18 +83,84 @@ func compileLowered(p *lower.Program, opts Options) (map[string][]byte, error) {
 		for name, data := range kfiles {
 			files[path.Join("kernels", "gen", name)] = data
 		}
-		tests, err := glue.ContractTests(p)
-		if err != nil {
-			return nil, err
-		}
-		files[path.Join(dir, "kernels_test.go")] = tests
 	}
 	return files, nil
 }
 
-// Lower checks and lowers one .graph file.
+// Homes lowers the files of the families whose graphs p reuses (beside p's file, under root) and
+// checks that each reused graph lowers in p to the launches it has in its home: the home's
+// runner, emitted once, launches p's kernels by the same names.
+func Homes(p *lower.Program, root string) (map[string]*lower.Program, error) {
+	homes := map[string]*lower.Program{}
+	for _, g := range p.Graphs {
+		if g.Home == "" {
+			continue
+		}
+		hp := homes[g.Home]
+		if hp == nil {
+			name := path.Join(path.Dir(p.Source), g.Home+".graph")
+			src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
+			if err != nil {
+				return nil, err
+			}
+			var diags check.Diagnostics
+			hp, diags, err = LowerWith(name, src, check.Beside(root, name))
+			if err == nil && len(diags) > 0 {
+				err = fmt.Errorf("%s", diags.Format(string(src)))
+			}
+			if err != nil {
+				return nil, err
+			}
+			homes[g.Home] = hp
+		}
+		var hg *lower.Graph
+		for _, x := range hp.Graphs {
+			if x.Name == g.Name {
+				hg = x
+			}
+		}
+		if hg == nil {
+			return nil, fmt.Errorf("%s: family %s has no graph %s", p.Source, g.Home, g.Name)
+		}
+		here, there := launchList(p, g), launchList(hp, hg)
+		for i := 0; i < max(len(here), len(there)); i++ {
+			a, b := "none", "none"
+			if i < len(here) {
+				a = here[i]
+			}
+			if i < len(there) {
+				b = there[i]
+			}
+			if a != b {
+				return nil, fmt.Errorf("%s: graph %s = %s.%s lowers here to other launches than in %s, whose runner runs it: launch %d is %s here, %s there; declare the values and weights it reads as %s does",
+					p.Source, g.Name, g.Home, g.Name, hp.Source, i+1, a, b, hp.Source)
+			}
+		}
+	}
+	return homes, nil
+}
+
+// launchList is each launch of graph g: its kernel's name after the family's prefix and its ops.
+func launchList(p *lower.Program, g *lower.Graph) []string {
+	var out []string
+	g.Walk(func(l *lower.Launch, _ []*lower.Loop) {
+		var ops []string
+		for _, op := range l.Ops {
+			ops = append(ops, op.Kind)
+		}
+		out = append(out, strings.TrimPrefix(l.Kernel.Name, p.Package+"_")+"("+strings.Join(ops, ", ")+")")
+	})
+	return out
+}
+
+// Lower checks and lowers one .graph file, reading a family whose graph it reuses beside it.
 func Lower(filename string, src []byte) (*lower.Program, check.Diagnostics, error) {
-	m, diags := check.Source(filename, string(src))
+	return LowerWith(filename, src, check.Beside("", filename))
+}
+
+// LowerWith is Lower reading other families' files through load.
+func LowerWith(filename string, src []byte, load check.Loader) (*lower.Program, check.Diagnostics, error) {
+	m, diags := check.SourceWith(filename, string(src), load)
 	if len(diags) > 0 {
 		return nil, diags, nil
 	}
@@ -98,7 +173,7 @@ func Lower(filename string, src []byte) (*lower.Program, check.Diagnostics, erro
 
 // Explain prints the lowered schedule and memory plan of one .graph file.
 func Explain(w io.Writer, filename string, src []byte, opts Options) (check.Diagnostics, error) {
-	p, diags, err := Lower(filename, src)
+	p, diags, err := LowerWith(filename, src, check.Beside(opts.Root, filename))
 	if err != nil || len(diags) > 0 {
 		return diags, err
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	_ "tfc/gen/qwen2vl"
+	_ "tfc/gen/registry"
 	"tfc/runtime/checkpoint"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"tfc/compiler/check"
 	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
 	"tfc/compiler/specialize"
@@ -10,7 +11,7 @@ import (
 // HIPKernels checks, lowers and specialises one .graph file and returns its kernels as the HIP
 // renderer takes them.
 func HIPKernels(filename string, src []byte, opts Options) ([]hip.Kernel, error) {
-	p, diags, err := Lower(filename, src)
+	p, diags, err := LowerWith(filename, src, check.Beside(opts.Root, filename))
 	if err != nil {
 		return nil, err
 	}

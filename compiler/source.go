@@ -3,6 +3,8 @@ package compiler
 import (
 	"fmt"
 
+	"tfc/compiler/check"
+
 	"tfc/compiler/emit/hip"
 	"tfc/compiler/lower"
 	"tfc/compiler/specialize"
@@ -38,13 +40,16 @@ func KernelSourceFrom(filename string, graph []byte, cfg lower.ConfigReader, pag
 }
 
 // HIPKernelsFrom is the kernel list KernelSourceFrom renders: what a GPU backend serving a checkpoint
-// of config cfg launches, at that checkpoint's shapes.
-func HIPKernelsFrom(filename string, graph []byte, cfg lower.ConfigReader, pageSize int) ([]hip.Kernel, error) {
-	p, err := programOf(filename, graph)
+// of config cfg launches, at that checkpoint's shapes. filename is a path under root.
+func HIPKernelsFrom(root, filename string, graph []byte, cfg lower.ConfigReader, pageSize int) ([]hip.Kernel, error) {
+	p, diags, err := LowerWith(filename, graph, check.Beside(root, filename))
+	if err == nil && len(diags) > 0 {
+		err = diags
+	}
 	if err != nil {
 		return nil, err
 	}
-	return p.KernelsFor(cfg, pageSize)
+	return specialize.FromLowered(p).KernelsFor(cfg, pageSize)
 }
 
 // programOf lowers the graph to the program specialising reads.

@@ -71,7 +71,7 @@ func FromGraph(name, source, graph, config string, pageSize int) Loader {
 		if err != nil {
 			return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
 		}
-		ks, err := compiler.HIPKernels(graph, src, compiler.Options{Specialize: cfg, PageSize: pageSize})
+		ks, err := compiler.HIPKernels(graph, src, compiler.Options{Specialize: cfg, PageSize: pageSize, Root: dir})
 		if err != nil {
 			return Family{}, fmt.Errorf("family %s: lowering %s: %w", name, graph, err)
 		}
@@ -108,7 +108,7 @@ func ForCheckpoint(name, dir string, cfg lower.ConfigReader, pageSize int) (Fami
 	if err != nil {
 		return Family{}, fmt.Errorf("family %s: %w; run tfc contract from the repository root or pass --root", name, err)
 	}
-	ks, err := compiler.HIPKernelsFrom(g[1], src, cfg, pageSize)
+	ks, err := compiler.HIPKernelsFrom(dir, g[1], src, cfg, pageSize)
 	if err != nil {
 		return Family{}, fmt.Errorf("family %s: %w", name, err)
 	}

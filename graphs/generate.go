@@ -3,4 +3,4 @@
 // tiny checkpoint testdata/NAME-tiny, and writes gen/registry, which links them all.
 package graphs
 
-//go:generate go run ../cmd/tfc compile -C .. -all
+//go:generate go run ../compiler/cmd/compileall -C ..

@@ -80,7 +80,7 @@ all into a binary: what go generate runs.`,
 				if err != nil {
 					return err
 				}
-				return writeFiles(root, files)
+				return compiler.WriteAll(root, files)
 			}
 			opts := compiler.Options{PageSize: pageSize}
 			if specialize != "" {

@@ -5,7 +5,12 @@
 package check
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,8 +21,37 @@ import (
 	"tfc/compiler/syntax"
 )
 
-// Source parses and checks one file. The module is nil when there are diagnostics.
+// Loader reads the file of another family, whose graph this file reuses.
+type Loader func(family string) (*syntax.File, error)
+
+// Beside reads another family's file from the folder of file name (a path under root):
+// graphs/dots_ocr.graph reusing qwen2_vl.decode reads graphs/qwen2_vl.graph.
+func Beside(root, name string) Loader {
+	return func(family string) (*syntax.File, error) {
+		other := path.Join(path.Dir(name), family+".graph")
+		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(other)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no family file %s", other)
+		}
+		if err != nil {
+			return nil, err
+		}
+		f, err := syntax.Parse(other, string(src))
+		if err != nil {
+			return nil, fmt.Errorf("%s does not parse; check it first: %w", other, err)
+		}
+		return f, nil
+	}
+}
+
+// Source parses and checks one file, reading a family it reuses a graph of beside it (from the
+// working directory). The module is nil when there are diagnostics.
 func Source(name, src string) (*ir.Module, Diagnostics) {
+	return SourceWith(name, src, Beside("", name))
+}
+
+// SourceWith is Source reading other families' files through load.
+func SourceWith(name, src string, load Loader) (*ir.Module, Diagnostics) {
 	f, err := syntax.Parse(name, src)
 	if err != nil {
 		if se, ok := err.(*syntax.Error); ok {
@@ -25,12 +59,17 @@ func Source(name, src string) (*ir.Module, Diagnostics) {
 		}
 		return nil, Diagnostics{{Pos: ir.Pos{File: name, Line: 1, Col: 1}, Msg: err.Error()}}
 	}
-	return File(f)
+	return FileWith(f, load)
 }
 
-// File checks a parsed file. The module is nil when there are diagnostics.
-func File(f *syntax.File) (*ir.Module, Diagnostics) {
+// File checks a parsed file that reuses no other family's graph. The module is nil when there
+// are diagnostics.
+func File(f *syntax.File) (*ir.Module, Diagnostics) { return FileWith(f, nil) }
+
+// FileWith checks a parsed file, reading other families' files through load.
+func FileWith(f *syntax.File, load Loader) (*ir.Module, Diagnostics) {
 	c := &checker{
+		load:     load,
 		file:     f,
 		mod:      &ir.Module{File: f.Name, Source: f.Source, Pos: ir.Pos{File: f.Name, Line: 1, Col: 1}},
 		facts:    ir.NewFacts(),
@@ -51,6 +90,7 @@ func File(f *syntax.File) (*ir.Module, Diagnostics) {
 }
 
 type checker struct {
+	load     Loader
 	file     *syntax.File
 	mod      *ir.Module
 	diags    Diagnostics
@@ -426,8 +466,13 @@ func (c *checker) derived(b *syntax.Binding, cv *ir.ConfigValue) {
 		cv.Type, e.Type, e.Float, e.Name = ir.Float, ir.Float, v.f, v.name
 	case vBool:
 		cv.Type, e.Type, e.Bool, e.Name, e.Not = ir.Bool, ir.Bool, v.b, v.name, v.not
+	case vList:
+		cv.Type, cv.Len, e.Type, e.Ints = ir.IntList, len(v.list), ir.IntList, v.list
+		for i, d := range v.list {
+			c.facts.Define(ir.Elem(cv.Name, i).String(), d)
+		}
 	default:
-		c.errorf(b.Alts[0].Pos, "derived value %s is %s; derived values are int, float or bool", b.Name, v.describe())
+		c.errorf(b.Alts[0].Pos, "derived value %s is %s; derived values are int, float, bool or an int list", b.Name, v.describe())
 		return
 	}
 	cv.Derived = e
@@ -684,6 +729,9 @@ var knownRules = map[string]map[string][]string{
 	"positions": {"mrope": {"image_token", "merge", "vision_start?"}, "sequence": {}},
 }
 
+// positionAxes are the axes a row's position has under each positions rule.
+var positionAxes = map[string]int{"mrope": 3, "sequence": 1}
+
 func (c *checker) rule(r *syntax.Rule) {
 	known := knownRules[r.Kind]
 	args, ok := known[r.Call.Name]
@@ -741,8 +789,14 @@ func (c *checker) rule(r *syntax.Rule) {
 	} else {
 		if c.mod.Positions != nil {
 			c.errorf(r.Pos, "second positions rule; the first is at line %d", c.mod.Positions.Pos.Line)
+			return
 		}
 		c.mod.Positions = rule
+		// the rule's axes are the config value positions.axes, the width of a positions[R] input
+		n := int64(positionAxes[rule.Name])
+		c.facts.Define(ir.PositionAxes, ir.Const(n))
+		c.addConfig(&ir.ConfigValue{Name: ir.PositionAxes, Type: ir.Int, Pos: rule.Pos,
+			Derived: &ir.Expr{Type: ir.Int, Dim: ir.Const(n), Src: strconv.FormatInt(n, 10)}})
 	}
 }
 

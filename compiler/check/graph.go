@@ -36,6 +36,156 @@ func (c *checker) graph(sg *syntax.Graph) {
 	if !c.declare(sg.Name, sg.Pos, "graph") {
 		return
 	}
+	if sg.From != nil {
+		c.reuse(sg)
+		return
+	}
+	c.mod.Graphs = append(c.mod.Graphs, c.graphBody(sg))
+}
+
+// reuse checks graph sg.From of another family's file against this family's declarations: its
+// config values, weights, prefixes and positions bind to this file's. A problem is reported at
+// the reuse, naming where the graph meets it.
+func (c *checker) reuse(sg *syntax.Graph) {
+	ref := sg.From
+	what := fmt.Sprintf("graph %s = %s.%s", sg.Name, ref.Family, ref.Graph)
+	if ref.Graph != sg.Name {
+		c.errorf(ref.Pos, "%s: a reused graph keeps its name; write graph %s = %s.%s", what, ref.Graph, ref.Family, ref.Graph)
+		return
+	}
+	if ref.Family == c.mod.Family {
+		c.errorf(ref.Pos, "%s: %s is this family; state the graph here", what, ref.Family)
+		return
+	}
+	if c.load == nil {
+		c.errorf(ref.Pos, "%s: no other family's file can be read here", what)
+		return
+	}
+	f, err := c.load(ref.Family)
+	if err != nil {
+		c.errorf(ref.Pos, "%s: %v", what, err)
+		return
+	}
+	home := homeFamily(f)
+	if home != ref.Family {
+		c.errorf(ref.Pos, "%s: %s states family %s, not %s", what, f.Name, home, ref.Family)
+		return
+	}
+	var found *syntax.Graph
+	var names []string
+	for _, d := range f.Decls {
+		if d.Graph != nil {
+			names = append(names, d.Graph.Name)
+			if d.Graph.Name == ref.Graph {
+				found = d.Graph
+			}
+		}
+	}
+	switch {
+	case found == nil:
+		c.errorf(ref.Pos, "%s: %s has no graph %s; it has %s", what, f.Name, ref.Graph, strings.Join(names, ", "))
+		return
+	case found.From != nil:
+		c.errorf(ref.Pos, "%s: %s reuses it from %s; name %s.%s", what, f.Name, found.From.Family, found.From.Family, found.Name)
+		return
+	}
+	n := len(c.diags)
+	used := c.used
+	c.used = map[*ir.Weight]bool{}
+	g := c.graphBody(found)
+	reads := c.used
+	for w := range reads {
+		used[w] = true
+	}
+	c.used = used
+	for i := n; i < len(c.diags); i++ {
+		d := &c.diags[i]
+		d.Msg = fmt.Sprintf("%s: at %s:%d:%d: %s", what, d.Pos.File, d.Pos.Line, d.Pos.Col, d.Msg)
+		d.Pos = pos(ref.Pos)
+	}
+	if len(c.diags) == n {
+		c.sameWeights(f, reads, what)
+	}
+	g.Home = ref.Family
+	c.mod.Graphs = append(c.mod.Graphs, g)
+}
+
+// sameWeights checks that each weight a reused graph reads is declared here as the graph's home
+// file f declares it (layer count, shape, condition): the graph's runner, generated once with the
+// home family, loads the tensors by the home's declarations at this family's values. A difference
+// is reported at this file's declaration.
+func (c *checker) sameWeights(f *syntax.File, reads map[*ir.Weight]bool, what string) {
+	h := &checker{file: f, mod: &ir.Module{File: f.Name}, facts: c.facts, config: c.config, prefixes: c.prefixes,
+		weights: map[string]*ir.Weight{}, used: map[*ir.Weight]bool{}, roots: map[string]bool{}, indexVar: map[string]*ir.Weight{},
+		declared: map[string]ir.Pos{}, bad: map[string]bool{}}
+	for _, d := range f.Decls {
+		if d.Weights != nil {
+			for _, wd := range d.Weights.Items {
+				h.weightDecl(wd)
+			}
+		}
+	}
+	key := func(w *ir.Weight) string {
+		if w.Index == "" {
+			return w.Name
+		}
+		return strings.ReplaceAll(w.Name, "["+w.Index+"]", "[#]")
+	}
+	home := map[string]*ir.Weight{}
+	for _, w := range h.mod.Weights {
+		home[key(w)] = w
+	}
+	dims := func(s ir.Shape) string {
+		var parts []string
+		for _, d := range s {
+			parts = append(parts, d.String())
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	describe := func(w *ir.Weight) string {
+		out := dims(w.Shape)
+		if w.Index != "" {
+			out += " × " + w.Count.String() + " layers"
+		}
+		if w.Cond != nil {
+			out += " if "
+			if w.Cond.Not {
+				out += "!"
+			}
+			out += w.Cond.Name
+		}
+		return out
+	}
+	var ws []*ir.Weight
+	for _, w := range c.mod.Weights {
+		if reads[w] {
+			ws = append(ws, w)
+		}
+	}
+	for _, w := range ws {
+		hw := home[key(w)]
+		switch {
+		case hw == nil:
+			c.diags = append(c.diags, Diagnostic{Pos: w.Pos, Msg: fmt.Sprintf("%s reads weight %s, which %s does not declare at a shape this family's values give", what, w.Name, f.Name)})
+		case describe(w) != describe(hw):
+			c.diags = append(c.diags, Diagnostic{Pos: w.Pos, Msg: fmt.Sprintf("weight %s is %s here; %s reads it as %s:%d declares it, %s; declare it so",
+				w.Name, describe(w), what, hw.Pos.File, hw.Pos.Line, describe(hw))})
+		}
+	}
+}
+
+// homeFamily is the name in a file's family header.
+func homeFamily(f *syntax.File) string {
+	for _, d := range f.Decls {
+		if d.Family != nil {
+			return d.Family.Name
+		}
+	}
+	return ""
+}
+
+// graphBody checks a graph's parameters, results and statements.
+func (c *checker) graphBody(sg *syntax.Graph) *ir.Graph {
 	saved := c.facts
 	c.facts = saved.Clone()
 	defer func() { c.facts = saved }()
@@ -86,7 +236,7 @@ func (c *checker) graph(sg *syntax.Graph) {
 	if !gs.returned {
 		c.errorf(sg.Pos, "graph %s has no return; end it with `return …`", sg.Name)
 	}
-	c.mod.Graphs = append(c.mod.Graphs, g)
+	return g
 }
 
 // localName reports whether a graph may bind name.
@@ -142,6 +292,23 @@ func (c *checker) paramType(name string, t *syntax.ParamType, sc *scope, gs *gra
 			return nil, false
 		}
 		return gs.value(name, ir.KVCache, sh, ir.F32, t.Pos), true
+	case t.Positions != nil:
+		rows, ok := c.shape(t.Positions, sc, "positions")
+		if !ok {
+			return nil, false
+		}
+		if len(rows) != 1 {
+			c.errorf(t.Positions.Pos, "positions take one dimension, the rows: positions[R]; got %s", plural(len(rows), "dimension"))
+			return nil, false
+		}
+		axes := c.config[ir.PositionAxes]
+		if axes == nil {
+			if c.mod.Positions == nil {
+				c.errorf(t.Pos, "%s positions%s: the family names no positions rule; add `positions RULE(…)`", name, syntax.ListString(t.Positions))
+			}
+			return nil, false
+		}
+		return gs.value(name, ir.Tensor, ir.Shape{rows[0], axes.Dim()}, ir.I32, t.Pos), true
 	}
 	sh, ok := c.shape(t.Shape, sc, "parameter")
 	if !ok {

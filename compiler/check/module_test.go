@@ -14,7 +14,7 @@ func checkFile(t *testing.T, path, rel string) *ir.Module {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, diags := Source(rel, string(src))
+	m, diags := SourceWith(rel, string(src), Beside(repoRoot, rel))
 	if len(diags) > 0 {
 		t.Fatalf("%s", diags.Format(string(src)))
 	}

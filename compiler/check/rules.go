@@ -1,6 +1,7 @@
 package check
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
@@ -119,7 +120,12 @@ func ropeRule(o *opCtx) ([]out, bool) {
 	}
 	sect := o.attrs["sections"]
 	if k, isConst := o.c.facts.Const(p[1]); !isConst || int(k) != len(sect.Ints) {
-		o.errorf(o.poses["pos"], "pos has %s axes, sections has %d entries", p[1], len(sect.Ints))
+		axes := p[1].String() + " axes"
+		if isConst && axes != fmt.Sprintf("%d axes", k) {
+			axes = fmt.Sprintf("%s (%s)", plural(int(k), "axis"), p[1]) // a positions[R] input: the rule's axes
+			axes = strings.Replace(axes, "axiss", "axes", 1)
+		}
+		o.errorf(o.poses["pos"], "pos has %s, sections has %d entries", axes, len(sect.Ints))
 		return nil, false
 	}
 	sum := ir.Const(0)

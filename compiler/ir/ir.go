@@ -113,6 +113,10 @@ func (c *ConfigValue) Read() bool { return len(c.Paths) > 0 }
 // Dim is the value as a symbolic dimension: Var(Name) for an int.
 func (c *ConfigValue) Dim() Dim { return Var(c.Name) }
 
+// PositionAxes is the config value a positions rule defines: the axes of a row's position (3 for
+// mrope, 1 for sequence), the width of a graph's positions[R] input.
+const PositionAxes = "positions.axes"
+
 // Elems is an int list of fixed length as its element Dims, name[0] … name[Len-1].
 func (c *ConfigValue) Elems() []Dim {
 	out := make([]Dim, c.Len)
@@ -151,6 +155,7 @@ func (c Literal) String() string {
 type Expr struct {
 	Type  Type
 	Dim   Dim     // Type Int
+	Ints  []Dim   // Type IntList: the elements
 	Float float64 // Type Float constant, when Name is empty
 	Bool  bool    // Type Bool constant, when Name is empty
 	Name  string  // Type Float or Bool: the config value it names
@@ -260,6 +265,7 @@ type Graph struct {
 	Nodes    []*Node
 	Results  []*Value
 	Pos      Pos
+	Home     string // the family whose file states the graph, when another family's (graph NAME = HOME.NAME)
 }
 
 // ShapeVars lists the variables of the params' shapes in first-use order: the shape variables

@@ -140,6 +140,7 @@ func Translate(m *ir.Module) (*Program, error) {
 		if err != nil {
 			return nil, err
 		}
+		lg.Home = g.Home
 		p.Graphs = append(p.Graphs, lg)
 	}
 	return p, nil
@@ -167,6 +168,12 @@ func configExpr(e *ir.Expr) *Expr {
 	switch e.Type {
 	case ir.Int:
 		return FromDim(e.Dim)
+	case ir.IntList:
+		var xs []*Expr
+		for _, d := range e.Ints {
+			xs = append(xs, FromDim(d))
+		}
+		return List(xs...)
 	case ir.Float:
 		if e.Name != "" {
 			return Ref(e.Name)

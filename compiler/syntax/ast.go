@@ -148,15 +148,24 @@ type Rule struct {
 	Call *Call  `parser:"@@"`
 }
 
-// Graph is `graph NAME(params) -> results { body }`.
+// Graph is `graph NAME(params) -> results { body }`, or `graph NAME = FAMILY.NAME`: the graph
+// stated in another family's file, checked against this family's declarations.
 type Graph struct {
 	Pos     lexer.Position
 	EndPos  lexer.Position
-	Name    string       `parser:"\"graph\" @Ident \"(\""`
-	Params  []*Param     `parser:"(@@ (\",\" @@)*)? \")\""`
+	Name    string       `parser:"\"graph\" @Ident"`
+	From    *GraphRef    `parser:"( \"=\" @@"`
+	Params  []*Param     `parser:"| \"(\" (@@ (\",\" @@)*)? \")\""`
 	Results []*ParamType `parser:"(\"->\" ( \"(\" @@ (\",\" @@)* \")\" | @@ ))?"`
 	LBrace  *Brace       `parser:"@@"`
-	Body    []*Stmt      `parser:"@@* \"}\""`
+	Body    []*Stmt      `parser:"@@* \"}\" )"`
+}
+
+// GraphRef is `FAMILY.NAME`: graph NAME of graphs/FAMILY.graph.
+type GraphRef struct {
+	Pos    lexer.Position
+	Family string `parser:"@Ident \".\""`
+	Graph  string `parser:"@Ident"`
 }
 
 // Param is one graph parameter.
@@ -166,13 +175,14 @@ type Param struct {
 	Type *ParamType `parser:"@@"`
 }
 
-// ParamType is `spans`, `rows`, `kv[layers, width]`, or a tensor `[dims] dtype`.
+// ParamType is `spans`, `rows`, `kv[layers, width]`, `positions[rows]`, or a tensor `[dims] dtype`.
 type ParamType struct {
-	Pos   lexer.Position
-	Kind  string `parser:"(  @(\"spans\" | \"rows\")"`
-	KV    *List  `parser:"| \"kv\" @@"`
-	Shape *List  `parser:"| @@"`
-	DType string `parser:"@(\"f32\" | \"i32\")? )"`
+	Pos       lexer.Position
+	Kind      string `parser:"(  @(\"spans\" | \"rows\")"`
+	KV        *List  `parser:"| \"kv\" @@"`
+	Positions *List  `parser:"| \"positions\" @@"`
+	Shape     *List  `parser:"| @@"`
+	DType     string `parser:"@(\"f32\" | \"i32\")? )"`
 }
 
 // Stmt is one statement of a graph body.

@@ -199,6 +199,10 @@ func (p *printer) weight(wd *WeightDecl) {
 }
 
 func (p *printer) graph(g *Graph) {
+	if g.From != nil {
+		p.w("graph ", g.Name, " = ", g.From.Family, ".", g.From.Graph)
+		return
+	}
 	head := "graph " + g.Name + "("
 	p.w(head)
 	for i, prm := range g.Params {

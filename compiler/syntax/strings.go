@@ -109,6 +109,8 @@ func ParamTypeString(t *ParamType) string {
 		return t.Kind
 	case t.KV != nil:
 		return "kv" + ListString(t.KV)
+	case t.Positions != nil:
+		return "positions" + ListString(t.Positions)
 	}
 	s := ListString(t.Shape)
 	if t.DType != "" {

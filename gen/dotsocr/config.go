@@ -3,46 +3,24 @@
 package dotsocr
 
 import (
-	"fmt"
+	_ "embed"
 
+	qwen2vl "tfc/gen/qwen2vl"
 	"tfc/runtime/model"
 )
 
-// Config holds the values graphs/dots_ocr.graph binds from config.json.
+// Config holds the values graphs/dots_ocr.graph binds from config.json (its config block, in that order
+// within each type).
 type Config struct {
-	D          int     // graphs/dots_ocr.graph:26
-	L          int     // graphs/dots_ocr.graph:27
-	H          int     // graphs/dots_ocr.graph:28
-	KV         int     // graphs/dots_ocr.graph:29
-	F          int     // graphs/dots_ocr.graph:30
-	V          int     // graphs/dots_ocr.graph:31
-	Eps        float64 // graphs/dots_ocr.graph:32
-	Theta      float64 // graphs/dots_ocr.graph:33
-	Tied       bool    // graphs/dots_ocr.graph:34
-	ImageToken int     // graphs/dots_ocr.graph:35
-	VD         int     // graphs/dots_ocr.graph:37
-	VO         int     // graphs/dots_ocr.graph:38
-	VF         int     // graphs/dots_ocr.graph:39
-	VL         int     // graphs/dots_ocr.graph:40
-	VH         int     // graphs/dots_ocr.graph:41
-	C          int     // graphs/dots_ocr.graph:42
-	P          int     // graphs/dots_ocr.graph:43
-	TP         int     // graphs/dots_ocr.graph:44
-	M          int     // graphs/dots_ocr.graph:45
-	Veps       float64 // graphs/dots_ocr.graph:46
-	Post       bool    // graphs/dots_ocr.graph:47
-	Vbias      bool    // graphs/dots_ocr.graph:48
-	HD         int     // graphs/dots_ocr.graph:50
-	VHD        int     // graphs/dots_ocr.graph:51
-	MD         int     // graphs/dots_ocr.graph:52
-	Act        string  // graphs/dots_ocr.graph:60
-	Sliding    bool    // graphs/dots_ocr.graph:61
-	Causal     bool    // graphs/dots_ocr.graph:62
-	Rtype      string  // graphs/dots_ocr.graph:65
+	D, L, H, KV, F, V, ImageToken, VD, VO, VF, VL, VH, C, P, TP, M, HD, VHD, MD, PositionsAxes int
+	Eps, Theta, Veps                                                                           float64
+	Tied, Post, Vbias, Sliding, Causal                                                         bool
+	Sect                                                                                       []int
+	Act, Rtype                                                                                 string
 }
 
-// table lists every value graphs/dots_ocr.graph binds, in declaration order, over c's fields.
-func (c *Config) table() []model.ConfigValue {
+// Table lists every value, in declaration order, over c's fields.
+func (c *Config) Table() []model.ConfigValue {
 	return []model.ConfigValue{
 		{Name: "D", Path: "hidden_size", Into: &c.D, Kernels: 32},
 		{Name: "L", Path: "num_hidden_layers", Into: &c.L},
@@ -69,47 +47,56 @@ func (c *Config) table() []model.ConfigValue {
 		{Name: "HD", Derived: "D / H", Into: &c.HD},
 		{Name: "VHD", Derived: "VD / VH", Into: &c.VHD},
 		{Name: "MD", Derived: "M * M * VD", Into: &c.MD},
+		{Name: "sect", Derived: "[HD / 2]", Into: &c.Sect, Len: 1},
 		{Name: "act", Path: "hidden_act", Into: &c.Act, Default: "silu"},
 		{Name: "sliding", Path: "use_sliding_window", Into: &c.Sliding, Default: false},
 		{Name: "causal", Path: "vision_config.is_causal", Into: &c.Causal, Default: false},
 		{Name: "rtype", Path: "rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", Into: &c.Rtype, Default: "default"},
+		{Name: "positions.axes", Derived: "1", Into: &c.PositionsAxes},
 	}
 }
 
-// readConfig reads config.json through cfg, fills the derived values and checks the requirements;
-// an unsupported value is refused by name.
-func readConfig(cfg model.Config) (c *Config, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("config.json: %v; check the values dots_ocr reads", r)
-		}
-	}()
-	c = &Config{}
-	if err := model.ReadConfig(cfg, "dots_ocr", c.table()); err != nil {
-		return nil, err
-	}
-	r := &model.Refusals{Family: "dots_ocr"}
+// Derive fills the derived values and checks the requirements with r; an unsupported value is
+// refused by name.
+func (c *Config) Derive(r *model.Refusals) {
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.MD = c.M * c.M * c.VD
-	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/dots_ocr.graph:54); this checkpoint has D = %v, H = %v", c.D, c.H)
-	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/dots_ocr.graph:54); this checkpoint has H = %v, KV = %v", c.H, c.KV)
-	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/dots_ocr.graph:54); this checkpoint has HD = %v", c.HD)
-	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/dots_ocr.graph:55); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
-	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/dots_ocr.graph:55); this checkpoint has VHD = %v", c.VHD)
-	r.Require(c.VO == c.D, "VO == D (graphs/dots_ocr.graph:55); this checkpoint has D = %v, VO = %v", c.D, c.VO)
-	r.Require(c.C == 3, "C == 3 (graphs/dots_ocr.graph:55); this checkpoint has C = %v", c.C)
-	r.Require(c.TP == 1, "TP == 1 (graphs/dots_ocr.graph:57); this checkpoint has TP = %v", c.TP)
-	r.Require(c.Act == "silu", "act == \"silu\" (graphs/dots_ocr.graph:63); this checkpoint has act = %v", c.Act)
-	r.Require(!c.Sliding, "!sliding (graphs/dots_ocr.graph:63); this checkpoint has sliding = %v", c.Sliding)
-	r.Require(!c.Causal, "!causal (graphs/dots_ocr.graph:63); this checkpoint has causal = %v", c.Causal)
-	r.Require(c.Post, "post (graphs/dots_ocr.graph:63); this checkpoint has post = %v", c.Post)
-	r.Require(!c.Vbias, "!vbias (graphs/dots_ocr.graph:63); this checkpoint has vbias = %v", c.Vbias)
-	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/dots_ocr.graph:66); this checkpoint has rtype = %v", c.Rtype)
-	return c, r.Err()
+	c.Sect = []int{c.HD / 2}
+	c.PositionsAxes = 1
+	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/dots_ocr.graph:55); this checkpoint has D = %v, H = %v", c.D, c.H)
+	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/dots_ocr.graph:55); this checkpoint has H = %v, KV = %v", c.H, c.KV)
+	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/dots_ocr.graph:55); this checkpoint has HD = %v", c.HD)
+	r.Require(c.VD%c.VH == 0, "VD%%VH == 0 (graphs/dots_ocr.graph:56); this checkpoint has VD = %v, VH = %v", c.VD, c.VH)
+	r.Require(c.VHD%4 == 0, "VHD%%4 == 0 (graphs/dots_ocr.graph:56); this checkpoint has VHD = %v", c.VHD)
+	r.Require(c.VO == c.D, "VO == D (graphs/dots_ocr.graph:56); this checkpoint has D = %v, VO = %v", c.D, c.VO)
+	r.Require(c.C == 3, "C == 3 (graphs/dots_ocr.graph:56); this checkpoint has C = %v", c.C)
+	r.Require(c.TP == 1, "TP == 1 (graphs/dots_ocr.graph:58); this checkpoint has TP = %v", c.TP)
+	r.Require(c.Act == "silu", "act == \"silu\" (graphs/dots_ocr.graph:64); this checkpoint has act = %v", c.Act)
+	r.Require(!c.Sliding, "!sliding (graphs/dots_ocr.graph:64); this checkpoint has sliding = %v", c.Sliding)
+	r.Require(!c.Causal, "!causal (graphs/dots_ocr.graph:64); this checkpoint has causal = %v", c.Causal)
+	r.Require(c.Post, "post (graphs/dots_ocr.graph:64); this checkpoint has post = %v", c.Post)
+	r.Require(!c.Vbias, "!vbias (graphs/dots_ocr.graph:64); this checkpoint has vbias = %v", c.Vbias)
+	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/dots_ocr.graph:67); this checkpoint has rtype = %v", c.Rtype)
 }
 
-// unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
-func (c *Config) unpinned(l model.Limits) []string {
-	return model.Unpinned(c.table(), "dots_ocr", l.PageSize, 16)
+// Spec is dots_ocr at c: its KV cache, its description and its graphs.
+func (c *Config) Spec() model.Spec {
+	return model.Spec{
+		Decoder: func(l model.Limits, kernels string) model.DecoderGraph {
+			return qwen2vl.NewDecode(qwen2vl.DecodeConfig{D: c.D, L: c.L, H: c.H, KV: c.KV, F: c.F, V: c.V, Eps: c.Eps, Theta: c.Theta, Sect: c.Sect, Tied: c.Tied, HD: c.HD, PositionsAxes: c.PositionsAxes}, l, kernels)
+		},
+		Info:     model.Info{Hidden: c.D, Image: "qwen2_vl", ImageToken: c.ImageToken, KVWidth: c.HD * c.KV, Layers: c.L, Merge: c.M, PixelCols: c.C * c.P * c.P, PositionAxes: c.PositionsAxes, Positions: "sequence", Vocab: c.V},
+		KVLayers: c.L,
+		KVWidth:  c.HD * c.KV,
+		Vision: func(l model.Limits, kernels string) model.VisionGraph {
+			return NewVision(VisionConfig{D: c.D, VD: c.VD, VF: c.VF, VL: c.VL, VH: c.VH, C: c.C, P: c.P, M: c.M, Veps: c.Veps, VHD: c.VHD, MD: c.MD}, l, kernels)
+		},
+	}
 }
+
+// Program is graphs/dots_ocr.graph compiled for specialising at load (package specialize): its
+// config values, requirements and kernels with symbolic constants.
+//
+//go:embed program.json
+var Program []byte

@@ -3,48 +3,23 @@
 package qwen2vl
 
 import (
-	"fmt"
+	_ "embed"
 
 	"tfc/runtime/model"
 )
 
-// Config holds the values graphs/qwen2_vl.graph binds from config.json.
+// Config holds the values graphs/qwen2_vl.graph binds from config.json (its config block, in that order
+// within each type).
 type Config struct {
-	D           int     // graphs/qwen2_vl.graph:17
-	L           int     // graphs/qwen2_vl.graph:18
-	H           int     // graphs/qwen2_vl.graph:19
-	KV          int     // graphs/qwen2_vl.graph:20
-	F           int     // graphs/qwen2_vl.graph:21
-	V           int     // graphs/qwen2_vl.graph:22
-	Eps         float64 // graphs/qwen2_vl.graph:23
-	Theta       float64 // graphs/qwen2_vl.graph:24
-	Sect        []int   // graphs/qwen2_vl.graph:25
-	Tied        bool    // graphs/qwen2_vl.graph:26
-	ImageToken  int     // graphs/qwen2_vl.graph:27
-	VisionStart int     // graphs/qwen2_vl.graph:28
-	VD          int     // graphs/qwen2_vl.graph:30
-	VL          int     // graphs/qwen2_vl.graph:31
-	VH          int     // graphs/qwen2_vl.graph:32
-	Ratio       int     // graphs/qwen2_vl.graph:33
-	C           int     // graphs/qwen2_vl.graph:34
-	P           int     // graphs/qwen2_vl.graph:35
-	TP          int     // graphs/qwen2_vl.graph:36
-	M           int     // graphs/qwen2_vl.graph:37
-	VO          int     // graphs/qwen2_vl.graph:38
-	Vtheta      float64 // graphs/qwen2_vl.graph:39
-	HD          int     // graphs/qwen2_vl.graph:41
-	VHD         int     // graphs/qwen2_vl.graph:42
-	VF          int     // graphs/qwen2_vl.graph:43
-	MD          int     // graphs/qwen2_vl.graph:44
-	Act         string  // graphs/qwen2_vl.graph:50
-	Vact        string  // graphs/qwen2_vl.graph:51
-	Sliding     bool    // graphs/qwen2_vl.graph:52
-	Rtype       string  // graphs/qwen2_vl.graph:56
-	Rstype      string  // graphs/qwen2_vl.graph:57
+	D, L, H, KV, F, V, ImageToken, VisionStart, VD, VL, VH, Ratio, C, P, TP, M, VO, HD, VHD, VF, MD, PositionsAxes int
+	Eps, Theta, Vtheta                                                                                             float64
+	Sect                                                                                                           []int
+	Tied, Sliding                                                                                                  bool
+	Act, Vact, Rtype, Rstype                                                                                       string
 }
 
-// table lists every value graphs/qwen2_vl.graph binds, in declaration order, over c's fields.
-func (c *Config) table() []model.ConfigValue {
+// Table lists every value, in declaration order, over c's fields.
+func (c *Config) Table() []model.ConfigValue {
 	return []model.ConfigValue{
 		{Name: "D", Path: "text_config.hidden_size|hidden_size", Into: &c.D, Kernels: 64},
 		{Name: "L", Path: "text_config.num_hidden_layers|num_hidden_layers", Into: &c.L},
@@ -77,26 +52,18 @@ func (c *Config) table() []model.ConfigValue {
 		{Name: "sliding", Path: "text_config.use_sliding_window|use_sliding_window", Into: &c.Sliding, Default: false},
 		{Name: "rtype", Path: "text_config.rope_parameters.rope_type|rope_parameters.rope_type", Into: &c.Rtype, Default: "default"},
 		{Name: "rstype", Path: "text_config.rope_scaling.type|rope_scaling.type", Into: &c.Rstype, Default: "mrope"},
+		{Name: "positions.axes", Derived: "3", Into: &c.PositionsAxes},
 	}
 }
 
-// readConfig reads config.json through cfg, fills the derived values and checks the requirements;
-// an unsupported value is refused by name.
-func readConfig(cfg model.Config) (c *Config, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("config.json: %v; check the values qwen2_vl reads", r)
-		}
-	}()
-	c = &Config{}
-	if err := model.ReadConfig(cfg, "qwen2_vl", c.table()); err != nil {
-		return nil, err
-	}
-	r := &model.Refusals{Family: "qwen2_vl"}
+// Derive fills the derived values and checks the requirements with r; an unsupported value is
+// refused by name.
+func (c *Config) Derive(r *model.Refusals) {
 	c.HD = c.D / c.H
 	c.VHD = c.VD / c.VH
 	c.VF = c.VD * c.Ratio
 	c.MD = c.M * c.M * c.VD
+	c.PositionsAxes = 3
 	r.Require(c.D%c.H == 0, "D%%H == 0 (graphs/qwen2_vl.graph:46); this checkpoint has D = %v, H = %v", c.D, c.H)
 	r.Require(c.H%c.KV == 0, "H%%KV == 0 (graphs/qwen2_vl.graph:46); this checkpoint has H = %v, KV = %v", c.H, c.KV)
 	r.Require(c.HD%2 == 0, "HD%%2 == 0 (graphs/qwen2_vl.graph:46); this checkpoint has HD = %v", c.HD)
@@ -110,10 +77,25 @@ func readConfig(cfg model.Config) (c *Config, err error) {
 	r.Require(!c.Sliding, "!sliding (graphs/qwen2_vl.graph:53); this checkpoint has sliding = %v", c.Sliding)
 	r.Require(c.Rtype == "default", "rtype == \"default\" (graphs/qwen2_vl.graph:58); this checkpoint has rtype = %v", c.Rtype)
 	r.Require(c.Rstype == "mrope", "rstype == \"mrope\" (graphs/qwen2_vl.graph:58); this checkpoint has rstype = %v", c.Rstype)
-	return c, r.Err()
 }
 
-// unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.
-func (c *Config) unpinned(l model.Limits) []string {
-	return model.Unpinned(c.table(), "qwen2_vl", l.PageSize, 16)
+// Spec is qwen2_vl at c: its KV cache, its description and its graphs.
+func (c *Config) Spec() model.Spec {
+	return model.Spec{
+		Decoder: func(l model.Limits, kernels string) model.DecoderGraph {
+			return NewDecode(DecodeConfig{D: c.D, L: c.L, H: c.H, KV: c.KV, F: c.F, V: c.V, Eps: c.Eps, Theta: c.Theta, Sect: c.Sect, Tied: c.Tied, HD: c.HD, PositionsAxes: c.PositionsAxes}, l, kernels)
+		},
+		Info:     model.Info{Hidden: c.D, Image: "qwen2_vl", ImageToken: c.ImageToken, KVWidth: c.HD * c.KV, Layers: c.L, Merge: c.M, PixelCols: c.C * c.P * c.P * c.TP, PositionAxes: c.PositionsAxes, Positions: "mrope", VisionStart: c.VisionStart, Vocab: c.V},
+		KVLayers: c.L,
+		KVWidth:  c.HD * c.KV,
+		Vision: func(l model.Limits, kernels string) model.VisionGraph {
+			return NewVision(VisionConfig{D: c.D, VD: c.VD, VL: c.VL, VH: c.VH, C: c.C, P: c.P, TP: c.TP, M: c.M, Vtheta: c.Vtheta, VHD: c.VHD, VF: c.VF, MD: c.MD}, l, kernels)
+		},
+	}
 }
+
+// Program is graphs/qwen2_vl.graph compiled for specialising at load (package specialize): its
+// config values, requirements and kernels with symbolic constants.
+//
+//go:embed program.json
+var Program []byte

@@ -671,7 +671,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
 }
 
 // qwen2vl_decode_embed: embed
-// from graphs/qwen2_vl.graph:139
+// from graphs/qwen2_vl.graph:140
 // launch qwen2vl_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -688,7 +688,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_embed(
 }
 
 // qwen2vl_decode_scatter: scatter
-// from graphs/qwen2_vl.graph:139
+// from graphs/qwen2_vl.graph:140
 // launch qwen2vl_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -705,7 +705,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_scatter(
 }
 
 // qwen2vl_decode_rmsnorm: rmsnorm
-// from graphs/qwen2_vl.graph:142, graphs/qwen2_vl.graph:148, graphs/qwen2_vl.graph:151
+// from graphs/qwen2_vl.graph:143, graphs/qwen2_vl.graph:149, graphs/qwen2_vl.graph:152
 // launch qwen2vl_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -732,7 +732,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
 }
 
 // qwen2vl_decode_linear_bias_rope: linear(bias) → rope
-// from graphs/qwen2_vl.graph:143
+// from graphs/qwen2_vl.graph:144
 // launch qwen2vl_decode_linear_bias_rope: grid (ceil(M/64), 4), or (1, 4) as qwen2vl_decode_linear_bias_rope_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope(
     const float* op0_X, int op0_X_ld,
@@ -843,7 +843,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
 }
 
 // qwen2vl_decode_linear_bias_rope_k_proj: linear(bias) → rope
-// from graphs/qwen2_vl.graph:144
+// from graphs/qwen2_vl.graph:145
 // launch qwen2vl_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 2), or (1, 2) as qwen2vl_decode_linear_bias_rope_k_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_k_proj(
     const float* op0_X, int op0_X_ld,
@@ -954,7 +954,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
 }
 
 // qwen2vl_decode_linear_bias: linear(bias)
-// from graphs/qwen2_vl.graph:145
+// from graphs/qwen2_vl.graph:146
 // launch qwen2vl_decode_linear_bias: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_decode_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -1031,7 +1031,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_row
 }
 
 // qwen2vl_decode_attention: attention(cache)
-// from graphs/qwen2_vl.graph:146
+// from graphs/qwen2_vl.graph:147
 // launch qwen2vl_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch qwen2vl_decode_attention: grid (M, 4), or (M, 32) as qwen2vl_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_attention_kvstore(
@@ -1084,7 +1084,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_decod
 }
 
 // qwen2vl_decode_linear_res: linear(res)
-// from graphs/qwen2_vl.graph:147
+// from graphs/qwen2_vl.graph:148
 // launch qwen2vl_decode_linear_res: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -1161,7 +1161,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
 }
 
 // qwen2vl_decode_linear: linear
-// from graphs/qwen2_vl.graph:149
+// from graphs/qwen2_vl.graph:150
 // launch qwen2vl_decode_linear: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     const float* op0_X, int op0_X_ld,
@@ -1234,7 +1234,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
 }
 
 // qwen2vl_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/qwen2_vl.graph:149
+// from graphs/qwen2_vl.graph:150
 // launch qwen2vl_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -1317,7 +1317,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul
 }
 
 // qwen2vl_decode_linear_res_down_proj: linear(res)
-// from graphs/qwen2_vl.graph:149
+// from graphs/qwen2_vl.graph:150
 // launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1394,7 +1394,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
 }
 
 // qwen2vl_decode_gather: gather
-// from graphs/qwen2_vl.graph:151
+// from graphs/qwen2_vl.graph:152
 // launch qwen2vl_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1411,7 +1411,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
 }
 
 // qwen2vl_decode_linear_logits: linear
-// from graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:153
 // launch qwen2vl_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) as qwen2vl_decode_linear_logits_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_logits(
     const float* op0_X, int op0_X_ld,

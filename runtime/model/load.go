@@ -13,6 +13,7 @@ type Weight struct {
 	Name  string
 	Shape []int
 	Dst   *device.Tensor
+	Also  []*device.Tensor // further graphs' views of the same tensor (MergeWeights)
 }
 
 // WeightAt is the manifest entry name of the given shape, loaded into dst.
@@ -94,8 +95,32 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 			return fmt.Errorf("tensor %s: %w", w.Name, err)
 		}
 		*w.Dst = t
+		for _, d := range w.Also {
+			*d = t
+		}
 	}
 	return nil
+}
+
+// MergeWeights lists each tensor of ws once, in first-use order: a tensor that several graphs
+// read (each listing it in its manifest) loads once into every graph's view of it. A name listed
+// twice with other shapes is an error.
+func MergeWeights(ws []Weight) ([]Weight, error) {
+	var out []Weight
+	at := map[string]int{}
+	for _, w := range ws {
+		i, seen := at[w.Name]
+		if !seen {
+			at[w.Name] = len(out)
+			out = append(out, w)
+			continue
+		}
+		if fmt.Sprint(out[i].Shape) != fmt.Sprint(w.Shape) {
+			return nil, fmt.Errorf("tensor %s is read as %v and as %v", w.Name, out[i].Shape, w.Shape)
+		}
+		out[i].Also = append(out[i].Also, w.Dst)
+	}
+	return out, nil
 }
 
 // KVCaches allocates the F32 K and V caches of layers layers, rows × width each.
@@ -120,10 +145,13 @@ func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
 // lines) and every later write and launch is skipped: the generated forward goes straight
 // through and Finish returns that error.
 type Launcher struct {
-	B      device.Backend
-	Trace  func(k *device.Kernel, name string, out device.Tensor)
-	Family string // words the errors
-	err    error
+	B        device.Backend
+	Trace    func(k *device.Kernel, name string, out device.Tensor)
+	Family   string // words the errors
+	F32, I32 device.Buffer
+	Lim      Limits
+	KV       []device.KVCache
+	err      error
 }
 
 // Check keeps the error format (after the family's name) when ok is false.
@@ -268,6 +296,15 @@ type Base struct {
 	KV     []device.KVCache
 	Arenas [][2]device.Buffer
 	bufs   *Buffers
+
+	// Trace, when set, sees the output of every launch, by the graph's name for it.
+	Trace func(k *device.Kernel, name string, out device.Tensor)
+}
+
+// Launcher is a call of graph number graph (its arenas, the limits, the KV cache) on the base's
+// backend; family words the errors.
+func (m *Base) Launcher(graph int, family string) *Launcher {
+	return &Launcher{B: m.B, Trace: m.Trace, Family: family, F32: m.Arenas[graph][0], I32: m.Arenas[graph][1], Lim: m.Lim, KV: m.KV}
 }
 
 // Close frees every buffer the model allocated.
@@ -400,45 +437,4 @@ func (a *Arena) Place(name string, elemBytes, n int) int {
 	a.Size += n
 	a.Buffers = append(a.Buffers, PlanBuffer{Name: name, Bytes: int64(elemBytes) * int64(n)})
 	return off
-}
-
-// Glue is the shared half of every generated family bound to one checkpoint: it implements
-// Bound over the tables the family generates (its config table, weight-name prefixes, weight
-// manifest and layout at given limits).
-type Glue struct {
-	Family   string
-	Table    []ConfigValue     // the bound config values (Values)
-	Prefixes []Prefix          // weight-name prefixes with their alternatives
-	Chosen   map[string]string // each prefix's chosen alternative, set by Resolve
-	Weights  func() []Weight   // the manifest, names resolved with Chosen
-	// Layout is the family at l before loading and, for Load, what attaches the loaded base to
-	// the family's model.
-	Layout func(l Limits) (Layout, func(*Base) Model)
-}
-
-// Values lists the bound config values in declaration order.
-func (g *Glue) Values() []Value { return Values(g.Table) }
-
-// Resolve picks each prefix's alternative by which tensor names the checkpoint has.
-func (g *Glue) Resolve(has func(string) bool) error {
-	return ResolvePrefixes(has, g.Family, g.Prefixes, g.Chosen)
-}
-
-// Manifest lists every tensor the checkpoint must hold, with its shape.
-func (g *Glue) Manifest() []TensorSpec { return Manifest(g.Weights()) }
-
-// Plan gives the bytes weights (as BF16), activations and the KV cache need at l.
-func (g *Glue) Plan(l Limits) Plan {
-	ly, _ := g.Layout(l)
-	return ly.Plan(l)
-}
-
-// Load uploads the weights through get and allocates the arenas and the KV cache for l (LoadBase).
-func (g *Glue) Load(b device.Backend, l Limits, get func(name string) ([]byte, device.DType, error)) (Model, error) {
-	ly, attach := g.Layout(l)
-	base, err := LoadBase(b, l, ly, get)
-	if err != nil {
-		return nil, err
-	}
-	return attach(base), nil
 }

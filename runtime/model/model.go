@@ -21,6 +21,10 @@ type Family struct {
 	Architectures []string // config.json architectures it serves
 	Graph         string   // source file, e.g. "graphs/qwen2_vl.graph"
 	OCR           *OCR     // how a document page is read (/v1/ocr); nil when the graph names no OCR prompt
+	Kernels       string   // its HIP source's name, kernels/gen/KERNELS.hip
+	KernelsPage   int      // the KV cache page rows the committed kernels are built for (0: none were)
+	Prefixes      []Prefix // weight-name prefixes with their alternatives
+	Program       []byte   // the compiled program the kernels are specialised from at load
 	// Bind reads and checks config.json values (refusing unsupported ones by name) and returns
 	// the family's bound configuration.
 	Bind func(cfg Config) (Bound, error)

@@ -1,7 +1,7 @@
 package glue
 
 import (
-	"fmt"
+	"strings"
 
 	. "github.com/dave/jennifer/jen"
 
@@ -47,145 +47,6 @@ func lines(items []Code) []Code {
 	return append(out, Line())
 }
 
-// family writes the registration, Bind, the bound family (Values, Plan, Load) and the Model.
-func (e *emitter) family(f *File) error {
-	p := e.p
-	reg := Dict{
-		Id("Name"):          Lit(p.Family),
-		Id("ModelTypes"):    strs(p.ModelTypes),
-		Id("Architectures"): strs(p.Architectures),
-		Id("Graph"):         Lit(p.Source),
-		Id("Bind"):          Id("Bind"),
-	}
-	if p.OCR != nil {
-		reg[Id("OCR")] = Op("&").Qual(modelPkg, "OCR").Values(Dict{
-			Id("Prompt"): Lit(p.OCR.Prompt),
-			Id("DPI"):    Lit(p.OCR.DPI),
-		})
-	}
-	f.Func().Id("init").Params().Block(
-		Qual(modelPkg, "Register").Call(Op("&").Qual(modelPkg, "Family").Values(reg)),
-	)
-	dec := e.graph("decoder")
-
-	// Model
-	fields := []Code{
-		Op("*").Qual(modelPkg, "Base").Comment("backend, limits, KV cache and arenas; Close"),
-		Id("c").Op("*").Id("Config"),
-		Id("w").Id("weights"),
-	}
-	for _, g := range p.Graphs {
-		fields = append(fields, Id(lowerFirst(lower.GoName(g.Name))).Id(planType(g)))
-		for _, a := range g.Arenas {
-			fields = append(fields, Id(arenaField(g, a)).Qual(devicePkg, "Buffer"))
-		}
-	}
-	fields = append(fields, Line().Comment("Trace, when set, sees the output of every launch, by the graph's name for it."),
-		Id("Trace").Func().Params(Id("k").Op("*").Qual(devicePkg, "Kernel"), Id("name").String(), Id("out").Qual(devicePkg, "Tensor")))
-	f.Comment(fmt.Sprintf("Model is %s loaded on a backend. Its graphs share nothing but the weights; calls of one", p.Family))
-	f.Comment("graph reuse that graph's arenas, so they must not overlap.")
-	f.Type().Id("Model").Struct(fields...)
-
-	// Bind: the shared model.Glue over this family's tables
-	chosen := Dict{}
-	for _, pf := range p.Prefixes {
-		chosen[Lit(pf.Name)] = Lit(pf.Alts[0])
-	}
-	newModel := []Code{field("c", Id("c"))}
-	var graphs, attach []Code
-	for gi, g := range p.Graphs {
-		v := lowerFirst(lower.GoName(g.Name))
-		newModel = append(newModel, field(v, Id(planFunc(g)).Call(Id("c"), Id("l"))))
-		gp := []Code{field("Name", Lit(g.Name)), field("Buffers", Id("md").Dot(v).Dot("buffers"))}
-		for _, a := range g.Arenas {
-			gp = append(gp, field(a.DType, Id("md").Dot(v).Dot("Size"+a.DType)))
-			k := 0
-			if a.DType == "I32" {
-				k = 1
-			}
-			attach = append(attach, Id("md").Dot(arenaField(g, a)).Op("=").Id("base").Dot("Arenas").Index(Lit(gi)).Index(Lit(k)))
-		}
-		graphs = append(graphs, Values(gp...))
-	}
-	attach = append([]Code{Id("md").Dot("Base").Op("=").Id("base")}, append(attach, Return(Id("md")))...)
-	ly := []Code{
-		field("Family", Lit(p.Family)), field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)),
-		field("Weights", Id("tensors").Call(Id("c"), Id("g").Dot("Chosen"), Op("&").Id("md").Dot("w"))),
-		field("Graphs", Index().Qual(modelPkg, "GraphPlan").Values(lines(graphs)...)),
-		field("Specialize", Qual(specializePkg, "Loader").Call(Id("program"), Id("cfg"), Lit(p.Package))),
-		field("Unpinned", Id("c").Dot("unpinned")), field("Resolve", Id("g").Dot("Resolve")),
-	}
-	if cache := input(dec, "cache"); cache != nil {
-		ly = append(ly, field("KVLayers", Id(e.goExpr(lower.FromDim(cache.Rows), nil))), field("KVWidth", Id(e.goExpr(lower.FromDim(cache.Cols), nil))))
-	}
-	f.Comment("Bind reads config.json through cfg and returns the family bound to its values (model.Glue over")
-	f.Comment("the family's tables).")
-	f.Func().Id("Bind").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error()).Block(
-		List(Id("c"), Err()).Op(":=").Id("readConfig").Call(Id("cfg")),
-		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
-		Id("g").Op(":=").Op("&").Qual(modelPkg, "Glue").Values(field("Family", Lit(p.Family)), field("Table", Id("c").Dot("table").Call()),
-			field("Prefixes", Id("prefixes")), field("Chosen", Map(String()).String().Values(chosen))),
-		Id("g").Dot("Weights").Op("=").Func().Params().Index().Qual(modelPkg, "Weight").Block(
-			Return(Id("tensors").Call(Id("c"), Id("g").Dot("Chosen"), Op("&").Id("weights").Values()))),
-		Id("g").Dot("Layout").Op("=").Func().Params(Id("l").Qual(modelPkg, "Limits")).Params(Qual(modelPkg, "Layout"), Func().Params(Op("*").Qual(modelPkg, "Base")).Qual(modelPkg, "Model")).Block(
-			Id("md").Op(":=").Op("&").Id("Model").Values(newModel...),
-			Id("ly").Op(":=").Qual(modelPkg, "Layout").Values(lines(ly)...),
-			Return(Id("ly"), Func().Params(Id("base").Op("*").Qual(modelPkg, "Base")).Qual(modelPkg, "Model").Block(attach...)),
-		),
-		Return(Id("g"), Nil()),
-	)
-
-	f.ImportName(specializePkg, "specialize")
-	f.Anon("embed")
-	f.Comment(fmt.Sprintf("program is %s compiled for specialising at load (package specialize): its config", p.Source))
-	f.Comment("values, requirements and kernels with symbolic constants.")
-	f.Comment("")
-	f.Comment("//go:embed program.json")
-	f.Var().Id("program").Index().Byte()
-
-	// Info
-	info := Dict{}
-	if dec != nil {
-		info[Id("Vocab")] = Id(e.goExpr(lower.FromDim(dec.Output.Cols), nil))
-		if v := input(dec, "image_rows"); v != nil {
-			info[Id("Hidden")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
-		}
-		if v := input(dec, "positions"); v != nil {
-			info[Id("PositionAxes")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
-		}
-		if v := input(dec, "cache"); v != nil {
-			info[Id("Layers")] = Id(e.goExpr(lower.FromDim(v.Rows), nil))
-			info[Id("KVWidth")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
-		}
-	}
-	if v := input(e.graph("vision"), "pixels"); v != nil {
-		info[Id("PixelCols")] = Id(e.goExpr(lower.FromDim(v.Cols), nil))
-	}
-	if r := e.rule("image"); r != nil {
-		info[Id("Image")] = Lit(r.Name)
-		if a := r.Arg("merge"); a != nil {
-			info[Id("Merge")] = Id(e.goExpr(a, nil))
-		}
-		if a := r.Arg("image_token"); a != nil {
-			info[Id("ImageToken")] = Id(e.goExpr(a, nil))
-		}
-	}
-	if r := e.rule("positions"); r != nil {
-		info[Id("Positions")] = Lit(r.Name)
-		for _, k := range []struct{ arg, field string }{{"image_token", "ImageToken"}, {"vision_start", "VisionStart"}, {"vision_start_token", "VisionStart"}} {
-			if a := r.Arg(k.arg); a != nil {
-				info[Id(k.field)] = Id(e.goExpr(a, nil))
-			}
-		}
-	}
-	f.Comment("Info describes the loaded family to the runtime.")
-	f.Func().Params(Id("m").Op("*").Id("Model")).Id("Info").Params().Qual(modelPkg, "Info").Block(
-		Id("c").Op(":=").Id("m").Dot("c"), Id("_").Op("=").Id("c"),
-		Return(Qual(modelPkg, "Info").Values(info)),
-	)
-	return nil
-}
-
 const (
 	specializePkg = "tfc/compiler/specialize"
 )
@@ -196,4 +57,81 @@ func strs(xs []string) Code {
 		out = append(out, Lit(x))
 	}
 	return Index().String().Values(out...)
+}
+
+// Entry is one family as the registry lists it.
+type Entry struct {
+	Program  *lower.Program
+	Graph    string // its source, by path from the repository root
+	Fixture  string // the tiny checkpoint its kernels are specialised for
+	PageSize int    // the KV cache page rows its attention kernels are built for
+}
+
+// Registry writes gen/registry/registry.go: it links every family into a binary, registering
+// each with runtime/model (its names, kernels, prefixes, program and Bind, one line a family),
+// and lists where each one's graph, kernels and fixture are.
+func Registry(entries []Entry) ([]byte, error) {
+	f := NewFile("registry")
+	f.HeaderComment("Code generated by tfc compile -all from graphs/*.graph; DO NOT EDIT.")
+	f.PackageComment("Package registry links every generated family into a binary (each registered with")
+	f.PackageComment("runtime/model) and lists where each one's graph, kernels and fixture are")
+	f.PackageComment("(contracts/registered gives their kernel lists to the contract).")
+	f.ImportName(modelPkg, "model")
+	f.Comment("Family is one generated family's files, by path from the repository root.")
+	f.Type().Id("Family").Struct(
+		Id("Name").String().Comment("the .graph file's family name"),
+		Id("Graph").String().Comment("its source"),
+		Id("Kernels").String().Comment("its HIP source's name in package kernels"),
+		Id("Fixture").String().Comment("the tiny checkpoint its kernels are specialised for"),
+		Id("PageSize").Int().Comment("the KV cache page rows its attention kernels are built for"),
+	)
+	var rows, regs []Code
+	for _, en := range entries {
+		p := en.Program
+		pkg := "tfc/gen/" + p.Package
+		f.ImportName(pkg, p.Package)
+		rows = append(rows, Values(field("Name", Lit(p.Family)), field("Graph", Lit(en.Graph)), field("Kernels", Lit(p.Package+".hip")),
+			field("Fixture", Lit(en.Fixture)), field("PageSize", Lit(en.PageSize))))
+		reg := []Code{
+			field("Name", Lit(p.Family)), field("ModelTypes", strs(p.ModelTypes)), field("Architectures", strs(p.Architectures)),
+			field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)), field("KernelsPage", Lit(p.SpecPageSize)),
+		}
+		if p.OCR != nil {
+			reg = append(reg, field("OCR", Op("&").Qual(modelPkg, "OCR").Values(field("Prompt", Lit(p.OCR.Prompt)), field("DPI", Lit(p.OCR.DPI)))))
+		}
+		reg = append(reg, field("Prefixes", Index().Qual(modelPkg, "Prefix").Values(prefixes(p)...)), field("Program", Qual(pkg, "Program")))
+		regs = append(regs, Id("register").Call(Op("&").Qual(modelPkg, "Family").Values(reg...), Qual(modelPkg, "BindWith").Types(Qual(pkg, "Config"))))
+	}
+	f.Comment("Families lists every family of graphs/, by file name.")
+	f.Var().Id("Families").Op("=").Index().Id("Family").Values(lines(rows)...)
+	f.Comment("register gives family f its Bind and registers it.")
+	fam := Op("*").Qual(modelPkg, "Family")
+	bind := Func().Params(Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error())
+	f.Func().Id("register").Params(Id("f").Add(fam), Id("bind").Func().Params(fam).Add(bind)).Block(
+		Id("f").Dot("Bind").Op("=").Id("bind").Call(Id("f")),
+		Qual(modelPkg, "Register").Call(Id("f")),
+	)
+	f.Func().Id("init").Params().Block(regs...)
+	return Render(f)
+}
+
+// prefixes are the weight-name prefixes of p with their alternatives: the first under which the
+// prefix's first unconditional tensor (the probe) exists is chosen.
+func prefixes(p *lower.Program) []Code {
+	var out []Code
+	for _, pf := range p.Prefixes {
+		var probe *lower.Weight
+		for _, w := range p.Weights {
+			if w.Prefix == pf.Name && w.Cond == nil {
+				probe = w
+				break
+			}
+		}
+		if probe == nil {
+			continue
+		}
+		out = append(out, Values(field("Name", Lit(pf.Name)), field("Alts", strs(pf.Alts)),
+			field("Probe", Lit("."+strings.Replace(probe.Path, "{i}", "0", 1))), field("Source", Lit(lineOf(pf.Pos)))))
+	}
+	return out
 }

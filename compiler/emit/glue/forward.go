@@ -19,12 +19,11 @@ type fwd struct {
 	names map[string]int          // Go names taken
 	decls []Code                  // tensor declarations, in first-use order
 	byVal map[*lower.Value]string // value → Go variable
-	kvars []Code                  // kernel variables
 	n     int
 }
 
 var goKeywords = map[string]bool{"break": true, "case": true, "chan": true, "const": true, "continue": true, "default": true, "defer": true, "else": true, "fallthrough": true, "for": true, "func": true, "go": true, "goto": true, "if": true, "import": true, "interface": true, "map": true, "package": true, "range": true, "return": true, "select": true, "struct": true, "switch": true, "type": true, "var": true,
-	"b": true, "c": true, "w": true, "m": true, "p": true, "i": true, "err": true, "out": true, "r": true, "grids": true, "pixels": true}
+	"b": true, "c": true, "w": true, "m": true, "p": true, "l": true, "g": true, "launch": true, "i": true, "err": true, "out": true, "r": true, "grids": true, "pixels": true}
 
 func (f *fwd) fresh(name string) string {
 	base := lowerFirst(lower.GoName(name))
@@ -39,7 +38,7 @@ func (f *fwd) fresh(name string) string {
 	return fmt.Sprintf("%s%d", base, n+1)
 }
 
-func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("m.Lim")) }
+func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("l.Lim")) }
 
 // tensor returns the Go expression of a value, declaring its tensor on first use.
 func (f *fwd) tensor(v *lower.Value) string {
@@ -55,7 +54,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 	case lower.Select:
 		return fmt.Sprintf("model.Cond(%s, %s, %s)", f.ref(v.Cond), f.tensor(v.Then), f.tensor(v.Else))
 	case lower.CacheRef:
-		return fmt.Sprintf("&m.KV[%s]", f.ref(lower.FromDim(*v.Index)))
+		return fmt.Sprintf("&l.KV[%s]", f.ref(lower.FromDim(*v.Index)))
 	case lower.RowsRef:
 		if name, ok := f.byVal[v]; ok {
 			return "&" + name
@@ -64,7 +63,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 		f.byVal[v] = name
 		f.decls = append(f.decls, Id(name).Op(":=").Qual(devicePkg, "Rows").Values(
 			field("RowSeq", Id(f.tensor(v.RowSeq))), field("RowPos", Id(f.tensor(v.RowPos))), field("PageTable", Id(f.tensor(v.PageTable))),
-			field("PageSize", Id("m.Lim.PageSize"))))
+			field("PageSize", Id("l.Lim.PageSize"))))
 		return "&" + name
 	}
 	if name, ok := f.byVal[v]; ok {
@@ -90,7 +89,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 		if v.Role == "spans" {
 			cols = "len(spanData)"
 		}
-		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id("m."+arenaField(f.g, arenaOf(f.g, buf)))),
+		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id(arenaRef(arenaOf(f.g, buf)))),
 			field("Off", Id("p."+lower.GoName(buf.Name))), field("Rows", Id(rows)), field("Cols", Id(cols)))
 	}
 	if name, ok := f.vars[key]; ok {
@@ -136,6 +135,10 @@ func (f *fwd) attr(field string, x *lower.Expr) Code {
 		return Qual(devicePkg, enums[x.Name])
 	case field == "Eps" || field == "Theta" || field == "Scale":
 		return Float32().Call(Id(f.ref(x)))
+	case x.Op == "list":
+		if name := f.e.wholeList(x); name != "" {
+			return Id(f.ref(lower.Ref(name)))
+		}
 	}
 	return Id(f.ref(x))
 }
@@ -170,7 +173,6 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 		}
 		f.n++
 		l := s.Launch
-		kv := fmt.Sprintf("k%s%02d", lower.GoName(f.g.Name), f.n)
 		var lines []string
 		seen := map[int]bool{}
 		for _, op := range l.Ops {
@@ -182,9 +184,9 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 			}
 		}
 		source := f.e.p.Source + ":" + strings.Join(lines, ",")
-		f.kvars = append(f.kvars, Id(kv).Op("=").Qual(devicePkg, "Kernel").Values(field("Name", Lit(l.Kernel.Name)), field("Source", Lit(source))))
+		site := Id("g").Dot("k").Dot("At").Call(Lit(f.n-1), Lit(strings.TrimPrefix(l.Kernel.Name, f.e.p.Package+"_")), Lit(source))
 		// the launch shows its last op's output to Trace by the graph's name for it
-		args := []Code{Op("&").Id(kv), Lit(""), Qual(devicePkg, "Tensor").Values()}
+		args := []Code{site, Lit(""), Qual(devicePkg, "Tensor").Values()}
 		if last := l.Ops[len(l.Ops)-1].Out; last != nil {
 			args[1], args[2] = Lit(last.Name), Id(f.tensor(last))
 		}
@@ -239,122 +241,110 @@ func hostData(role string) (string, string) {
 	return "", ""
 }
 
-// forward writes one method a graph: Vision for the vision role, Forward for the decoder.
-func (e *emitter) forward(file *File) error {
-	var kvars []Code
-	for _, g := range e.p.Graphs {
-		f := &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}}
-		launches := f.steps(g.Steps)
-		result := f.tensor(g.Output)
-		kvars = append(kvars, f.kvars...)
+// graphForward is graph g's Forward: a call of the graph on the launcher's backend and arenas,
+// launch by launch with each site's kernel and graph lines. It returns the number of launch sites.
+func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
+	f := &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}}
+	launches := f.steps(g.Steps)
+	result := f.tensor(g.Output)
 
-		var body []Code
-		body = append(body, Id("c").Op(",").Id("b").Op(",").Id("w").Op(":=").Id("m").Dot("c").Op(",").Id("m").Dot("B").Op(",").Op("&").Id("m").Dot("w"),
-			Id("l").Op(":=").Op("&").Qual(modelPkg, "Launcher").Values(field("B", Id("b")), field("Trace", Id("m").Dot("Trace")), field("Family", Lit(e.p.Family))),
-			Id("launch").Op(":=").Id("l").Dot("Launch"),
-			Id("p").Op(":=").Op("&").Id("m").Dot(lowerFirst(lower.GoName(g.Name))),
-			Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
-		// dims from the host data
-		dimSet := map[string]bool{}
-		for _, d := range g.Sizes {
-			dimSet[d.Name] = true
+	var body []Code
+	body = append(body, List(Id("c"), Id("w"), Id("p")).Op(":=").List(Op("&").Id("g").Dot("c"), Op("&").Id("g").Dot("w"), Op("&").Id("g").Dot("p")),
+		Id("launch").Op(":=").Id("l").Dot("Launch"),
+		Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
+	// dims from the host data
+	dimSet := map[string]bool{}
+	for _, d := range g.Sizes {
+		dimSet[d.Name] = true
+	}
+	defined := map[string]bool{}
+	if g.Role == "vision" {
+		r := e.rule("image")
+		merge := "1"
+		if r != nil && r.Arg("merge") != nil {
+			merge = f.ref(r.Arg("merge"))
 		}
-		defined := map[string]bool{}
-		if g.Role == "vision" {
-			r := e.rule("image")
-			merge := "1"
-			if r != nil && r.Arg("merge") != nil {
-				merge = f.ref(r.Arg("merge"))
-			}
-			px := input(g, "pixels")
-			if px == nil {
-				return fmt.Errorf("graph %s has no pixels input", g.Name)
-			}
-			n := lower.FromDim(px.Rows).Name
-			body = append(body, List(Id(n), Err()).Op(":=").Qual(modelPkg, "ImagePatches").Call(Lit(e.p.Family), Id("grids"), Id(merge), Id("m").Dot("Lim").Dot("Patches")),
-				If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
-			defined[n] = true
-			if input(g, "positions2d") != nil {
-				body = append(body, Id("posData").Op(":=").Qual(posPkg, "Vision2D").Call(Id("grids"), Id(merge)))
-			}
-			if input(g, "spans") != nil {
-				body = append(body, Id("spanData").Op(":=").Qual(posPkg, "Spans").Call(Id("grids")))
-			}
-		} else {
-			body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+": the round has no rows")))))
-			for _, in := range g.Inputs {
-				data, _ := hostData(in.Role)
-				if data == "" || in.Rows.IsZero() {
-					continue
-				}
-				var d *lower.Expr
-				var per string
-				rows, cols := lower.FromDim(in.Rows), lower.FromDim(in.Cols)
-				switch {
-				case rows.Op == "ref" && dimSet[rows.Name]:
-					d, per = rows, f.ref(cols)
-				case rows.IsInt(1) && cols.Op == "ref" && dimSet[cols.Name]:
-					d, per = cols, "1"
-				}
-				if d == nil || defined[d.Name] {
-					continue
-				}
-				defined[d.Name] = true
-				if per == "1" {
-					body = append(body, Id(d.Name).Op(":=").Len(Id(data)))
-				} else {
-					body = append(body, Id(d.Name).Op(":=").Len(Id(data)).Op("/").Parens(Id(per)))
-				}
-			}
-			for _, d := range g.Sizes {
-				if !defined[d.Name] {
-					return fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
-				}
-				body = append(body, Id("l").Dot("Limit").Call(Lit(d.Name), Id(d.Name), Lit(lower.FromDim(d.Limit).String()), Id(lower.FromDim(d.Limit).Go(limitRef("m.Lim")))))
-			}
+		px := input(g, "pixels")
+		if px == nil {
+			return nil, 0, fmt.Errorf("graph %s has no pixels input", g.Name)
 		}
-		for _, r := range g.Requires {
-			format := fmt.Sprintf("graph %s requires %s (%s); here", g.Name, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
-			var args []Code
-			for i, name := range r.Cond.Refs() {
-				if i > 0 {
-					format += ","
-				}
-				format += fmt.Sprintf(" %s = %%v", name)
-				args = append(args, Id(f.ref(lower.Ref(name))))
-			}
-			body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
+		n := lower.FromDim(px.Rows).Name
+		body = append(body, List(Id(n), Err()).Op(":=").Qual(modelPkg, "ImagePatches").Call(Id("l").Dot("Family"), Id("grids"), Id(merge), Id("l").Dot("Lim").Dot("Patches")),
+			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
+		defined[n] = true
+		if input(g, "positions2d") != nil {
+			body = append(body, Id("posData").Op(":=").Qual(posPkg, "Vision2D").Call(Id("grids"), Id(merge)))
 		}
-		// inputs: check their lengths and write them
-		var writes []Code
+		if input(g, "spans") != nil {
+			body = append(body, Id("spanData").Op(":=").Qual(posPkg, "Spans").Call(Id("grids")))
+		}
+	} else {
+		body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s: the round has no rows"), Id("l").Dot("Family")))))
 		for _, in := range g.Inputs {
-			data, dt := hostData(in.Role)
+			data, _ := hostData(in.Role)
 			if data == "" || in.Rows.IsZero() {
 				continue
 			}
-			t := f.tensor(in)
-			writes = append(writes, Id("l").Dot("Write").Call(Id(t), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", lower.FromDim(in.Rows), lower.FromDim(in.Cols)))))
+			var d *lower.Expr
+			var per string
+			rows, cols := lower.FromDim(in.Rows), lower.FromDim(in.Cols)
+			switch {
+			case rows.Op == "ref" && dimSet[rows.Name]:
+				d, per = rows, f.ref(cols)
+			case rows.IsInt(1) && cols.Op == "ref" && dimSet[cols.Name]:
+				d, per = cols, "1"
+			}
+			if d == nil || defined[d.Name] {
+				continue
+			}
+			defined[d.Name] = true
+			if per == "1" {
+				body = append(body, Id(d.Name).Op(":=").Len(Id(data)))
+			} else {
+				body = append(body, Id(d.Name).Op(":=").Len(Id(data)).Op("/").Parens(Id(per)))
+			}
 		}
-		body = append(body, f.decls...)
-		body = append(body, writes...)
-		body = append(body, launches...)
-		body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
-		if g.Role == "vision" {
-			file.Comment(fmt.Sprintf("Vision runs graph %s (%s:%d) on pixels [N, C] of images with the given (t, h, w) grids.", g.Name, g.Pos.File, g.Pos.Line))
-			file.Func().Params(Id("m").Op("*").Id("Model")).Id("Vision").Params(Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)
-		} else {
-			file.Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) over the rows of one round and returns the logits of r.LogitRows.", g.Name, g.Pos.File, g.Pos.Line))
-			file.Func().Params(Id("m").Op("*").Id("Model")).Id("Forward").Params(Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)
+		for _, d := range g.Sizes {
+			if !defined[d.Name] {
+				return nil, 0, fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
+			}
+			body = append(body, Id("l").Dot("Limit").Call(Lit(d.Name), Id(d.Name), Lit(lower.FromDim(d.Limit).String()), Id(lower.FromDim(d.Limit).Go(limitRef("l.Lim")))))
 		}
 	}
-	if e.graph("vision") == nil {
-		file.Comment("Vision reports that the family has no vision graph.")
-		file.Func().Params(Id("m").Op("*").Id("Model")).Id("Vision").Params(Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(
-			Return(Nil(), Qual("fmt", "Errorf").Call(Lit(e.p.Family+" has no vision graph"))))
+	for _, r := range g.Requires {
+		format := fmt.Sprintf("graph %s requires %s (%s); here", g.Name, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
+		var args []Code
+		for i, name := range r.Cond.Refs() {
+			if i > 0 {
+				format += ","
+			}
+			format += fmt.Sprintf(" %s = %%v", name)
+			args = append(args, Id(f.ref(lower.Ref(name))))
+		}
+		body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
 	}
-	file.Comment("The launches, one variable a launch site: the kernel symbol and the graph lines it computes.")
-	file.Var().Defs(kvars...)
-	return nil
+	// inputs: check their lengths and write them
+	var writes []Code
+	for _, in := range g.Inputs {
+		data, dt := hostData(in.Role)
+		if data == "" || in.Rows.IsZero() {
+			continue
+		}
+		tn := f.tensor(in)
+		writes = append(writes, Id("l").Dot("Write").Call(Id(tn), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", lower.FromDim(in.Rows), lower.FromDim(in.Cols)))))
+	}
+	body = append(body, f.decls...)
+	body = append(body, writes...)
+	body = append(body, launches...)
+	body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
+	recv := Params(Id("g").Op("*").Id(t))
+	var out []Code
+	if g.Role == "vision" {
+		out = append(out, Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) through l on pixels [N, C] of images with the given (t, h, w) grids.", g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Add(recv).Id("Forward").Params(Id("l").Op("*").Qual(modelPkg, "Launcher"), Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)))
+	} else {
+		out = append(out, Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Add(recv).Id("Forward").Params(Id("l").Op("*").Qual(modelPkg, "Launcher"), Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
+	}
+	return out, f.n, nil
 }
 
 // launchRows is the row count a launch covers: its first op's rows operand (the catalog's Rows).
@@ -376,4 +366,25 @@ func (f *fwd) mayBeZero(rows *lower.Expr) bool {
 		}
 	}
 	return false
+}
+
+// wholeList is the int list config value whose elements x lists, all of them in order (a
+// family's own length, which a runner other families run must not fix); "" when x is another
+// list.
+func (e *emitter) wholeList(x *lower.Expr) string {
+	name := ""
+	for i, a := range x.Args {
+		if a.Op != "ref" {
+			return ""
+		}
+		base, idx, ok := strings.Cut(a.Name, "[")
+		if !ok || idx != fmt.Sprintf("%d]", i) || (name != "" && base != name) {
+			return ""
+		}
+		name = base
+	}
+	if prm := e.params[name]; prm == nil || prm.Type != "ints" || (prm.Len != 0 && prm.Len != len(x.Args)) {
+		return ""
+	}
+	return name
 }

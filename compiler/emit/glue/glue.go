@@ -21,34 +21,46 @@ const (
 	posPkg    = "tfc/runtime/positions"
 )
 
-// Files returns the glue of p as file name → formatted Go source.
-func Files(p *lower.Program) (map[string][]byte, error) {
+// Files returns the glue of p as file name → formatted Go source: config.go (the config, its
+// table, what it derives and requires, and the family at those values) and one file a graph the
+// family states (its runner). A graph reused from another family (graph NAME = HOME.NAME) is run
+// by that family's runner, emitted once in its package; homes holds each such family's program.
+func Files(p *lower.Program, homes map[string]*lower.Program) (map[string][]byte, error) {
+	e := newEmitter(p)
+	e.homes = homes
+	out := map[string][]byte{}
+	emit := func(name string, fill func(*File) error) error {
+		file := e.newFile()
+		if err := fill(file); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		src, err := Render(file)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		out[name] = src
+		return nil
+	}
+	if err := emit("config.go", e.config); err != nil {
+		return nil, err
+	}
+	for _, g := range p.Graphs {
+		if g.Home != "" {
+			continue
+		}
+		if err := emit(strings.ToLower(lower.GoName(g.Name))+".go", func(f *File) error { _, err := e.graphFile(f, g); return err }); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func newEmitter(p *lower.Program) *emitter {
 	e := &emitter{p: p, params: map[string]*lower.Param{}}
 	for _, prm := range p.Params {
 		e.params[prm.Name] = prm
 	}
-	out := map[string][]byte{}
-	for _, f := range []struct {
-		name string
-		fill func(*File) error
-	}{
-		{"config.go", e.config},
-		{"weights.go", e.weights},
-		{"plan.go", e.plan},
-		{"family.go", e.family},
-		{"forward.go", e.forward},
-	} {
-		file := e.newFile()
-		if err := f.fill(file); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
-		}
-		src, err := Render(file)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
-		}
-		out[f.name] = src
-	}
-	return out, nil
+	return e
 }
 
 // Header is the first line of every generated file.
@@ -57,7 +69,7 @@ func Header(source string) string {
 }
 
 func (e *emitter) newFile() *File {
-	f := NewFile(e.p.Package)
+	f := NewFilePathName("tfc/gen/"+e.p.Package, e.p.Package)
 	f.HeaderComment(Header(e.p.Source))
 	f.ImportName(devicePkg, "device")
 	f.ImportName(modelPkg, "model")
@@ -91,6 +103,8 @@ func Render(f *File) ([]byte, error) {
 type emitter struct {
 	p      *lower.Program
 	params map[string]*lower.Param
+	homes  map[string]*lower.Program // the programs of the families whose graphs p reuses
+	used   map[string]bool           // the config values a graph's runner reads, while emitting it
 }
 
 // cfgRef names config values as fields of c, other names through other.
@@ -101,6 +115,9 @@ func (e *emitter) ref(other func(string) string) func(string) string {
 			base, idx = name[:i], name[i:]
 		}
 		if _, ok := e.params[base]; ok {
+			if e.used != nil {
+				e.used[base] = true
+			}
 			return "c." + lower.GoName(base) + idx
 		}
 		if other != nil {
@@ -140,220 +157,6 @@ func goType(prm *lower.Param) Code {
 }
 
 func lineOf(p lower.Pos) string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
-
-// config writes the Config struct, its table of values (model.ConfigValue: where config.json
-// holds each, its default, and the value the committed kernels have), the reader that fills the
-// derived values and checks the requirements, and the listing and pin check over the table.
-func (e *emitter) config(f *File) error {
-	p := e.p
-	var fields []Code
-	for _, prm := range p.Params {
-		fields = append(fields, Id(lower.GoName(prm.Name)).Add(goType(prm)).Comment(lineOf(prm.Pos)))
-	}
-	f.Comment(fmt.Sprintf("Config holds the values %s binds from config.json.", p.Source))
-	f.Type().Id("Config").Struct(fields...)
-
-	typed := func(prm *lower.Param, x *lower.Expr) Code {
-		lit := x.Go(func(s string) string { return s })
-		if prm.Type == "float" {
-			return Float64().Call(Id(lit))
-		}
-		return Id(lit)
-	}
-	baked := lower.KernelParams(p)
-	var rows []Code
-	for _, prm := range p.Params {
-		row := []Code{field("Name", Lit(prm.Name))}
-		if prm.Derived != nil {
-			row = append(row, field("Derived", Lit(prm.Derived.String())))
-		} else {
-			row = append(row, field("Path", Lit(strings.Join(prm.Paths, "|"))))
-		}
-		row = append(row, field("Into", Op("&").Id("c."+lower.GoName(prm.Name))))
-		if prm.Default != nil && prm.Derived == nil {
-			row = append(row, field("Default", typed(prm, prm.Default)))
-		}
-		if prm.Type == "ints" && prm.Len > 0 {
-			row = append(row, field("Len", Lit(prm.Len)))
-		}
-		if prm.Spec != nil && prm.Derived == nil && baked[prm.Name] {
-			row = append(row, field("Kernels", typed(prm, prm.Spec)))
-		}
-		rows = append(rows, Values(row...))
-	}
-	f.Comment(fmt.Sprintf("table lists every value %s binds, in declaration order, over c's fields.", p.Source))
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("table").Params().Index().Qual(modelPkg, "ConfigValue").Block(
-		Return(Index().Qual(modelPkg, "ConfigValue").Values(lines(rows)...)),
-	)
-
-	var body []Code
-	body = append(body, Id("c").Op("=").Op("&").Id("Config").Values(),
-		If(Err().Op(":=").Qual(modelPkg, "ReadConfig").Call(Id("cfg"), Lit(p.Family), Id("c").Dot("table").Call()), Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
-	body = append(body, Id("r").Op(":=").Op("&").Qual(modelPkg, "Refusals").Values(field("Family", Lit(p.Family))))
-	for _, prm := range p.Params {
-		if prm.Derived != nil {
-			body = append(body, Id("c."+lower.GoName(prm.Name)).Op("=").Id(e.goExpr(prm.Derived, nil)))
-		}
-	}
-	for _, r := range p.Requires {
-		refs := r.Cond.Refs()
-		format := fmt.Sprintf("%s (%s); this checkpoint has", strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
-		var args []Code
-		for i, name := range refs {
-			sep := ","
-			if i == 0 {
-				sep = ""
-			}
-			format += fmt.Sprintf("%s %s = %%v", sep, name)
-			args = append(args, Id(e.ref(nil)(name)))
-		}
-		body = append(body, Id("r").Dot("Require").Call(append([]Code{Id(e.goExpr(r.Cond, nil)), Lit(format)}, args...)...))
-	}
-	body = append(body, Return(Id("c"), Id("r").Dot("Err").Call()))
-
-	f.Comment("readConfig reads config.json through cfg, fills the derived values and checks the requirements;")
-	f.Comment("an unsupported value is refused by name.")
-	f.Func().Id("readConfig").Params(Id("cfg").Qual(modelPkg, "Config")).Params(Id("c").Op("*").Id("Config"), Err().Error()).Block(
-		append([]Code{
-			Defer().Func().Params().Block(
-				If(Id("r").Op(":=").Recover(), Id("r").Op("!=").Nil()).Block(
-					List(Id("c"), Err()).Op("=").List(Nil(), Qual("fmt", "Errorf").Call(Lit(fmt.Sprintf("config.json: %%v; check the values %s reads", p.Family)), Id("r"))),
-				),
-			).Call(),
-		}, body...)...,
-	)
-
-	f.Comment("unpinned lists how the checkpoint and limits differ from what the HIP kernels were specialised for.")
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("unpinned").Params(Id("l").Qual(modelPkg, "Limits")).Index().String().Block(
-		Return(Qual(modelPkg, "Unpinned").Call(Id("c").Dot("table").Call(), Lit(p.Family), Id("l").Dot("PageSize"), Lit(p.SpecPageSize))),
-	)
-	return nil
-}
-
-// weightGroups lists the per-layer families in declaration order.
-func (e *emitter) weightGroups() []string {
-	var groups []string
-	seen := map[string]bool{}
-	for _, w := range e.p.Weights {
-		if w.Group != "" && !seen[w.Group] {
-			seen[w.Group] = true
-			groups = append(groups, w.Group)
-		}
-	}
-	return groups
-}
-
-func (e *emitter) groupCount(g string) *lower.Expr {
-	for _, w := range e.p.Weights {
-		if w.Group == g {
-			return lower.FromDim(w.Count)
-		}
-	}
-	return nil
-}
-
-// weights writes the weight struct, the manifest with its prefix resolution, and Load.
-func (e *emitter) weights(f *File) error {
-	p := e.p
-	var top []Code
-	groupFields := map[string][]Code{}
-	for _, w := range p.Weights {
-		c := Id(w.Field).Qual(devicePkg, "Tensor").Comment(w.Display() + " " + shapeText(w.Shape))
-		if w.Group == "" {
-			top = append(top, c)
-		} else {
-			groupFields[w.Group] = append(groupFields[w.Group], c)
-		}
-	}
-	for _, g := range e.weightGroups() {
-		top = append(top, Id(g).Index().Id(lowerFirst(g)).Comment("one a layer"))
-	}
-	f.Comment("weights holds every tensor of the manifest on the device, as 2-D views.")
-	f.Type().Id("weights").Struct(top...)
-	for _, g := range e.weightGroups() {
-		f.Comment(fmt.Sprintf("%s is one layer of %s.", lowerFirst(g), g))
-		f.Type().Id(lowerFirst(g)).Struct(groupFields[g]...)
-	}
-
-	var body []Code
-	body = append(body, Var().Id("out").Index().Qual(modelPkg, "Weight"))
-	for _, g := range e.weightGroups() {
-		body = append(body, Id("w").Dot(g).Op("=").Make(Index().Id(lowerFirst(g)), Id(e.goExpr(e.groupCount(g), nil))))
-	}
-	name := func(w *lower.Weight) Code {
-		pfx := Lit("")
-		path := w.Path
-		if w.Prefix != "" {
-			pfx = Id("prefix").Index(Lit(w.Prefix))
-			path = "." + path
-		}
-		if w.Index == "" && w.Prefix == "" {
-			return Lit(path)
-		}
-		if w.Index == "" {
-			return Add(pfx).Op("+").Lit(path)
-		}
-		parts := strings.SplitN(path, "{i}", 2)
-		return Add(pfx).Op("+").Lit(parts[0]).Op("+").Qual("strconv", "Itoa").Call(Id("i")).Op("+").Lit(parts[1])
-	}
-	// one statement a weight; a per-layer family's weights in one loop, at its first weight's place
-	emitted := map[string]bool{}
-	weight := func(w *lower.Weight, dst Code) Code {
-		var shape []Code
-		for _, d := range w.Shape {
-			shape = append(shape, Id(e.goExpr(lower.FromDim(d), nil)))
-		}
-		stmt := Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "WeightAt").Call(name(w), Index().Int().Values(shape...), dst))
-		if w.Cond != nil {
-			stmt = If(Id(e.goExpr(w.Cond, nil))).Block(stmt)
-		}
-		return stmt.Comment(lineOf(w.Pos))
-	}
-	for _, w := range p.Weights {
-		if w.Group == "" {
-			body = append(body, weight(w, Op("&").Id("w").Dot(w.Field)))
-			continue
-		}
-		if emitted[w.Group] {
-			continue
-		}
-		emitted[w.Group] = true
-		loop := []Code{Id("l").Op(":=").Op("&").Id("w").Dot(w.Group).Index(Id("i"))}
-		for _, x := range p.Weights {
-			if x.Group == w.Group {
-				loop = append(loop, weight(x, Op("&").Id("l").Dot(x.Field)))
-			}
-		}
-		body = append(body, For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(lower.FromDim(w.Count), nil)), Id("i").Op("++")).Block(loop...))
-	}
-	body = append(body, Return(Id("out")))
-	f.Comment("tensors lists the manifest, names resolved with the chosen prefixes, each pointing into w.")
-	f.Func().Id("tensors").Params(Id("c").Op("*").Id("Config"), Id("prefix").Map(String()).String(), Id("w").Op("*").Id("weights")).Index().Qual(modelPkg, "Weight").Block(body...)
-
-	// prefix resolution: the first alternative under which the prefix's first tensor exists
-	var prefixes []Code
-	for _, pf := range p.Prefixes {
-		var probe *lower.Weight
-		for _, w := range p.Weights {
-			if w.Prefix == pf.Name && w.Cond == nil {
-				probe = w
-				break
-			}
-		}
-		if probe == nil {
-			continue
-		}
-		var alts []Code
-		for _, a := range pf.Alts {
-			alts = append(alts, Lit(a))
-		}
-		prefixes = append(prefixes, Values(field("Name", Lit(pf.Name)), field("Alts", Index().String().Values(alts...)),
-			field("Probe", Lit("."+strings.Replace(probe.Path, "{i}", "0", 1))), field("Source", Lit(lineOf(pf.Pos)))))
-	}
-	f.Comment("prefixes are the weight-name prefixes with their alternatives; the first under which the probe exists is chosen.")
-	f.Var().Id("prefixes").Op("=").Index().Qual(modelPkg, "Prefix").Values(lines(prefixes)...)
-	return nil
-}
 
 func shapeText(s []ir.Dim) string {
 	var parts []string

@@ -30,11 +30,11 @@ func TestFilesHeaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := Files(p)
+	files, err := Files(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"config.go", "weights.go", "plan.go", "family.go", "forward.go"} {
+	for _, name := range []string{"config.go", "vision.go", "decode.go"} {
 		src, ok := files[name]
 		if !ok {
 			t.Errorf("no %s", name)
