@@ -106,6 +106,11 @@ func WriteAll(root string, files map[string][]byte) error {
 			os.Remove(filepath.Dir(o)) // when empty
 		}
 	}
+	return WriteFiles(root, files)
+}
+
+// WriteFiles writes each file under root at its slash path, in name order.
+func WriteFiles(root string, files map[string][]byte) error {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -117,7 +116,7 @@ all into a binary: what go generate runs.`,
 				if err != nil {
 					return err
 				}
-				if err := writeFiles(root, files); err != nil {
+				if err := compiler.WriteFiles(root, files); err != nil {
 					return err
 				}
 			}
@@ -164,22 +163,4 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func writeFiles(root string, files map[string][]byte) error {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		p := filepath.Join(root, filepath.FromSlash(n))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, files[n], 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
