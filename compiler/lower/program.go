@@ -41,6 +41,7 @@ type Param struct {
 	Derived *Expr    `json:"derived,omitempty"` // the value computed from other params
 	Pin     *Expr    `json:"pin,omitempty"`     // the constant a requirement fixes; folded into every kernel
 	Spec    *Expr    `json:"-"`                 // the value the HIP kernels were specialised for; nil when not specialised
+	Kernels *Expr    `json:"kernels,omitempty"` // in program.json: Spec of a read value some committed kernel depends on
 	Pos     Pos      `json:"pos"`
 }
 

@@ -50,7 +50,16 @@ type UnboundOp struct {
 
 // FromLowered is the part of a lowered family that specialising reads.
 func FromLowered(p *lower.Program) Program {
-	out := Program{Family: p.Family, Package: p.Package, Params: p.Params, Requires: p.Requires}
+	out := Program{Family: p.Family, Package: p.Package, Requires: p.Requires}
+	baked := lower.KernelParams(p)
+	for _, prm := range p.Params {
+		if prm.Spec != nil && prm.Derived == nil && baked[prm.Name] {
+			c := *prm
+			c.Kernels = prm.Spec
+			prm = &c
+		}
+		out.Params = append(out.Params, prm)
+	}
 	for _, k := range p.Kernels {
 		out.Kernels = append(out.Kernels, kernelOf(k))
 	}

@@ -19,43 +19,6 @@ type Config struct {
 	Act, Rtype                                                                                 string
 }
 
-// Table lists every value, in declaration order, over c's fields.
-func (c *Config) Table() []model.ConfigValue {
-	return []model.ConfigValue{
-		{Name: "D", Path: "hidden_size", Into: &c.D, Kernels: 32},
-		{Name: "L", Path: "num_hidden_layers", Into: &c.L},
-		{Name: "H", Path: "num_attention_heads", Into: &c.H, Kernels: 4},
-		{Name: "KV", Path: "num_key_value_heads|num_attention_heads", Into: &c.KV, Kernels: 2},
-		{Name: "F", Path: "intermediate_size", Into: &c.F, Kernels: 128},
-		{Name: "V", Path: "vocab_size", Into: &c.V, Kernels: 151936},
-		{Name: "eps", Path: "rms_norm_eps", Into: &c.Eps, Kernels: float64(1e-06)},
-		{Name: "theta", Path: "rope_parameters.rope_theta|rope_theta", Into: &c.Theta, Default: float64(10000.0), Kernels: float64(1e+06)},
-		{Name: "tied", Path: "tie_word_embeddings", Into: &c.Tied, Default: false},
-		{Name: "image_token", Path: "image_token_id", Into: &c.ImageToken, Default: 151665},
-		{Name: "VD", Path: "vision_config.embed_dim", Into: &c.VD, Default: 1536, Kernels: 32},
-		{Name: "VO", Path: "vision_config.hidden_size", Into: &c.VO, Default: 1536},
-		{Name: "VF", Path: "vision_config.intermediate_size", Into: &c.VF, Default: 4224, Kernels: 64},
-		{Name: "VL", Path: "vision_config.num_hidden_layers", Into: &c.VL, Default: 42},
-		{Name: "VH", Path: "vision_config.num_attention_heads", Into: &c.VH, Default: 12, Kernels: 2},
-		{Name: "C", Path: "vision_config.num_channels", Into: &c.C, Default: 3, Kernels: 3},
-		{Name: "P", Path: "vision_config.patch_size", Into: &c.P, Default: 14, Kernels: 14},
-		{Name: "TP", Path: "vision_config.temporal_patch_size", Into: &c.TP, Default: 1},
-		{Name: "M", Path: "vision_config.spatial_merge_size", Into: &c.M, Default: 2, Kernels: 2},
-		{Name: "veps", Path: "vision_config.rms_norm_eps", Into: &c.Veps, Default: float64(1e-05), Kernels: float64(1e-05)},
-		{Name: "post", Path: "vision_config.post_norm", Into: &c.Post, Default: true},
-		{Name: "vbias", Path: "vision_config.use_bias", Into: &c.Vbias, Default: false},
-		{Name: "HD", Derived: "D / H", Into: &c.HD},
-		{Name: "VHD", Derived: "VD / VH", Into: &c.VHD},
-		{Name: "MD", Derived: "M * M * VD", Into: &c.MD},
-		{Name: "sect", Derived: "[HD / 2]", Into: &c.Sect, Len: 1},
-		{Name: "act", Path: "hidden_act", Into: &c.Act, Default: "silu"},
-		{Name: "sliding", Path: "use_sliding_window", Into: &c.Sliding, Default: false},
-		{Name: "causal", Path: "vision_config.is_causal", Into: &c.Causal, Default: false},
-		{Name: "rtype", Path: "rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", Into: &c.Rtype, Default: "default"},
-		{Name: "positions.axes", Derived: "1", Into: &c.PositionsAxes},
-	}
-}
-
 // Derive fills the derived values and checks the requirements with r; an unsupported value is
 // refused by name.
 func (c *Config) Derive(r *model.Refusals) {
@@ -96,7 +59,8 @@ func (c *Config) Spec() model.Spec {
 }
 
 // Program is graphs/dots_ocr.graph compiled for specialising at load (package specialize): its
-// config values, requirements and kernels with symbolic constants.
+// config values (model.ConfigTable reads them into a Config), requirements and kernels with
+// symbolic constants.
 //
 //go:embed program.json
 var Program []byte

@@ -7,7 +7,6 @@ import (
 
 	"tfc/runtime/device"
 	"tfc/runtime/model"
-	"tfc/runtime/positions"
 )
 
 // VisionConfig holds the config values graph vision (graphs/dots_ocr.graph:117) reads; each family running the
@@ -20,21 +19,13 @@ type VisionConfig struct {
 // Vision is graph vision at a family's config and limits: its weights, its memory plan and
 // its kernels.
 type Vision struct {
-	c VisionConfig
-	w visionWeights
-	p visionPlan
-	k *model.Kernels
+	model.Runner[VisionConfig, visionWeights, visionPlan]
 }
 
 // NewVision is graph vision at config c and limits l, launching the kernels of
 // kernels/gen/KERNELS.hip.
 func NewVision(c VisionConfig, l model.Limits, kernels string) *Vision {
-	return &Vision{c: c, p: planVision(&c, l), k: model.NewKernels(kernels, 14)}
-}
-
-// Plan is the graph's memory plan.
-func (g *Vision) Plan() model.GraphPlan {
-	return g.p.GraphPlan
+	return &Vision{model.NewRunner[VisionConfig, visionWeights](c, l, kernels, 14, planVision)}
 }
 
 // visionWeights holds the tensors graph vision reads, as 2-D views.
@@ -66,7 +57,7 @@ type visionVisBlocks struct {
 // Weights lists the tensors graph vision reads, named as graphs/dots_ocr.graph declares them with
 // the chosen prefixes, each loading into g's weights.
 func (g *Vision) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.c, &g.w
+	c, w := &g.C, &g.W
 	var out []model.Weight
 	w.VisBlocks = make([]visionVisBlocks, c.VL)
 	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.weight", []int{c.VD, c.C, c.P, c.P}, &w.VisPatchEmbedPatchifierProjWeight)) // graphs/dots_ocr.graph:74
@@ -89,51 +80,37 @@ func (g *Vision) Weights(prefix map[string]string) []model.Weight {
 	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/dots_ocr.graph:87
 	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/dots_ocr.graph:88
 	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/dots_ocr.graph:89
-	_ = c
 	return out
 }
 
-// visionPlan places the vision graph's buffers (offsets in elements) in its arenas.
+// visionPlan holds the offsets, in elements, of the vision graph's buffers in its arenas.
 type visionPlan struct {
-	Px              int // F32 arena; holds px, x, fc2, proj, ln_q, out
-	X               int // F32 arena; holds x, h, a, mlp0
-	Qkv             int // F32 arena; holds qkv, q, k, fc3
-	Fc1             int // F32 arena; holds fc1, swiglu
-	Pos             int // I32 arena; holds pos
-	Spans           int // I32 arena; holds spans
-	model.GraphPlan     // the arenas' elements and buffers
+	Px    int // F32 arena; holds px, x, fc2, proj, ln_q, out
+	X     int // F32 arena; holds x, h, a, mlp0
+	Qkv   int // F32 arena; holds qkv, q, k, fc3
+	Fc1   int // F32 arena; holds fc1, swiglu
+	Pos   int // I32 arena; holds pos
+	Spans int // I32 arena; holds spans
 }
 
-func planVision(c *VisionConfig, l model.Limits) (p visionPlan) {
+// planVision places graph vision's buffers at config c and limits l.
+func planVision(c *VisionConfig, l model.Limits) (visionPlan, model.GraphPlan) {
 	N := l.Patches
-	_ = N
-	var f32, i32 model.Arena
-	p.Px = f32.Place("vision.px", 4, max(N*(c.C*c.P*c.P), N*c.VD, N/(c.M*c.M)*c.D))
-	p.X = f32.Place("vision.x", 4, max(N*c.VD, N/(c.M*c.M)*c.MD))
-	p.Qkv = f32.Place("vision.qkv", 4, max(N*(3*c.VD), N*c.VF))
-	p.Fc1 = f32.Place("vision.fc1", 4, N*c.VF)
-	p.Pos = i32.Place("vision.pos", 4, N*2)
-	p.Spans = i32.Place("vision.spans", 4, N+1)
-	p.GraphPlan = model.GraphPlan{
-		Buffers: append(f32.Buffers, i32.Buffers...),
-		F32:     f32.Size,
-		I32:     i32.Size,
-		Name:    "vision",
-	}
-	return
+	var p visionPlan
+	a := model.NewArenas("vision")
+	p.Px = a.F32("px", max(N*(c.C*c.P*c.P), N*c.VD, N/(c.M*c.M)*c.D))
+	p.X = a.F32("x", max(N*c.VD, N/(c.M*c.M)*c.MD))
+	p.Qkv = a.F32("qkv", max(N*(3*c.VD), N*c.VF))
+	p.Fc1 = a.F32("fc1", N*c.VF)
+	p.Pos = a.I32("pos", N*2)
+	p.Spans = a.I32("spans", N+1)
+	return p, a.Plan()
 }
 
 // Forward runs graph vision (graphs/dots_ocr.graph:117) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
-	c, w, p := &g.c, &g.w, &g.p
-	launch := l.Launch
-	_, _, _ = c, w, p
-	N, err := model.ImagePatches(l.Family, grids, c.M, l.Lim.Patches)
-	if err != nil {
-		return nil, err
-	}
-	posData := positions.Vision2D(grids, c.M)
-	spanData := positions.Spans(grids)
+	c, w, p := &g.C, &g.W, &g.P
+	N, posData, spanData := l.Images(grids, c.M)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:118); here M = %v, N = %v", c.M, N)
 	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
@@ -155,21 +132,21 @@ func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P]")
 	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
-	launch(g.k.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x})
-	launch(g.k.At(1, "vision_rmsnorm", "graphs/dots_ocr.graph:122"), "x", x2, device.RMSNorm{X: x, W: w.VisPatchEmbedPatchifierNormWeight, Y: x2, Eps: float32(c.Veps)})
+	l.Launch(g.K.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x})
+	l.Launch(g.K.At(1, "vision_rmsnorm", "graphs/dots_ocr.graph:122"), "x", x2, device.RMSNorm{X: x, W: w.VisPatchEmbedPatchifierNormWeight, Y: x2, Eps: float32(c.Veps)})
 	for i := 0; i < c.VL; i++ {
-		launch(g.k.At(2, "vision_rmsnorm", "graphs/dots_ocr.graph:125"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(c.Veps)})
-		launch(g.k.At(3, "vision_linear_rope_rope", "graphs/dots_ocr.graph:126,128,129"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
-		launch(g.k.At(4, "vision_attention", "graphs/dots_ocr.graph:130"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
-		launch(g.k.At(5, "vision_linear_res", "graphs/dots_ocr.graph:131"), "proj", x2, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, Y: x2, Res: x2})
-		launch(g.k.At(6, "vision_rmsnorm", "graphs/dots_ocr.graph:132"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(c.Veps)})
-		launch(g.k.At(7, "vision_linear", "graphs/dots_ocr.graph:133"), "fc3", fc3, device.Linear{X: h, W: w.VisBlocks[i].MlpFc3Weight, Y: fc3})
-		launch(g.k.At(8, "vision_linear_silu_mul", "graphs/dots_ocr.graph:133"), "swiglu", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, Y: fc1, Act: device.ActSiLU}, device.Mul{A: fc1, B: fc3, Y: fc1})
-		launch(g.k.At(9, "vision_linear_res_fc2", "graphs/dots_ocr.graph:133"), "fc2", x2, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
+		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/dots_ocr.graph:125"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(c.Veps)})
+		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/dots_ocr.graph:126,128,129"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		l.Launch(g.K.At(4, "vision_attention", "graphs/dots_ocr.graph:130"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(5, "vision_linear_res", "graphs/dots_ocr.graph:131"), "proj", x2, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, Y: x2, Res: x2})
+		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/dots_ocr.graph:132"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(c.Veps)})
+		l.Launch(g.K.At(7, "vision_linear", "graphs/dots_ocr.graph:133"), "fc3", fc3, device.Linear{X: h, W: w.VisBlocks[i].MlpFc3Weight, Y: fc3})
+		l.Launch(g.K.At(8, "vision_linear_silu_mul", "graphs/dots_ocr.graph:133"), "swiglu", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, Y: fc1, Act: device.ActSiLU}, device.Mul{A: fc1, B: fc3, Y: fc1})
+		l.Launch(g.K.At(9, "vision_linear_res_fc2", "graphs/dots_ocr.graph:133"), "fc2", x2, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
 	} // graphs/dots_ocr.graph:123
-	launch(g.k.At(10, "vision_rmsnorm", "graphs/dots_ocr.graph:135"), "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
-	launch(g.k.At(11, "vision_layernorm", "graphs/dots_ocr.graph:137"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
-	launch(g.k.At(12, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
-	launch(g.k.At(13, "vision_linear_bias_out", "graphs/dots_ocr.graph:138"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
+	l.Launch(g.K.At(10, "vision_rmsnorm", "graphs/dots_ocr.graph:135"), "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
+	l.Launch(g.K.At(11, "vision_layernorm", "graphs/dots_ocr.graph:137"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
+	l.Launch(g.K.At(12, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	l.Launch(g.K.At(13, "vision_linear_bias_out", "graphs/dots_ocr.graph:138"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

@@ -18,44 +18,6 @@ type Config struct {
 	Act, Vact, Rtype, Rstype                                                                                       string
 }
 
-// Table lists every value, in declaration order, over c's fields.
-func (c *Config) Table() []model.ConfigValue {
-	return []model.ConfigValue{
-		{Name: "D", Path: "text_config.hidden_size|hidden_size", Into: &c.D, Kernels: 64},
-		{Name: "L", Path: "text_config.num_hidden_layers|num_hidden_layers", Into: &c.L},
-		{Name: "H", Path: "text_config.num_attention_heads|num_attention_heads", Into: &c.H, Kernels: 4},
-		{Name: "KV", Path: "text_config.num_key_value_heads|num_key_value_heads|text_config.num_attention_heads|num_attention_heads", Into: &c.KV, Kernels: 2},
-		{Name: "F", Path: "text_config.intermediate_size|intermediate_size", Into: &c.F, Kernels: 128},
-		{Name: "V", Path: "text_config.vocab_size|vocab_size", Into: &c.V, Kernels: 151936},
-		{Name: "eps", Path: "text_config.rms_norm_eps|rms_norm_eps", Into: &c.Eps, Kernels: float64(1e-06)},
-		{Name: "theta", Path: "text_config.rope_parameters.rope_theta|text_config.rope_theta|rope_parameters.rope_theta|rope_theta", Into: &c.Theta, Default: float64(1e+06), Kernels: float64(1e+06)},
-		{Name: "sect", Path: "text_config.rope_parameters.mrope_section|text_config.rope_scaling.mrope_section|rope_parameters.mrope_section|rope_scaling.mrope_section", Into: &c.Sect, Len: 3, Kernels: []int{2, 3, 3}},
-		{Name: "tied", Path: "tie_word_embeddings|text_config.tie_word_embeddings", Into: &c.Tied, Default: false},
-		{Name: "image_token", Path: "image_token_id", Into: &c.ImageToken},
-		{Name: "vision_start", Path: "vision_start_token_id", Into: &c.VisionStart},
-		{Name: "VD", Path: "vision_config.embed_dim", Into: &c.VD, Kernels: 32},
-		{Name: "VL", Path: "vision_config.depth", Into: &c.VL},
-		{Name: "VH", Path: "vision_config.num_heads", Into: &c.VH, Kernels: 2},
-		{Name: "ratio", Path: "vision_config.mlp_ratio", Into: &c.Ratio, Default: 4, Kernels: 4},
-		{Name: "C", Path: "vision_config.in_channels|vision_config.in_chans", Into: &c.C, Default: 3, Kernels: 3},
-		{Name: "P", Path: "vision_config.patch_size", Into: &c.P, Default: 14, Kernels: 14},
-		{Name: "TP", Path: "vision_config.temporal_patch_size", Into: &c.TP, Default: 2, Kernels: 2},
-		{Name: "M", Path: "vision_config.spatial_merge_size", Into: &c.M, Default: 2, Kernels: 2},
-		{Name: "VO", Path: "vision_config.hidden_size", Into: &c.VO},
-		{Name: "vtheta", Path: "vision_config.rope_parameters.rope_theta", Into: &c.Vtheta, Default: float64(10000.0), Kernels: float64(10000.0)},
-		{Name: "HD", Derived: "D / H", Into: &c.HD},
-		{Name: "VHD", Derived: "VD / VH", Into: &c.VHD},
-		{Name: "VF", Derived: "VD * ratio", Into: &c.VF},
-		{Name: "MD", Derived: "M * M * VD", Into: &c.MD},
-		{Name: "act", Path: "text_config.hidden_act|hidden_act", Into: &c.Act, Default: "silu"},
-		{Name: "vact", Path: "vision_config.hidden_act", Into: &c.Vact, Default: "quick_gelu"},
-		{Name: "sliding", Path: "text_config.use_sliding_window|use_sliding_window", Into: &c.Sliding, Default: false},
-		{Name: "rtype", Path: "text_config.rope_parameters.rope_type|rope_parameters.rope_type", Into: &c.Rtype, Default: "default"},
-		{Name: "rstype", Path: "text_config.rope_scaling.type|rope_scaling.type", Into: &c.Rstype, Default: "mrope"},
-		{Name: "positions.axes", Derived: "3", Into: &c.PositionsAxes},
-	}
-}
-
 // Derive fills the derived values and checks the requirements with r; an unsupported value is
 // refused by name.
 func (c *Config) Derive(r *model.Refusals) {
@@ -95,7 +57,8 @@ func (c *Config) Spec() model.Spec {
 }
 
 // Program is graphs/qwen2_vl.graph compiled for specialising at load (package specialize): its
-// config values, requirements and kernels with symbolic constants.
+// config values (model.ConfigTable reads them into a Config), requirements and kernels with
+// symbolic constants.
 //
 //go:embed program.json
 var Program []byte

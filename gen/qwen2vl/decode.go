@@ -22,21 +22,13 @@ type DecodeConfig struct {
 // Decode is graph decode at a family's config and limits: its weights, its memory plan and
 // its kernels.
 type Decode struct {
-	c DecodeConfig
-	w decodeWeights
-	p decodePlan
-	k *model.Kernels
+	model.Runner[DecodeConfig, decodeWeights, decodePlan]
 }
 
 // NewDecode is graph decode at config c and limits l, launching the kernels of
 // kernels/gen/KERNELS.hip.
 func NewDecode(c DecodeConfig, l model.Limits, kernels string) *Decode {
-	return &Decode{c: c, p: planDecode(&c, l), k: model.NewKernels(kernels, 15)}
-}
-
-// Plan is the graph's memory plan.
-func (g *Decode) Plan() model.GraphPlan {
-	return g.p.GraphPlan
+	return &Decode{model.NewRunner[DecodeConfig, decodeWeights](c, l, kernels, 15, planDecode)}
 }
 
 // decodeWeights holds the tensors graph decode reads, as 2-D views.
@@ -66,7 +58,7 @@ type decodeLmLayers struct {
 // Weights lists the tensors graph decode reads, named as graphs/qwen2_vl.graph declares them with
 // the chosen prefixes, each loading into g's weights.
 func (g *Decode) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.c, &g.w
+	c, w := &g.C, &g.W
 	var out []model.Weight
 	w.LmLayers = make([]decodeLmLayers, c.L)
 	out = append(out, model.WeightAt(prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight)) // graphs/qwen2_vl.graph:85
@@ -89,61 +81,50 @@ func (g *Decode) Weights(prefix map[string]string) []model.Weight {
 	if !c.Tied {
 		out = append(out, model.WeightAt("lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
 	} // graphs/qwen2_vl.graph:99
-	_ = c
 	return out
 }
 
-// decodePlan places the decode graph's buffers (offsets in elements) in its arenas.
+// decodePlan holds the offsets, in elements, of the decode graph's buffers in its arenas.
 type decodePlan struct {
-	ImageRows       int // F32 arena; holds image_rows, h, a, gather, logits
-	X               int // F32 arena; holds embed, x, down_proj, o_proj
-	QProj           int // F32 arena; holds q_proj, q, up_proj
-	KProj           int // F32 arena; holds k_proj, k, gate_proj, swiglu
-	V               int // F32 arena; holds v
-	Ids             int // I32 arena; holds ids
-	Pos             int // I32 arena; holds pos
-	ImageAt         int // I32 arena; holds image_at
-	LogitRows       int // I32 arena; holds logit_rows
-	RowsSeq         int // I32 arena; holds rows_seq
-	RowsPos         int // I32 arena; holds rows_pos
-	RowsPages       int // I32 arena; holds rows_pages
-	model.GraphPlan     // the arenas' elements and buffers
+	ImageRows int // F32 arena; holds image_rows, h, a, gather, logits
+	X         int // F32 arena; holds embed, x, down_proj, o_proj
+	QProj     int // F32 arena; holds q_proj, q, up_proj
+	KProj     int // F32 arena; holds k_proj, k, gate_proj, swiglu
+	V         int // F32 arena; holds v
+	Ids       int // I32 arena; holds ids
+	Pos       int // I32 arena; holds pos
+	ImageAt   int // I32 arena; holds image_at
+	LogitRows int // I32 arena; holds logit_rows
+	RowsSeq   int // I32 arena; holds rows_seq
+	RowsPos   int // I32 arena; holds rows_pos
+	RowsPages int // I32 arena; holds rows_pages
 }
 
-func planDecode(c *DecodeConfig, l model.Limits) (p decodePlan) {
+// planDecode places graph decode's buffers at config c and limits l.
+func planDecode(c *DecodeConfig, l model.Limits) (decodePlan, model.GraphPlan) {
 	R := l.Rows
-	_ = R
 	I := l.Rows
-	_ = I
 	S := l.Rows
-	_ = S
-	var f32, i32 model.Arena
-	p.ImageRows = f32.Place("decode.image_rows", 4, max(I*c.D, R*c.D, R*(c.H*c.HD), S*c.D, S*c.V))
-	p.X = f32.Place("decode.x", 4, max(R*c.D, S*c.D))
-	p.QProj = f32.Place("decode.q_proj", 4, max(R*(c.H*c.HD), R*c.F))
-	p.KProj = f32.Place("decode.k_proj", 4, max(R*(c.HD*c.KV), R*c.F))
-	p.V = f32.Place("decode.v", 4, R*(c.HD*c.KV))
-	p.Ids = i32.Place("decode.ids", 4, R)
-	p.Pos = i32.Place("decode.pos", 4, R*c.PositionsAxes)
-	p.ImageAt = i32.Place("decode.image_at", 4, I)
-	p.LogitRows = i32.Place("decode.logit_rows", 4, S)
-	p.RowsSeq = i32.Place("decode.rows_seq", 4, R)
-	p.RowsPos = i32.Place("decode.rows_pos", 4, R)
-	p.RowsPages = i32.Place("decode.rows_pages", 4, l.Parallel*((l.Context+l.PageSize-1)/l.PageSize))
-	p.GraphPlan = model.GraphPlan{
-		Buffers: append(f32.Buffers, i32.Buffers...),
-		F32:     f32.Size,
-		I32:     i32.Size,
-		Name:    "decode",
-	}
-	return
+	var p decodePlan
+	a := model.NewArenas("decode")
+	p.ImageRows = a.F32("image_rows", max(I*c.D, R*c.D, R*(c.H*c.HD), S*c.D, S*c.V))
+	p.X = a.F32("x", max(R*c.D, S*c.D))
+	p.QProj = a.F32("q_proj", max(R*(c.H*c.HD), R*c.F))
+	p.KProj = a.F32("k_proj", max(R*(c.HD*c.KV), R*c.F))
+	p.V = a.F32("v", R*(c.HD*c.KV))
+	p.Ids = a.I32("ids", R)
+	p.Pos = a.I32("pos", R*c.PositionsAxes)
+	p.ImageAt = a.I32("image_at", I)
+	p.LogitRows = a.I32("logit_rows", S)
+	p.RowsSeq = a.I32("rows_seq", R)
+	p.RowsPos = a.I32("rows_pos", R)
+	p.RowsPages = a.I32("rows_pages", l.Parallel*((l.Context+l.PageSize-1)/l.PageSize))
+	return p, a.Plan()
 }
 
 // Forward runs graph decode (graphs/qwen2_vl.graph:138) through l over the rows of one round and returns the logits of r.LogitRows.
 func (g *Decode) Forward(l *model.Launcher, r *model.Round) ([]float32, error) {
-	c, w, p := &g.c, &g.w, &g.p
-	launch := l.Launch
-	_, _, _ = c, w, p
+	c, w, p := &g.C, &g.W, &g.P
 	if r == nil || len(r.Tokens) == 0 {
 		return nil, fmt.Errorf("%s: the round has no rows", l.Family)
 	}
@@ -181,26 +162,26 @@ func (g *Decode) Forward(l *model.Launcher, r *model.Round) ([]float32, error) {
 	l.Write(rowsSeq, r.Seq, device.I32, "rows_seq", "[1, R]")
 	l.Write(rowsPos, r.Pos, device.I32, "rows_pos", "[1, R]")
 	l.Write(rowsPages, r.PageTable, device.I32, "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]")
-	launch(g.k.At(0, "decode_embed", "graphs/qwen2_vl.graph:140"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
+	l.Launch(g.K.At(0, "decode_embed", "graphs/qwen2_vl.graph:140"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
 	if I > 0 {
-		launch(g.k.At(1, "decode_scatter", "graphs/qwen2_vl.graph:140"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
+		l.Launch(g.K.At(1, "decode_scatter", "graphs/qwen2_vl.graph:140"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
 	}
 	for i := 0; i < c.L; i++ {
-		launch(g.k.At(2, "decode_rmsnorm", "graphs/qwen2_vl.graph:143"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		launch(g.k.At(3, "decode_linear_bias_rope", "graphs/qwen2_vl.graph:144"), "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		launch(g.k.At(4, "decode_linear_bias_rope_k_proj", "graphs/qwen2_vl.graph:145"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		launch(g.k.At(5, "decode_linear_bias", "graphs/qwen2_vl.graph:146"), "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
-		launch(g.k.At(6, "decode_attention", "graphs/qwen2_vl.graph:147"), "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
-		launch(g.k.At(7, "decode_linear_res", "graphs/qwen2_vl.graph:148"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
-		launch(g.k.At(8, "decode_rmsnorm", "graphs/qwen2_vl.graph:149"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		launch(g.k.At(9, "decode_linear", "graphs/qwen2_vl.graph:150"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
-		launch(g.k.At(10, "decode_linear_silu_mul", "graphs/qwen2_vl.graph:150"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
-		launch(g.k.At(11, "decode_linear_res_down_proj", "graphs/qwen2_vl.graph:150"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
+		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/qwen2_vl.graph:143"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(3, "decode_linear_bias_rope", "graphs/qwen2_vl.graph:144"), "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		l.Launch(g.K.At(4, "decode_linear_bias_rope_k_proj", "graphs/qwen2_vl.graph:145"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		l.Launch(g.K.At(5, "decode_linear_bias", "graphs/qwen2_vl.graph:146"), "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
+		l.Launch(g.K.At(6, "decode_attention", "graphs/qwen2_vl.graph:147"), "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
+		l.Launch(g.K.At(7, "decode_linear_res", "graphs/qwen2_vl.graph:148"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
+		l.Launch(g.K.At(8, "decode_rmsnorm", "graphs/qwen2_vl.graph:149"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(9, "decode_linear", "graphs/qwen2_vl.graph:150"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
+		l.Launch(g.K.At(10, "decode_linear_silu_mul", "graphs/qwen2_vl.graph:150"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
+		l.Launch(g.K.At(11, "decode_linear_res_down_proj", "graphs/qwen2_vl.graph:150"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:141
 	if S > 0 {
-		launch(g.k.At(12, "decode_gather", "graphs/qwen2_vl.graph:152"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
-		launch(g.k.At(13, "decode_rmsnorm", "graphs/qwen2_vl.graph:152"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
-		launch(g.k.At(14, "decode_linear_logits", "graphs/qwen2_vl.graph:153"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+		l.Launch(g.K.At(12, "decode_gather", "graphs/qwen2_vl.graph:152"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
+		l.Launch(g.K.At(13, "decode_rmsnorm", "graphs/qwen2_vl.graph:152"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(14, "decode_linear_logits", "graphs/qwen2_vl.graph:153"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}
 	return l.Finish(logits)
 }

@@ -7,7 +7,6 @@ import (
 
 	"tfc/runtime/device"
 	"tfc/runtime/model"
-	"tfc/runtime/positions"
 )
 
 // VisionConfig holds the config values graph vision (graphs/qwen2_vl.graph:114) reads; each family running the
@@ -20,21 +19,13 @@ type VisionConfig struct {
 // Vision is graph vision at a family's config and limits: its weights, its memory plan and
 // its kernels.
 type Vision struct {
-	c VisionConfig
-	w visionWeights
-	p visionPlan
-	k *model.Kernels
+	model.Runner[VisionConfig, visionWeights, visionPlan]
 }
 
 // NewVision is graph vision at config c and limits l, launching the kernels of
 // kernels/gen/KERNELS.hip.
 func NewVision(c VisionConfig, l model.Limits, kernels string) *Vision {
-	return &Vision{c: c, p: planVision(&c, l), k: model.NewKernels(kernels, 11)}
-}
-
-// Plan is the graph's memory plan.
-func (g *Vision) Plan() model.GraphPlan {
-	return g.p.GraphPlan
+	return &Vision{model.NewRunner[VisionConfig, visionWeights](c, l, kernels, 11, planVision)}
 }
 
 // visionWeights holds the tensors graph vision reads, as 2-D views.
@@ -68,7 +59,7 @@ type visionVisBlocks struct {
 // Weights lists the tensors graph vision reads, named as graphs/qwen2_vl.graph declares them with
 // the chosen prefixes, each loading into g's weights.
 func (g *Vision) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.c, &g.w
+	c, w := &g.C, &g.W
 	var out []model.Weight
 	w.VisBlocks = make([]visionVisBlocks, c.VL)
 	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_vl.graph:68
@@ -93,49 +84,35 @@ func (g *Vision) Weights(prefix map[string]string) []model.Weight {
 	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/qwen2_vl.graph:81
 	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/qwen2_vl.graph:82
 	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/qwen2_vl.graph:83
-	_ = c
 	return out
 }
 
-// visionPlan places the vision graph's buffers (offsets in elements) in its arenas.
+// visionPlan holds the offsets, in elements, of the vision graph's buffers in its arenas.
 type visionPlan struct {
-	Px              int // F32 arena; holds px, h, a, ln_q, out
-	X               int // F32 arena; holds x, fc2, proj, mlp0
-	Qkv             int // F32 arena; holds qkv, q, k, fc1
-	Pos             int // I32 arena; holds pos
-	Spans           int // I32 arena; holds spans
-	model.GraphPlan     // the arenas' elements and buffers
+	Px    int // F32 arena; holds px, h, a, ln_q, out
+	X     int // F32 arena; holds x, fc2, proj, mlp0
+	Qkv   int // F32 arena; holds qkv, q, k, fc1
+	Pos   int // I32 arena; holds pos
+	Spans int // I32 arena; holds spans
 }
 
-func planVision(c *VisionConfig, l model.Limits) (p visionPlan) {
+// planVision places graph vision's buffers at config c and limits l.
+func planVision(c *VisionConfig, l model.Limits) (visionPlan, model.GraphPlan) {
 	N := l.Patches
-	_ = N
-	var f32, i32 model.Arena
-	p.Px = f32.Place("vision.px", 4, max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.D))
-	p.X = f32.Place("vision.x", 4, max(N*c.VD, N/(c.M*c.M)*c.MD))
-	p.Qkv = f32.Place("vision.qkv", 4, max(N*(3*c.VD), N*c.VF))
-	p.Pos = i32.Place("vision.pos", 4, N*2)
-	p.Spans = i32.Place("vision.spans", 4, N+1)
-	p.GraphPlan = model.GraphPlan{
-		Buffers: append(f32.Buffers, i32.Buffers...),
-		F32:     f32.Size,
-		I32:     i32.Size,
-		Name:    "vision",
-	}
-	return
+	var p visionPlan
+	a := model.NewArenas("vision")
+	p.Px = a.F32("px", max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.D))
+	p.X = a.F32("x", max(N*c.VD, N/(c.M*c.M)*c.MD))
+	p.Qkv = a.F32("qkv", max(N*(3*c.VD), N*c.VF))
+	p.Pos = a.I32("pos", N*2)
+	p.Spans = a.I32("spans", N+1)
+	return p, a.Plan()
 }
 
 // Forward runs graph vision (graphs/qwen2_vl.graph:114) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
-	c, w, p := &g.c, &g.w, &g.p
-	launch := l.Launch
-	_, _, _ = c, w, p
-	N, err := model.ImagePatches(l.Family, grids, c.M, l.Lim.Patches)
-	if err != nil {
-		return nil, err
-	}
-	posData := positions.Vision2D(grids, c.M)
-	spanData := positions.Spans(grids)
+	c, w, p := &g.C, &g.W, &g.P
+	N, posData, spanData := l.Images(grids, c.M)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:115); here M = %v, N = %v", c.M, N)
 	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
@@ -155,18 +132,18 @@ func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
 	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
-	launch(g.k.At(0, "vision_linear", "graphs/qwen2_vl.graph:116"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: x})
+	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_vl.graph:116"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: x})
 	for i := 0; i < c.VL; i++ {
-		launch(g.k.At(1, "vision_layernorm", "graphs/qwen2_vl.graph:119"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm1Weight, B: w.VisBlocks[i].Norm1Bias, Y: h, Eps: float32(1e-06)})
-		launch(g.k.At(2, "vision_linear_bias_rope_rope", "graphs/qwen2_vl.graph:120,122,123"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
-		launch(g.k.At(3, "vision_attention", "graphs/qwen2_vl.graph:124"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
-		launch(g.k.At(4, "vision_linear_bias_res", "graphs/qwen2_vl.graph:125"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
-		launch(g.k.At(5, "vision_layernorm", "graphs/qwen2_vl.graph:126"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
-		launch(g.k.At(6, "vision_linear_bias_quick_gelu", "graphs/qwen2_vl.graph:127"), "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
-		launch(g.k.At(7, "vision_linear_bias_res_fc2", "graphs/qwen2_vl.graph:127"), "fc2", x, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, B: w.VisBlocks[i].MlpFc2Bias, Y: x, Res: x})
+		l.Launch(g.K.At(1, "vision_layernorm", "graphs/qwen2_vl.graph:119"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm1Weight, B: w.VisBlocks[i].Norm1Bias, Y: h, Eps: float32(1e-06)})
+		l.Launch(g.K.At(2, "vision_linear_bias_rope_rope", "graphs/qwen2_vl.graph:120,122,123"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		l.Launch(g.K.At(3, "vision_attention", "graphs/qwen2_vl.graph:124"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(4, "vision_linear_bias_res", "graphs/qwen2_vl.graph:125"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
+		l.Launch(g.K.At(5, "vision_layernorm", "graphs/qwen2_vl.graph:126"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
+		l.Launch(g.K.At(6, "vision_linear_bias_quick_gelu", "graphs/qwen2_vl.graph:127"), "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
+		l.Launch(g.K.At(7, "vision_linear_bias_res_fc2", "graphs/qwen2_vl.graph:127"), "fc2", x, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, B: w.VisBlocks[i].MlpFc2Bias, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:117
-	launch(g.k.At(8, "vision_layernorm", "graphs/qwen2_vl.graph:130"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
-	launch(g.k.At(9, "vision_linear_bias_gelu", "graphs/qwen2_vl.graph:131"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
-	launch(g.k.At(10, "vision_linear_bias", "graphs/qwen2_vl.graph:131"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
+	l.Launch(g.K.At(8, "vision_layernorm", "graphs/qwen2_vl.graph:130"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
+	l.Launch(g.K.At(9, "vision_linear_bias_gelu", "graphs/qwen2_vl.graph:131"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	l.Launch(g.K.At(10, "vision_linear_bias", "graphs/qwen2_vl.graph:131"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

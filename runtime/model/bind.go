@@ -58,16 +58,16 @@ type Spec struct {
 	Decoder           func(l Limits, kernels string) DecoderGraph
 }
 
-// FamilyConfig is the methods of a generated family's Config: the table of the values it binds,
-// what it derives and requires of them, and the family at those values.
+// FamilyConfig is the methods of a generated family's Config: what it derives and requires of
+// the values it binds (its table is the family's program's, ConfigTable), and the family at
+// those values.
 type FamilyConfig interface {
-	Table() []ConfigValue
 	Derive(r *Refusals) // fills the derived values, checking each requirement with r
 	Spec() Spec
 }
 
 // BindWith is the Bind of family f over its generated config type C: it reads config.json into
-// a C (ReadConfig), derives and checks it, refusing an unsupported value by name, and binds the
+// a C (ReadConfig over the table of f's program, ConfigTable), derives and checks it, refusing an unsupported value by name, and binds the
 // family's spec at it.
 func BindWith[C any, P interface {
 	*C
@@ -80,7 +80,11 @@ func BindWith[C any, P interface {
 			}
 		}()
 		c := P(new(C))
-		if err := ReadConfig(cfg, f.Name, c.Table()); err != nil {
+		table, err := ConfigTable(f.Program, c)
+		if err != nil {
+			return nil, err
+		}
+		if err := ReadConfig(cfg, f.Name, table); err != nil {
 			return nil, err
 		}
 		r := &Refusals{Family: f.Name}
@@ -88,7 +92,6 @@ func BindWith[C any, P interface {
 		if err := r.Err(); err != nil {
 			return nil, err
 		}
-		table := c.Table()
 		g := &Glue{
 			Family: f.Name, Graph: f.Graph, Kernels: f.Kernels,
 			Table: table, Prefixes: f.Prefixes, Spec: c.Spec(),

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"tfc/compiler/lower"
+	"tfc/compiler/specialize"
 )
 
 // ConfigValue is one value a family binds, as its generated table lists it: where config.json
@@ -19,6 +22,76 @@ type ConfigValue struct {
 	Default any
 	Len     int
 	Kernels any
+}
+
+// ConfigTable is the table of the values a family binds, read from its compiled program
+// (program.json: each value's paths or derivation, default, list length and the value the
+// committed kernels have) over the fields of cfg, a pointer to the family's generated Config:
+// each value fills the field of its Go name.
+func ConfigTable(program []byte, cfg any) ([]ConfigValue, error) {
+	p, err := specialize.Decode(program)
+	if err != nil {
+		return nil, err
+	}
+	st := reflect.ValueOf(cfg)
+	if st.Kind() != reflect.Pointer || st.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%s: the config is a %T, not a struct's pointer", p.Family, cfg)
+	}
+	out := make([]ConfigValue, len(p.Params))
+	for i, prm := range p.Params {
+		f := st.Elem().FieldByName(lower.GoName(prm.Name))
+		if !f.IsValid() {
+			return nil, fmt.Errorf("%s: the config has no field %s for %s", p.Family, lower.GoName(prm.Name), prm.Name)
+		}
+		v := ConfigValue{Name: prm.Name, Path: strings.Join(prm.Paths, "|"), Into: f.Addr().Interface(), Len: prm.Len}
+		if prm.Type != "ints" {
+			v.Len = 0
+		}
+		if prm.Derived != nil {
+			v.Path, v.Derived = "", prm.Derived.String()
+		} else if v.Default, err = constant(prm.Type, prm.Default); err == nil {
+			v.Kernels, err = constant(prm.Type, prm.Kernels)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", p.Family, prm.Name, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// constant is the Go value of literal x as a value of type typ (int, float, bool, string or
+// ints); nil for no literal.
+func constant(typ string, x *lower.Expr) (any, error) {
+	if x == nil {
+		return nil, nil
+	}
+	x, err := lower.Eval(x, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case typ == "int" && x.Op == "int":
+		return int(x.Int), nil
+	case typ == "float" && x.Op == "int":
+		return float64(x.Int), nil
+	case typ == "float" && x.Op == "float":
+		return x.Float, nil
+	case typ == "bool" && x.Op == "bool":
+		return x.Bool, nil
+	case typ == "string" && x.Op == "str":
+		return x.Str, nil
+	case typ == "ints" && x.Op == "list":
+		out := make([]int, len(x.Args))
+		for i, a := range x.Args {
+			if a.Op != "int" {
+				return nil, fmt.Errorf("%s is not a list of ints", x)
+			}
+			out[i] = int(a.Int)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s is not a literal %s", x, typ)
 }
 
 // ReadConfig fills the field of every value of vs that config.json holds, in order, through cfg;

@@ -31,10 +31,10 @@ func (e *emitter) fieldGroups(names []string) []Code {
 	return out
 }
 
-// config writes the Config struct, its table of values (model.ConfigValue: where config.json
-// holds each, its default, and the value the committed kernels have), Derive (the derived values
-// and the requirements), Spec (the family at those values: its KV cache, description and
-// graphs) and the embedded program.
+// config writes the Config struct (its table, where config.json holds each value, its default and
+// the value the committed kernels have, is the embedded program's: model.ConfigTable), Derive
+// (the derived values and the requirements), Spec (the family at those values: its KV cache,
+// description and graphs) and the embedded program.
 func (e *emitter) config(f *File) error {
 	p := e.p
 	var names []string
@@ -44,39 +44,6 @@ func (e *emitter) config(f *File) error {
 	f.Comment(fmt.Sprintf("Config holds the values %s binds from config.json (its config block, in that order", p.Source))
 	f.Comment("within each type).")
 	f.Type().Id("Config").Struct(e.fieldGroups(names)...)
-
-	typed := func(prm *lower.Param, x *lower.Expr) Code {
-		lit := x.Go(func(s string) string { return s })
-		if prm.Type == "float" {
-			return Float64().Call(Id(lit))
-		}
-		return Id(lit)
-	}
-	baked := lower.KernelParams(p)
-	var rows []Code
-	for _, prm := range p.Params {
-		row := []Code{field("Name", Lit(prm.Name))}
-		if prm.Derived != nil {
-			row = append(row, field("Derived", Lit(prm.Derived.String())))
-		} else {
-			row = append(row, field("Path", Lit(strings.Join(prm.Paths, "|"))))
-		}
-		row = append(row, field("Into", Op("&").Id("c."+lower.GoName(prm.Name))))
-		if prm.Default != nil && prm.Derived == nil {
-			row = append(row, field("Default", typed(prm, prm.Default)))
-		}
-		if prm.Type == "ints" && prm.Len > 0 {
-			row = append(row, field("Len", Lit(prm.Len)))
-		}
-		if prm.Spec != nil && prm.Derived == nil && baked[prm.Name] {
-			row = append(row, field("Kernels", typed(prm, prm.Spec)))
-		}
-		rows = append(rows, Values(row...))
-	}
-	f.Comment("Table lists every value, in declaration order, over c's fields.")
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("Table").Params().Index().Qual(modelPkg, "ConfigValue").Block(
-		Return(Index().Qual(modelPkg, "ConfigValue").Values(lines(rows)...)),
-	)
 
 	var body []Code
 	for _, prm := range p.Params {
@@ -111,7 +78,8 @@ func (e *emitter) config(f *File) error {
 
 	f.Anon("embed")
 	f.Comment(fmt.Sprintf("Program is %s compiled for specialising at load (package specialize): its", p.Source))
-	f.Comment("config values, requirements and kernels with symbolic constants.")
+	f.Comment("config values (model.ConfigTable reads them into a Config), requirements and kernels with")
+	f.Comment("symbolic constants.")
 	f.Comment("")
 	f.Comment("//go:embed program.json")
 	f.Var().Id("Program").Index().Byte()

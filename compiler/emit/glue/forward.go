@@ -184,7 +184,7 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 			}
 		}
 		source := f.e.p.Source + ":" + strings.Join(lines, ",")
-		site := Id("g").Dot("k").Dot("At").Call(Lit(f.n-1), Lit(strings.TrimPrefix(l.Kernel.Name, f.e.p.Package+"_")), Lit(source))
+		site := Id("g").Dot("K").Dot("At").Call(Lit(f.n-1), Lit(strings.TrimPrefix(l.Kernel.Name, f.e.p.Package+"_")), Lit(source))
 		// the launch shows its last op's output to Trace by the graph's name for it
 		args := []Code{site, Lit(""), Qual(devicePkg, "Tensor").Values()}
 		if last := l.Ops[len(l.Ops)-1].Out; last != nil {
@@ -193,7 +193,7 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 		for _, op := range l.Ops {
 			args = append(args, f.op(op))
 		}
-		launch := Id("launch").Call(args...)
+		launch := Id("l").Dot("Launch").Call(args...)
 		// a launch over rows that may number zero (image rows, logit rows) is skipped then;
 		// consecutive launches under one such guard share its block
 		rows := launchRows(l.Ops[0])
@@ -249,9 +249,6 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 	result := f.tensor(g.Output)
 
 	var body []Code
-	body = append(body, List(Id("c"), Id("w"), Id("p")).Op(":=").List(Op("&").Id("g").Dot("c"), Op("&").Id("g").Dot("w"), Op("&").Id("g").Dot("p")),
-		Id("launch").Op(":=").Id("l").Dot("Launch"),
-		Id("_").Op(",").Id("_").Op(",").Id("_").Op("=").Id("c").Op(",").Id("w").Op(",").Id("p"))
 	// dims from the host data
 	dimSet := map[string]bool{}
 	for _, d := range g.Sizes {
@@ -269,15 +266,15 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 			return nil, 0, fmt.Errorf("graph %s has no pixels input", g.Name)
 		}
 		n := lower.FromDim(px.Rows).Name
-		body = append(body, List(Id(n), Err()).Op(":=").Qual(modelPkg, "ImagePatches").Call(Id("l").Dot("Family"), Id("grids"), Id(merge), Id("l").Dot("Lim").Dot("Patches")),
-			If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())))
-		defined[n] = true
+		pos, spans := Id("_"), Id("_")
 		if input(g, "positions2d") != nil {
-			body = append(body, Id("posData").Op(":=").Qual(posPkg, "Vision2D").Call(Id("grids"), Id(merge)))
+			pos = Id("posData")
 		}
 		if input(g, "spans") != nil {
-			body = append(body, Id("spanData").Op(":=").Qual(posPkg, "Spans").Call(Id("grids")))
+			spans = Id("spanData")
 		}
+		body = append(body, List(Id(n), pos, spans).Op(":=").Id("l").Dot("Images").Call(Id("grids"), Id(merge)))
+		defined[n] = true
 	} else {
 		body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s: the round has no rows"), Id("l").Dot("Family")))))
 		for _, in := range g.Inputs {
@@ -337,6 +334,7 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 	body = append(body, writes...)
 	body = append(body, launches...)
 	body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
+	body = append(receiverFields(body, "c", "w", "p"), body...)
 	recv := Params(Id("g").Op("*").Id(t))
 	var out []Code
 	if g.Role == "vision" {

@@ -18,7 +18,6 @@ import (
 const (
 	devicePkg = "tfc/runtime/device"
 	modelPkg  = "tfc/runtime/model"
-	posPkg    = "tfc/runtime/positions"
 )
 
 // Files returns the glue of p as file name → formatted Go source: config.go (the config, its
@@ -73,7 +72,6 @@ func (e *emitter) newFile() *File {
 	f.HeaderComment(Header(e.p.Source))
 	f.ImportName(devicePkg, "device")
 	f.ImportName(modelPkg, "model")
-	f.ImportName(posPkg, "positions")
 	f.NoFormat = true
 	return f
 }

@@ -2,7 +2,6 @@ package glue
 
 import (
 	"fmt"
-	"strings"
 
 	. "github.com/dave/jennifer/jen"
 
@@ -20,15 +19,8 @@ func arenaRef(a *lower.Arena) string {
 	return "l.F32"
 }
 
-func dtypeSize(dt string) int {
-	if dt == "BF16" || dt == "F16" {
-		return 2
-	}
-	return 4
-}
-
-// graphPlan is graph g's memory plan: buffer offsets and arena sizes in elements as functions of
-// the limits, and the byte totals Plan reports.
+// graphPlan is graph g's memory plan: the offsets of its buffers in elements (a struct the
+// runner keeps) and its arenas' sizes, as functions of the limits, placed by model.Arenas.
 func (e *emitter) graphPlan(g *lower.Graph, t string) []Code {
 	var fields []Code
 	for _, a := range g.Arenas {
@@ -36,40 +28,37 @@ func (e *emitter) graphPlan(g *lower.Graph, t string) []Code {
 			fields = append(fields, Id(lower.GoName(b.Name)).Int().Comment(fmt.Sprintf("%s arena; holds %s", a.DType, holds(b))))
 		}
 	}
-	fields = append(fields, Qual(modelPkg, "GraphPlan").Comment("the arenas' elements and buffers"))
 	var out []Code
-	out = append(out, Comment(fmt.Sprintf("%s places the %s graph's buffers (offsets in elements) in its arenas.", planType(g), g.Name)).Line().Add(Type().Id(planType(g)).Struct(fields...)))
+	out = append(out, Comment(fmt.Sprintf("%s holds the offsets, in elements, of the %s graph's buffers in its arenas.", planType(g), g.Name)).Line().Add(Type().Id(planType(g)).Struct(fields...)))
 
-	body := []Code{}
-	for _, d := range g.Sizes {
-		body = append(body, Id(d.Name).Op(":=").Id(lower.FromDim(d.Limit).Go(limitRef("l"))), Id("_").Op("=").Id(d.Name))
-	}
 	ref := func(x *lower.Expr) string { return e.goExpr(x, limitRef("l")) }
-	arena := func(a *lower.Arena) string { return strings.ToLower(a.DType) }
-	var names []Code
-	for _, a := range g.Arenas {
-		names = append(names, Id(arena(a)))
-	}
-	body = append(body, Var().List(names...).Qual(modelPkg, "Arena"))
+	read := map[string]bool{}
 	for _, a := range g.Arenas {
 		for _, b := range a.Buffers {
-			body = append(body, Id("p."+lower.GoName(b.Name)).Op("=").Id(arena(a)).Dot("Place").Call(Lit(g.Name+"."+b.Name), Lit(dtypeSize(a.DType)), Id(ref(b.Size))))
+			for _, r := range b.Size.Refs() {
+				read[r] = true
+			}
 		}
 	}
-	plan := Dict{Id("Name"): Lit(g.Name)}
-	var bufs []Code
+	body := []Code{}
+	for _, d := range g.Sizes {
+		if read[d.Name] {
+			body = append(body, Id(d.Name).Op(":=").Id(lower.FromDim(d.Limit).Go(limitRef("l"))))
+		}
+	}
+	body = append(body, Var().Id("p").Id(planType(g)), Id("a").Op(":=").Qual(modelPkg, "NewArenas").Call(Lit(g.Name)))
 	for _, a := range g.Arenas {
-		plan[Id(a.DType)] = Id(arena(a)).Dot("Size")
-		bufs = append(bufs, Id(arena(a)).Dot("Buffers"))
+		place := "F32"
+		if a.DType == "I32" {
+			place = "I32"
+		}
+		for _, b := range a.Buffers {
+			body = append(body, Id("p."+lower.GoName(b.Name)).Op("=").Id("a").Dot(place).Call(Lit(b.Name), Id(ref(b.Size))))
+		}
 	}
-	all := bufs[0]
-	for _, b := range bufs[1:] {
-		all = Append(all, Add(b).Op("..."))
-	}
-	plan[Id("Buffers")] = all
-	body = append(body, Id("p.GraphPlan").Op("=").Qual(modelPkg, "GraphPlan").Values(plan))
-	body = append(body, Return())
-	out = append(out, Func().Id(planFunc(g)).Params(Id("c").Op("*").Id(t+"Config"), Id("l").Qual(modelPkg, "Limits")).Params(Id("p").Id(planType(g))).Block(body...))
+	body = append(body, Return(Id("p"), Id("a").Dot("Plan").Call()))
+	out = append(out, Comment(fmt.Sprintf("%s places graph %s's buffers at config c and limits l.", planFunc(g), g.Name)).Line().
+		Add(Func().Id(planFunc(g)).Params(Id("c").Op("*").Id(t+"Config"), Id("l").Qual(modelPkg, "Limits")).Params(Id(planType(g)), Qual(modelPkg, "GraphPlan")).Block(body...)))
 	return out
 }
 

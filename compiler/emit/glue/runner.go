@@ -2,6 +2,7 @@ package glue
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	. "github.com/dave/jennifer/jen"
@@ -35,18 +36,12 @@ func (e *emitter) graphFile(f *File, g *lower.Graph) ([]string, error) {
 	f.Type().Id(t + "Config").Struct(e.fieldGroups(names)...)
 	f.Comment(fmt.Sprintf("%s is graph %s at a family's config and limits: its weights, its memory plan and", t, g.Name))
 	f.Comment("its kernels.")
-	f.Type().Id(t).Struct(
-		Id("c").Id(t+"Config"),
-		Id("w").Id(lowerFirst(t)+"Weights"),
-		Id("p").Id(lowerFirst(t)+"Plan"),
-		Id("k").Op("*").Qual(modelPkg, "Kernels"),
-	)
+	runner := Qual(modelPkg, "Runner").Types(Id(t+"Config"), Id(lowerFirst(t)+"Weights"), Id(planType(g)))
+	f.Type().Id(t).Struct(runner)
 	f.Comment(fmt.Sprintf("New%s is graph %s at config c and limits l, launching the kernels of", t, g.Name))
 	f.Comment("kernels/gen/KERNELS.hip.")
 	f.Func().Id("New"+t).Params(Id("c").Id(t+"Config"), Id("l").Qual(modelPkg, "Limits"), Id("kernels").String()).Op("*").Id(t).Block(
-		Return(Op("&").Id(t).Values(field("c", Id("c")), field("p", Id("plan"+t).Call(Op("&").Id("c"), Id("l"))), field("k", Qual(modelPkg, "NewKernels").Call(Id("kernels"), Lit(sites))))))
-	f.Comment("Plan is the graph's memory plan.")
-	f.Func().Params(Id("g").Op("*").Id(t)).Id("Plan").Params().Qual(modelPkg, "GraphPlan").Block(Return(Id("g").Dot("p").Dot("GraphPlan")))
+		Return(Op("&").Id(t).Values(Qual(modelPkg, "NewRunner").Types(Id(t+"Config"), Id(lowerFirst(t)+"Weights")).Call(Id("c"), Id("l"), Id("kernels"), Lit(sites), Id(planFunc(g))))))
 	for _, c := range w {
 		f.Add(c)
 	}
@@ -124,7 +119,6 @@ func (e *emitter) graphWeights(g *lower.Graph, t string) []Code {
 	}
 
 	var body []Code
-	body = append(body, List(Id("c"), Id("w")).Op(":=").List(Op("&").Id("g").Dot("c"), Op("&").Id("g").Dot("w")))
 	body = append(body, Var().Id("out").Index().Qual(modelPkg, "Weight"))
 	count := map[string]*lower.Expr{}
 	for _, w := range ws {
@@ -180,8 +174,26 @@ func (e *emitter) graphWeights(g *lower.Graph, t string) []Code {
 		}
 		body = append(body, For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(count[w.Group], nil)), Id("i").Op("++")).Block(loop...))
 	}
-	body = append(body, Id("_").Op("=").Id("c"), Return(Id("out")))
+	body = append(body, Return(Id("out")))
+	body = append(receiverFields(body, "c", "w"), body...)
 	out = append(out, Comment(fmt.Sprintf("Weights lists the tensors graph %s reads, named as %s declares them with", g.Name, e.p.Source)).Line().
 		Comment("the chosen prefixes, each loading into g's weights.").Line().Add(Func().Params(Id("g").Op("*").Id(t)).Id("Weights").Params(Id("prefix").Map(String()).String()).Index().Qual(modelPkg, "Weight").Block(body...)))
 	return out
+}
+
+// receiverFields is the line that names the runner's fields body reads (c, w and p for g.C, g.W
+// and g.P), of those in names; nil when it reads none.
+func receiverFields(body []Code, names ...string) []Code {
+	src := Block(body...).GoString()
+	var ids, vals []Code
+	for _, n := range names {
+		if regexp.MustCompile(`\b` + n + `\.`).MatchString(src) {
+			ids = append(ids, Id(n))
+			vals = append(vals, Op("&").Id("g").Dot(strings.ToUpper(n)))
+		}
+	}
+	if ids == nil {
+		return nil
+	}
+	return []Code{List(ids...).Op(":=").List(vals...)}
 }
