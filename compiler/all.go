@@ -16,10 +16,24 @@ import (
 const RegistryFile = "gen/registry/registry.go"
 
 // Fixture is the tiny checkpoint a family's kernels are specialised for, the one its oracle
-// writes: testdata/NAME-tiny, underscores in NAME written as dashes.
+// writes: testdata/NAME-tiny, underscores in NAME written as dashes, except that an underscore
+// between two digits is a version's point (qwen2_5_vl: testdata/qwen2.5-vl-tiny).
 func Fixture(family string) string {
-	return "testdata/" + strings.ReplaceAll(family, "_", "-") + "-tiny"
+	b := []byte(family)
+	for i, ch := range b {
+		if ch != '_' {
+			continue
+		}
+		if i > 0 && i+1 < len(b) && isDigit(b[i-1]) && isDigit(b[i+1]) {
+			b[i] = '.'
+		} else {
+			b[i] = '-'
+		}
+	}
+	return "testdata/" + string(b) + "-tiny"
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // CompileAll compiles every graphs/*.graph under root, each specialised for its fixture's
 // config.json and a KV cache page of pageSize rows, and returns every generated file by path

@@ -30,7 +30,7 @@ checkpoint config.json; without it only the Go glue is written. -explain prints 
 schedule (each kernel, the graph ops it fuses and their lines, its buffers) and the memory plan
 instead of writing files; with -specialize, also each kernel's schedule at that config (tile,
 parameters, grids), as kernels/gen/<family>.schedule.json hands it to the GPU backends. -all compiles every graphs/*.graph, each specialised for its tiny
-checkpoint testdata/NAME-tiny (underscores as dashes), and writes gen/registry, which links them
+checkpoint testdata/NAME-tiny (underscores as dashes, between digits as points), and writes gen/registry, which links them
 all into a binary: what go generate runs.`,
 		// Go-style flags (-explain as well as --explain): parsed by package flag.
 		DisableFlagParsing: true,

@@ -498,6 +498,10 @@ func (c *checker) require(e *syntax.Expr, sc *scope) *ir.Require {
 		c.errorf(e.Pos, "require needs a comparison such as D %% H == 0, or a bool config value; got %s", src)
 		return nil
 	}
+	if e.Cond.Op == "in" {
+		c.errorf(e.Pos, "require compares ints; in selects spans by a layer index inside a graph (i in list ? a : b)")
+		return nil
+	}
 	l, ok1 := c.evalSum(e.Cond.Left, sc)
 	r, ok2 := c.evalSum(e.Cond.Right, sc)
 	if !ok1 || !ok2 {
@@ -725,7 +729,7 @@ func (c *checker) weightDecl(wd *syntax.WeightDecl) {
 // knownRules are the runtime rules a family may name, with their arguments; a trailing ? marks
 // an optional one.
 var knownRules = map[string]map[string][]string{
-	"image":     {"qwen2_vl": {"patch", "temporal", "merge", "image_token?"}},
+	"image":     {"qwen2_vl": {"patch", "temporal", "merge", "image_token?", "window?"}},
 	"positions": {"mrope": {"image_token", "merge", "vision_start?"}, "sequence": {}},
 }
 

@@ -372,6 +372,9 @@ func (c *checker) ident(name string, p lexer.Position, sc *scope) (val, bool) {
 
 // ternary is `cond ? a : b` over weights: a select node decided when the config is bound.
 func (c *checker) ternary(e *syntax.Expr, sc *scope) (val, bool) {
+	if e.Cond.Op == "in" {
+		return c.layerTernary(e, sc)
+	}
 	cond, ok := c.evalSum(e.Cond.Left, sc)
 	if !ok || e.Cond.Op != "" {
 		if ok {
@@ -402,6 +405,60 @@ func (c *checker) ternary(e *syntax.Expr, sc *scope) (val, bool) {
 		{v: b, pos: e.Else.Pos, cond: &ir.Cond{Name: cond.name, Not: !cond.not}},
 		{key: "cond", v: cond, pos: e.Cond.Pos, keyPos: e.Cond.Pos}}, sc)
 	return out, ok
+}
+
+// layerTernary is `i in list ? a : b` over spans: a select node decided at each layer, a when
+// the loop index i is an element of the int list config value list, else b.
+func (c *checker) layerTernary(e *syntax.Expr, sc *scope) (val, bool) {
+	if sc.graph == nil {
+		c.errorf(e.Pos, "?: selects inside a graph")
+		return val{}, false
+	}
+	left := bareOperand(&syntax.Expr{Cond: &syntax.Cmp{Left: e.Cond.Left}})
+	index := ""
+	if left != nil && len(left.Suffix) == 0 && left.X.Ident != "" {
+		if _, inLoop := c.loopCount(left.X.Ident); inLoop {
+			index = left.X.Ident
+		}
+	}
+	if index == "" {
+		c.errorf(e.Cond.Left.Pos, "the left of in is a loop index (for i < N); %s is not", sumSrc(e.Cond.Left))
+		return val{}, false
+	}
+	right := bareOperand(&syntax.Expr{Cond: &syntax.Cmp{Left: e.Cond.Right}})
+	list := ""
+	if right != nil && len(right.Suffix) == 0 && right.X.Ident != "" {
+		if cv, ok := c.config[right.X.Ident]; ok && cv.Type == ir.IntList {
+			list = right.X.Ident
+		}
+	}
+	if list == "" {
+		c.errorf(e.Cond.Right.Pos, "the right of in is an int list config value such as fullatt; %s is not", sumSrc(e.Cond.Right))
+		return val{}, false
+	}
+	a, ok1 := c.eval(e.Then, sc)
+	b, ok2 := c.eval(e.Else, sc)
+	if !ok1 || !ok2 {
+		return val{}, false
+	}
+	for _, x := range []struct {
+		v val
+		p lexer.Position
+	}{{a, e.Then.Pos}, {b, e.Else.Pos}} {
+		if x.v.kind != vValue || x.v.v.Kind != ir.Spans {
+			c.errorf(x.p, "%s ? a : b by a layer index selects spans; %s is %s", syntax.ExprString(&syntax.Expr{Cond: e.Cond}), x.v.src, x.v.describe())
+			return val{}, false
+		}
+	}
+	gs := sc.graph
+	n := &ir.Node{Op: ir.OpSelect, Pos: pos(e.Pos),
+		Args:  []*ir.Arg{{Role: "a", Value: a.v, Pos: pos(e.Then.Pos)}, {Role: "b", Value: b.v, Pos: pos(e.Else.Pos)}},
+		Attrs: []*ir.Attr{{Name: "cond", Kind: ir.AttrBool, BoolName: list, BoolIndex: index, Pos: pos(e.Cond.Pos)}}}
+	out := gs.value("", ir.Spans, a.v.Shape, a.v.DType, e.Pos)
+	out.Def = n
+	n.Outs = []*ir.Value{out}
+	*gs.block = append(*gs.block, n)
+	return val{kind: vValue, v: out, pos: e.Pos, src: syntax.ExprString(e)}, true
 }
 
 // call evaluates `name(args)`: sum over an int list, or an op.

@@ -387,6 +387,7 @@ type Attr struct {
 	Bool       bool
 	BoolName   string
 	BoolNot    bool
+	BoolIndex  string // the condition is "BoolIndex in BoolName": a loop index in an int list config value
 	Enum       string
 	Ints       []Dim
 	Inferred   bool // filled in by the checker rather than written

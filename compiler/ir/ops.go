@@ -24,7 +24,7 @@ const (
 	OpSplit     Op = "split"      // equal column slices (views)
 	OpMerge     Op = "merge"      // factor consecutive rows joined into one (a view)
 	OpFlatten   Op = "flatten"    // a weight seen as [d0, d1*d2*…] (a view)
-	OpSelect    Op = "select"     // cond ? a : b over weights, fixed at bind time
+	OpSelect    Op = "select"     // cond ? a : b over weights, fixed at bind time, or over spans by layer
 	OpLoop      Op = "loop"       // for i < n { … }; see Loop
 )
 
@@ -157,9 +157,9 @@ var catalog = map[Op]*OpSpec{
 		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows joined; divides the row count"}}},
 	OpFlatten: {Op: OpFlatten, Doc: "a weight [d0, d1, …] seen as [d0, d1*…], as a view", Args: []ArgSpec{
 		{Role: "weight", Kinds: weight}}},
-	OpSelect: {Op: OpSelect, Doc: "cond ? a : b over weights, decided when the config is bound", Args: []ArgSpec{
+	OpSelect: {Op: OpSelect, Doc: "cond ? a : b over weights, decided when the config is bound, or over spans by a layer index (i in list)", Args: []ArgSpec{
 		{Role: "a", Kinds: weight}, {Role: "b", Kinds: weight}},
-		Attrs: []AttrSpec{{Name: "cond", Kind: AttrBool, Required: true, Doc: "a bool config value, possibly negated"}}},
+		Attrs: []AttrSpec{{Name: "cond", Kind: AttrBool, Required: true, Doc: "a bool config value, possibly negated; or i in list, a loop index in an int list config value"}}},
 }
 
 // Spec returns the catalog entry of op, or nil for an unknown op and for OpLoop.

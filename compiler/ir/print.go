@@ -36,6 +36,9 @@ func (a *Attr) String() string {
 		}
 		return strconv.FormatFloat(a.Float, 'g', -1, 64)
 	case AttrBool:
+		if a.BoolIndex != "" {
+			return a.BoolIndex + " in " + a.BoolName
+		}
 		if a.BoolName != "" {
 			if a.BoolNot {
 				return "!" + a.BoolName

@@ -12,7 +12,7 @@ import (
 // reference, or an operator applied to arguments. Sizes and offsets of the memory plan, op
 // attributes and config requirements are Exprs; the emitters print them as Go or as text.
 type Expr struct {
-	Op    string  `json:"op"` // int, float, bool, enum, ref, list, neg, !, + - * / %, == != < <= > >=, && ||, max, sum, ?:
+	Op    string  `json:"op"` // int, float, bool, enum, ref, list, neg, !, + - * / %, == != < <= > >=, && ||, in, max, sum, ?:
 	Int   int64   `json:"int,omitempty"`
 	Float float64 `json:"float,omitempty"`
 	Bool  bool    `json:"bool,omitempty"`
@@ -167,7 +167,7 @@ func (e *Expr) Refs() []string {
 	return out
 }
 
-var prec = map[string]int{"?:": 1, "||": 2, "&&": 3, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+var prec = map[string]int{"?:": 1, "||": 2, "&&": 3, "in": 4, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
 
 // String prints e in the graph language's notation.
 func (e *Expr) String() string { return e.format(func(n string) string { return n }, false) }
@@ -230,6 +230,10 @@ func (e *Expr) format(ref func(string) string, goSyntax bool) string {
 			return "model.SumInts(" + strings.Join(parts, ", ") + ")"
 		}
 		return e.Op + "(" + strings.Join(parts, ", ") + ")"
+	case "in":
+		if goSyntax {
+			return fmt.Sprintf("model.In(%s, %s)", e.Args[0].format(ref, true), e.Args[1].format(ref, true))
+		}
 	case "?:":
 		if goSyntax {
 			return fmt.Sprintf("model.Cond(%s, %s, %s)", e.Args[0].format(ref, true), e.Args[1].format(ref, true), e.Args[2].format(ref, true))
@@ -355,6 +359,13 @@ func Eval(e *Expr, env map[string]*Expr) (*Expr, error) {
 			}
 		}
 		return m, nil
+	case "in":
+		for _, x := range args[1].Args {
+			if x.Op == "int" && x.Int == args[0].Int {
+				return Bool(true), nil
+			}
+		}
+		return Bool(false), nil
 	case "&&":
 		return Bool(args[0].Bool && args[1].Bool), nil
 	case "||":

@@ -204,6 +204,9 @@ func attrExpr(a *ir.Attr) *Expr {
 		}
 		return Float(a.Float)
 	case ir.AttrBool:
+		if a.BoolIndex != "" {
+			return Bin("in", Ref(a.BoolIndex), Ref(a.BoolName))
+		}
 		if a.BoolName == "" {
 			return Bool(a.Bool)
 		}
@@ -249,6 +252,15 @@ var decoderRoles = map[string]string{
 	"pos": "positions", "positions": "positions",
 	"image_rows": "image_rows", "image_at": "image_at",
 	"logit_rows": "logit_rows",
+}
+
+// visionRoles maps a vision graph's param names to the window layout the runtime computes from
+// the image grids and the image rule's window (its side in merged units): the permutation of the
+// patch rows into window order, its inverse over the merged rows, the 2-D positions in window
+// order and the window spans. The other inputs take their roles by kind and dtype.
+var visionRoles = map[string]string{
+	"window_order": "window_order", "window_inverse": "window_inverse",
+	"window_pos": "window_pos", "window_spans": "window_spans",
 }
 
 type translator struct {
@@ -312,7 +324,11 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			t.env[prm] = t.b.Special(prm.Name, "cache", CacheRef, l, w, ps)
 			continue
 		case ir.Spans:
-			t.env[prm] = t.b.Input(prm.Name, "spans", "I32", ir.Const(1), ir.Var(t.b.G.Sizes[0].Name).Add(ir.Const(1)), ps)
+			r := "spans"
+			if role == "vision" && visionRoles[prm.Name] == "window_spans" {
+				r = "window_spans"
+			}
+			t.env[prm] = t.b.Input(prm.Name, r, "I32", ir.Const(1), ir.Var(t.b.G.Sizes[0].Name).Add(ir.Const(1)), ps)
 			continue
 		}
 		dt := "F32"
@@ -327,12 +343,14 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			}
 		} else {
 			switch {
+			case visionRoles[prm.Name] != "" && visionRoles[prm.Name] != "window_spans" && dt == "I32":
+				r = visionRoles[prm.Name]
 			case dt == "F32" && !pixels:
 				r, pixels = "pixels", true
 			case dt == "I32" && len(prm.Shape) == 2:
 				r = "positions2d"
 			default:
-				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32", ps, prm.Name)
+				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32, or name a window input window_order, window_inverse, window_pos or window_spans", ps, prm.Name)
 			}
 		}
 		t.env[prm] = t.b.Input(prm.Name, r, dt, rows, cols, ps)

@@ -326,7 +326,7 @@ func signature(ops []*Op) string {
 			if v := a.Value; !v.Cols.IsZero() {
 				b.WriteString(":" + FromDim(v.Cols).String())
 			}
-			if v := a.Value; v.Kind == WeightRef || v.Kind == Select {
+			if v := a.Value; v.IsWeight() {
 				b.WriteString("x" + FromDim(v.Rows).String())
 			}
 			if v := a.Value; v.Kind == View && v.ColLo != nil {

@@ -326,8 +326,11 @@ func enclosedBy(defLoop map[*Value]*Loop, v *Value, l *Loop) bool {
 
 // operands lists the tensors a value stands for: itself, or the tensors of a rows description.
 func operands(v *Value) []*Value {
-	if v.Kind == RowsRef {
+	switch v.Kind {
+	case RowsRef:
 		return []*Value{v.RowSeq, v.RowPos, v.PageTable}
+	case Select:
+		return append(operands(v.Then), operands(v.Else)...)
 	}
 	return []*Value{v}
 }

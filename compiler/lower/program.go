@@ -268,7 +268,7 @@ const (
 	View                        // columns or a reshape of another value
 	Alias                       // the same tensor as another value (an op that works in place)
 	WeightRef                   // a weight tensor, indexed by a loop variable for per-layer families
-	Select                      // one of two weights by a config condition
+	Select                      // one of two weights by a config condition, or of two spans by a layer index
 	CacheRef                    // one layer's KV cache
 	RowsRef                     // the round's rows description
 )
@@ -304,6 +304,11 @@ type Value struct {
 	class *class
 	first int // schedule index of the definition (-1 for inputs)
 	last  int // schedule index of the last use
+}
+
+// IsWeight reports whether v is a weight: a weight tensor or a select between weights.
+func (v *Value) IsWeight() bool {
+	return v.Kind == WeightRef || (v.Kind == Select && v.Then.IsWeight())
 }
 
 // Storage follows views and aliases to the value that owns the data.

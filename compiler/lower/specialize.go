@@ -187,7 +187,7 @@ func KernelParams(p *Program) map[string]bool {
 			}
 			for _, a := range op.Args {
 				addExpr(FromDim(a.Value.Cols))
-				if a.Value.Kind == WeightRef || a.Value.Kind == Select {
+				if a.Value.IsWeight() {
 					addExpr(FromDim(a.Value.Rows))
 				}
 				if a.Value.ColLo != nil {

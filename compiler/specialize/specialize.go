@@ -84,7 +84,7 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 			o.Act = a.Name
 		}
 		for _, a := range op.Args {
-			if a.Value.Kind == lower.WeightRef || a.Value.Kind == lower.Select {
+			if a.Value.IsWeight() {
 				o.Weights = append(o.Weights, a.Field)
 			}
 		}

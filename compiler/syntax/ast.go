@@ -237,11 +237,11 @@ type Expr struct {
 	Else *Expr `parser:"\":\" @@)?"`
 }
 
-// Cmp is `a OP b` or a sum.
+// Cmp is `a OP b` or a sum; `i in list` tests a layer index against an int list.
 type Cmp struct {
 	Pos   lexer.Position
 	Left  *Sum   `parser:"@@"`
-	Op    string `parser:"( @(\"==\" | \"!=\" | \"<=\" | \">=\" | \"<\" | \">\")"`
+	Op    string `parser:"( @(\"==\" | \"!=\" | \"<=\" | \">=\" | \"<\" | \">\" | \"in\")"`
 	Right *Sum   `parser:"@@ )?"`
 }
 

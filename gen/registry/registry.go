@@ -7,6 +7,7 @@ package registry
 
 import (
 	"tfc/gen/dotsocr"
+	"tfc/gen/qwen25vl"
 	"tfc/gen/qwen2vl"
 	"tfc/runtime/model"
 )
@@ -23,6 +24,7 @@ type Family struct {
 // Families lists every family of graphs/, by file name.
 var Families = []Family{
 	{Name: "dots_ocr", Graph: "graphs/dots_ocr.graph", Kernels: "dotsocr.hip", Fixture: "testdata/dots-ocr-tiny", PageSize: 16},
+	{Name: "qwen2_5_vl", Graph: "graphs/qwen2_5_vl.graph", Kernels: "qwen25vl.hip", Fixture: "testdata/qwen2.5-vl-tiny", PageSize: 16},
 	{Name: "qwen2_vl", Graph: "graphs/qwen2_vl.graph", Kernels: "qwen2vl.hip", Fixture: "testdata/qwen2-vl-tiny", PageSize: 16},
 }
 
@@ -33,5 +35,6 @@ func register(f *model.Family, bind func(*model.Family) func(model.Config) (mode
 }
 func init() {
 	register(&model.Family{Name: "dots_ocr", ModelTypes: []string{"dots_ocr"}, Architectures: []string{"DotsOCRForCausalLM"}, Graph: "graphs/dots_ocr.graph", Kernels: "dotsocr", KernelsPage: 16, OCR: &model.OCR{Prompt: "Please output the layout information from the PDF image, including each layout element's bbox, its category, and the corresponding text content within the bbox.\n\n1. Bbox format: [x1, y1, x2, y2]\n\n2. Layout Categories: The possible categories are ['Caption', 'Footnote', 'Formula', 'List-item', 'Page-footer', 'Page-header', 'Picture', 'Section-header', 'Table', 'Text', 'Title'].\n\n3. Text Extraction & Formatting Rules:\n    - Picture: For the 'Picture' category, the text field should be omitted.\n    - Formula: Format its text as LaTeX.\n    - Table: Format its text as HTML.\n    - All Others (Text, Title, etc.): Format their text as Markdown.\n\n4. Constraints:\n    - The output text must be the original text from the image, with no translation.\n    - All layout elements must be sorted according to human reading order.\n\n5. Final Output: The entire output must be a single JSON object.\n", DPI: 200}, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"vision_tower"}, Probe: ".patch_embed.patchifier.proj.weight", Source: "graphs/dots_ocr.graph:70"}, {Name: "lm", Alts: []string{"model"}, Probe: ".embed_tokens.weight", Source: "graphs/dots_ocr.graph:71"}}, Program: dotsocr.Program}, model.BindWith[dotsocr.Config])
+	register(&model.Family{Name: "qwen2_5_vl", ModelTypes: []string{"qwen2_5_vl"}, Architectures: []string{"Qwen2_5_VLForConditionalGeneration"}, Graph: "graphs/qwen2_5_vl.graph", Kernels: "qwen25vl", KernelsPage: 16, OCR: &model.OCR{Prompt: "Read all the text in this image.", DPI: 200}, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_5_vl.graph:68"}, {Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_5_vl.graph:69"}}, Program: qwen25vl.Program}, model.BindWith[qwen25vl.Config])
 	register(&model.Family{Name: "qwen2_vl", ModelTypes: []string{"qwen2_vl"}, Architectures: []string{"Qwen2VLForConditionalGeneration"}, Graph: "graphs/qwen2_vl.graph", Kernels: "qwen2vl", KernelsPage: 16, OCR: &model.OCR{Prompt: "Read all the text in this image.", DPI: 200}, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_vl.graph:64"}, {Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_vl.graph:65"}}, Program: qwen2vl.Program}, model.BindWith[qwen2vl.Config])
 }

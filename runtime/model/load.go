@@ -386,6 +386,16 @@ func Cond[T any](cond bool, a, b T) T {
 	return b
 }
 
+// In reports whether x is an element of list, as generated Go writes a graph's `i in list`.
+func In(x int, list []int) bool {
+	for _, v := range list {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
 // Prefix is a weight-name prefix of a family with its alternatives; the first under which the
 // Probe tensor exists is chosen. Source is its graph line.
 type Prefix struct {

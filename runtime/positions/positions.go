@@ -110,6 +110,54 @@ func Spans(grids []Grid) []int32 {
 	return spans
 }
 
+// Windows is the window layout of a vision tower that attends within windows of merged units
+// (Qwen2.5-VL): the patch rows in window order, windows listed frame by frame in raster order of
+// windows, each window's merged units in raster order, a unit's merge×merge patches together.
+type Windows struct {
+	Order   []int32 // [N]: for each row in window order, its row in the processor's order
+	Inverse []int32 // [N/merge²]: for each merged unit in the processor's order, its row in window order
+	Pos     []int32 // [N*2]: Vision2D's (row, column) of each row in window order
+	Spans   []int32 // cumulative patch offsets of the windows in window order (empty windows dropped)
+}
+
+// WindowLayout gives the window layout of grids for windows of window×window merged units (the
+// window size over patch×merge). A window at the right or bottom edge holds what remains.
+func WindowLayout(grids []Grid, merge, window int) Windows {
+	unit := merge * merge
+	var units []int32 // window order → merged unit in the processor's (raster) order
+	w := Windows{Spans: []int32{0}}
+	base := 0
+	for _, g := range grids {
+		t, h, wd := g[0], g[1]/merge, g[2]/merge
+		for f := 0; f < t; f++ {
+			for wy := 0; wy < h; wy += window {
+				for wx := 0; wx < wd; wx += window {
+					n := 0
+					for y := wy; y < min(h, wy+window); y++ {
+						for x := wx; x < min(wd, wx+window); x++ {
+							units = append(units, int32(base+(f*h+y)*wd+x))
+							n++
+						}
+					}
+					w.Spans = append(w.Spans, w.Spans[len(w.Spans)-1]+int32(n*unit))
+				}
+			}
+		}
+		base += t * h * wd
+	}
+	pos := Vision2D(grids, merge)
+	w.Inverse = make([]int32, len(units))
+	for j, u := range units {
+		w.Inverse[u] = int32(j)
+		for k := 0; k < unit; k++ {
+			r := int(u)*unit + k
+			w.Order = append(w.Order, int32(r))
+			w.Pos = append(w.Pos, pos[2*r], pos[2*r+1])
+		}
+	}
+	return w
+}
+
 // Prompt applies the position rule a family names to a prompt: its positions and the delta
 // decode rows add to their cache position.
 func Prompt(rule string, ids []int32, grids []Grid, imageToken int32, merge int) ([]int32, int32, error) {

@@ -1,6 +1,7 @@
 package positions
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,5 +77,40 @@ func TestSequence(t *testing.T) {
 	}
 	if _, _, err := Prompt("rope9d", nil, nil, 0, 2); err == nil || !strings.Contains(err.Error(), "mrope, sequence") {
 		t.Fatalf("an unknown rule gives %v, want the list of rules", err)
+	}
+}
+
+// The window layouts the oracle recorded for testdata/qwen2.5-vl-tiny (window 4 merged units):
+// one window smaller than the window size, two whole windows, and two pictures with ragged
+// windows on the right and bottom edges.
+func TestWindowLayout(t *testing.T) {
+	for _, c := range []struct {
+		grids []Grid
+		units []int32 // window order → merged unit
+		spans []int32
+	}{
+		{[]Grid{{1, 6, 4}}, []int32{0, 1, 2, 3, 4, 5}, []int32{0, 24}},
+		{[]Grid{{1, 8, 16}}, []int32{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}, []int32{0, 64, 128}},
+		{[]Grid{{1, 10, 12}, {1, 4, 8}}, []int32{0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15, 18, 19, 20, 21, 4, 5, 10, 11, 16, 17, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37}, []int32{0, 64, 96, 112, 120, 152}},
+	} {
+		w := WindowLayout(c.grids, 2, 4)
+		if !slices.Equal(w.Spans, c.spans) {
+			t.Errorf("%v: spans %v, want %v", c.grids, w.Spans, c.spans)
+		}
+		pos := Vision2D(c.grids, 2)
+		for j, u := range c.units {
+			if w.Inverse[u] != int32(j) {
+				t.Fatalf("%v: inverse[%d] = %d, want %d", c.grids, u, w.Inverse[u], j)
+			}
+			for k := int32(0); k < 4; k++ {
+				r := 4*j + int(k)
+				if w.Order[r] != 4*u+k || w.Pos[2*r] != pos[2*(4*u+k)] || w.Pos[2*r+1] != pos[2*(4*u+k)+1] {
+					t.Fatalf("%v: row %d is patch %d at %v, want %d", c.grids, r, w.Order[r], w.Pos[2*r:2*r+2], 4*u+k)
+				}
+			}
+		}
+		if len(w.Order) != 4*len(c.units) || len(w.Inverse) != len(c.units) {
+			t.Errorf("%v: %d order rows and %d inverse rows for %d units", c.grids, len(w.Order), len(w.Inverse), len(c.units))
+		}
 	}
 }

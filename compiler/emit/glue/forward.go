@@ -23,7 +23,7 @@ type fwd struct {
 }
 
 var goKeywords = map[string]bool{"break": true, "case": true, "chan": true, "const": true, "continue": true, "default": true, "defer": true, "else": true, "fallthrough": true, "for": true, "func": true, "go": true, "goto": true, "if": true, "import": true, "interface": true, "map": true, "package": true, "range": true, "return": true, "select": true, "struct": true, "switch": true, "type": true, "var": true,
-	"b": true, "c": true, "w": true, "m": true, "p": true, "l": true, "g": true, "launch": true, "i": true, "err": true, "out": true, "r": true, "grids": true, "pixels": true}
+	"b": true, "c": true, "w": true, "m": true, "p": true, "l": true, "g": true, "launch": true, "i": true, "err": true, "out": true, "r": true, "grids": true, "pixels": true, "win": true}
 
 func (f *fwd) fresh(name string) string {
 	base := lowerFirst(lower.GoName(name))
@@ -86,8 +86,11 @@ func (f *fwd) tensor(v *lower.Value) string {
 		buf := v.Buffer()
 		key = fmt.Sprintf("%s %s %s×%s", buf.Name, v.StorageName(), lower.FromDim(v.Rows), lower.FromDim(v.Cols))
 		rows, cols := f.ref(lower.FromDim(v.Rows)), f.ref(lower.FromDim(v.Cols))
-		if v.Role == "spans" {
+		switch v.Role {
+		case "spans":
 			cols = "len(spanData)"
+		case "window_spans":
+			cols = "len(win.Spans)"
 		}
 		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id(arenaRef(arenaOf(f.g, buf)))),
 			field("Off", Id("p."+lower.GoName(buf.Name))), field("Rows", Id(rows)), field("Cols", Id(cols)))
@@ -221,6 +224,14 @@ func hostData(role string) (string, string) {
 		return "posData", "I32"
 	case "spans":
 		return "spanData", "I32"
+	case "window_order":
+		return "win.Order", "I32"
+	case "window_inverse":
+		return "win.Inverse", "I32"
+	case "window_pos":
+		return "win.Pos", "I32"
+	case "window_spans":
+		return "win.Spans", "I32"
 	case "tokens":
 		return "r.Tokens", "I32"
 	case "positions":
@@ -275,6 +286,12 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		}
 		body = append(body, List(Id(n), pos, spans).Op(":=").Id("l").Dot("Images").Call(Id("grids"), Id(merge)))
 		defined[n] = true
+		if windowed(g) {
+			if r == nil || r.Arg("window") == nil {
+				return nil, 0, fmt.Errorf("graph %s reads the window layout; the image rule names no window", g.Name)
+			}
+			body = append(body, Id("win").Op(":=").Qual(posPkg, "WindowLayout").Call(Id("grids"), Id(merge), Id(f.ref(r.Arg("window")))))
+		}
 	} else {
 		body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s: the round has no rows"), Id("l").Dot("Family")))))
 		for _, in := range g.Inputs {
@@ -343,6 +360,16 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		out = append(out, Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Add(recv).Id("Forward").Params(Id("l").Op("*").Qual(modelPkg, "Launcher"), Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
 	}
 	return out, f.n, nil
+}
+
+// windowed reports whether vision graph g reads the window layout (positions.WindowLayout).
+func windowed(g *lower.Graph) bool {
+	for _, in := range g.Inputs {
+		if strings.HasPrefix(in.Role, "window_") {
+			return true
+		}
+	}
+	return false
 }
 
 // launchRows is the row count a launch covers: its first op's rows operand (the catalog's Rows).
