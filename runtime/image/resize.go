@@ -1,10 +1,14 @@
 package image
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
 )
+
+var le = binary.LittleEndian
 
 // SmartResize picks the output size as transformers' smart_resize does: both sides multiples of
 // factor, the area within [minPixels, maxPixels], the aspect ratio kept as closely as possible.
@@ -35,6 +39,8 @@ func SmartResize(height, width, factor, minPixels, maxPixels int) (int, int, err
 // input index start. Outputs with fewer taps are zero-padded to n, which leaves every sum unchanged.
 type taps struct {
 	start     []int
+	spans     []int32 // n+2 an output: 3*start (its first tap's byte offset in an RGB row), its n weights, then uniformSum
+	scaled    []int32 // the outputs whose uniformSum is not 0
 	n         int
 	weights   []int32 // n a output
 	precision uint
@@ -109,7 +115,37 @@ func computeTaps(inSize, outSize int) *taps {
 			}
 		}
 	}
+	t.buildSpans()
 	return t
+}
+
+// buildSpans fills spans and scaled from start and weights.
+func (t *taps) buildSpans() {
+	n := t.n
+	t.spans, t.scaled = make([]int32, len(t.start)*(n+2)), nil
+	for i, start := range t.start {
+		sp := t.spans[i*(n+2) : (i+1)*(n+2)]
+		sp[0] = int32(3 * start)
+		copy(sp[1:], t.weights[i*n:(i+1)*n])
+		sp[n+1] = uniformSum(sp[1:n+1], t.half, t.precision)
+		if sp[n+1] != 0 {
+			t.scaled = append(t.scaled, int32(i))
+		}
+	}
+}
+
+// uniformSum is what an output with weights ws multiplies a colour its taps all read by: their sum,
+// or 0 where the output is that colour itself for every value 0..255. With the sum 2^prec+d, a value
+// v gives v + (half + v*d)>>prec, which is v when half + v*d is in [0, 2^prec) at v = 0 and 255.
+func uniformSum(ws []int32, half int32, prec uint) int32 {
+	var sum int32
+	for _, w := range ws {
+		sum += w
+	}
+	if e := half + 255*(sum-int32(1)<<prec); e >= 0 && e < int32(1)<<prec {
+		return 0
+	}
+	return sum
 }
 
 func clampShift(acc int32, prec uint) uint8 {
@@ -249,45 +285,154 @@ func (r *resampler) fillWindow(w *resampleWork, lo, hi int) {
 }
 
 // horizontalRow resamples one RGB row src into dst along x.
+//
+// Where an output's taps all read one colour (most of a page), its sums are that colour times the
+// sum of its weights, the same integers, taken with one multiplication a channel, or none where the
+// output is the colour itself (uniformSum).
 func horizontalRow(dst, src []uint8, t *taps) {
-	half, prec := t.half, t.precision
+	nx := len(dst) / 3
+	if len(src) >= 3 && uniform(src) {
+		t.fillUniform(dst[:3*nx], (*[3]uint8)(src))
+		return
+	}
 	switch t.n {
 	case 4:
-		for x := 0; x < len(dst)/3; x++ {
-			ws := t.weights[4*x : 4*x+4 : 4*x+4]
-			s := src[3*t.start[x]:][:12:12]
-			d := dst[3*x : 3*x+3 : 3*x+3]
-			w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
-			d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3, prec)
-			d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3, prec)
-			d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3, prec)
-		}
+		horizontal4(dst[:3*nx], src, t.spans[:6*nx], t.half, t.precision)
 	case 5:
-		for x := 0; x < len(dst)/3; x++ {
-			ws := t.weights[5*x : 5*x+5 : 5*x+5]
-			s := src[3*t.start[x]:][:15:15]
-			d := dst[3*x : 3*x+3 : 3*x+3]
-			w0, w1, w2, w3, w4 := ws[0], ws[1], ws[2], ws[3], ws[4]
-			d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3+int32(s[12])*w4, prec)
-			d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3+int32(s[13])*w4, prec)
-			d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3+int32(s[14])*w4, prec)
-		}
+		horizontal5(dst[:3*nx], src, t.spans[:7*nx], t.half, t.precision)
 	default:
-		n := t.n
-		for x := 0; x < len(dst)/3; x++ {
-			ws := t.weights[n*x : n*x+n]
-			s := src[3*t.start[x]:][:3*n]
-			r, g, b := half, half, half
-			for j, w := range ws {
+		horizontalN(dst[:3*nx], src, t.spans[:(t.n+2)*nx], t.n, t.half, t.precision)
+	}
+}
+
+// horizontal4 is horizontalRow for four taps an output: the three channels of a pixel in one step.
+func horizontal4(dst, src []uint8, spans []int32, half int32, prec uint) {
+	prec &= 31
+	for x := 0; x < len(dst)/3; x++ {
+		sp := (*[6]int32)(spans[6*x:])
+		s := (*[12]uint8)(src[sp[0]:])
+		d := (*[3]uint8)(dst[3*x:])
+		var r, g, b int32
+		if le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && s[8] == s[11] {
+			if sp[5] == 0 {
+				d[0], d[1], d[2] = s[0], s[1], s[2]
+				continue
+			}
+			r, g, b = half+int32(s[0])*sp[5], half+int32(s[1])*sp[5], half+int32(s[2])*sp[5]
+		} else {
+			w0, w1, w2, w3 := sp[1], sp[2], sp[3], sp[4]
+			r = half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3
+			g = half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3
+			b = half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3
+		}
+		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
+	}
+}
+
+// horizontal5 is horizontal4 for five taps an output.
+func horizontal5(dst, src []uint8, spans []int32, half int32, prec uint) {
+	prec &= 31
+	for x := 0; x < len(dst)/3; x++ {
+		sp := (*[7]int32)(spans[7*x:])
+		s := (*[15]uint8)(src[sp[0]:])
+		d := (*[3]uint8)(dst[3*x:])
+		var r, g, b int32
+		if le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && le.Uint32(s[8:12]) == le.Uint32(s[11:15]) {
+			if sp[6] == 0 {
+				d[0], d[1], d[2] = s[0], s[1], s[2]
+				continue
+			}
+			r, g, b = half+int32(s[0])*sp[6], half+int32(s[1])*sp[6], half+int32(s[2])*sp[6]
+		} else {
+			w0, w1, w2, w3, w4 := sp[1], sp[2], sp[3], sp[4], sp[5]
+			r = half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4
+			g = half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4
+			b = half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4
+		}
+		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
+	}
+}
+
+// horizontalN is horizontalRow for any number of taps n.
+func horizontalN(dst, src []uint8, spans []int32, n int, half int32, prec uint) {
+	prec &= 31
+	for x := 0; x < len(dst)/3; x++ {
+		sp := spans[(n+2)*x : (n+2)*x+n+2]
+		s := src[sp[0]:][:3*n]
+		d := (*[3]uint8)(dst[3*x:])
+		r, g, b := half, half, half
+		if uniform(s) {
+			if sp[n+1] == 0 {
+				d[0], d[1], d[2] = s[0], s[1], s[2]
+				continue
+			}
+			r, g, b = half+int32(s[0])*sp[n+1], half+int32(s[1])*sp[n+1], half+int32(s[2])*sp[n+1]
+		} else {
+			for j, w := range sp[1 : n+1] {
 				p := s[3*j : 3*j+3 : 3*j+3]
 				r += int32(p[0]) * w
 				g += int32(p[1]) * w
 				b += int32(p[2]) * w
 			}
-			d := dst[3*x : 3*x+3 : 3*x+3]
-			d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
+		}
+		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
+	}
+}
+
+// fillUniform writes the horizontal pass of a row of one colour c into dst.
+func (t *taps) fillUniform(dst []uint8, c *[3]uint8) {
+	if len(dst) == 0 {
+		return
+	}
+	copy(dst, c[:])
+	for n := 3; n < len(dst); n *= 2 {
+		copy(dst[n:], dst[:n])
+	}
+	half, prec, n := t.half, t.precision&31, t.n
+	for _, x := range t.scaled {
+		w := t.spans[(n+2)*int(x)+n+1]
+		d := (*[3]uint8)(dst[3*x:])
+		d[0] = clamp8((half + int32(c[0])*w) >> prec)
+		d[1] = clamp8((half + int32(c[1])*w) >> prec)
+		d[2] = clamp8((half + int32(c[2])*w) >> prec)
+	}
+}
+
+// sameRows reports whether the rows of rowLen bytes in rows are all equal.
+func sameRows(rows []uint8, rowLen int) bool {
+	for j := rowLen; j+rowLen <= len(rows); j += rowLen {
+		if !bytes.Equal(rows[j:j+rowLen], rows[:rowLen]) {
+			return false
 		}
 	}
+	return true
+}
+
+// uniform reports whether the RGB pixels of s are all one colour.
+func uniform(s []uint8) bool {
+	i := 0
+	for ; i+11 <= len(s); i += 8 {
+		if le.Uint64(s[i:]) != le.Uint64(s[i+3:]) {
+			return false
+		}
+	}
+	for ; i+3 < len(s); i++ {
+		if s[i] != s[i+3] {
+			return false
+		}
+	}
+	return true
+}
+
+// clamp8 saturates v to 0..255.
+func clamp8(v int32) uint8 {
+	if uint32(v) <= 255 {
+		return uint8(v)
+	}
+	if v < 0 {
+		return 0
+	}
+	return 255
 }
 
 // verticalRow writes output row y of a vertical pass into dst from rows, the n input rows its taps
@@ -297,6 +442,17 @@ func verticalRow(dst, rows []uint8, rowLen int, t *taps, y int) {
 	ws := t.weights[n*y : n*y+n]
 	dst = dst[:rowLen]
 	row := func(j int) []uint8 { return rows[j*rowLen : (j+1)*rowLen : (j+1)*rowLen][:len(dst)] }
+	if sum := t.spans[(n+2)*y+n+1]; sameRows(rows[:n*rowLen], rowLen) {
+		// Every tap reads the same row: each sum is its value times the weights' sum (uniformSum).
+		if sum == 0 {
+			copy(dst, rows)
+			return
+		}
+		for i, v := range row(0) {
+			dst[i] = clamp8((half + int32(v)*sum) >> (prec & 31))
+		}
+		return
+	}
 	switch n {
 	case 4:
 		r0, r1, r2, r3 := row(0), row(1), row(2), row(3)
