@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 )
 
@@ -288,95 +289,89 @@ func (r *resampler) fillWindow(w *resampleWork, lo, hi int) {
 //
 // Where an output's taps all read one colour (most of a page), its sums are that colour times the
 // sum of its weights, the same integers, taken with one multiplication a channel, or none where the
-// output is the colour itself (uniformSum).
+// output is the colour itself (uniformSum): a row of one colour is filled at once, and elsewhere the
+// kernel stops at such an output and fillRun writes every output whose taps stay in that run.
 func horizontalRow(dst, src []uint8, t *taps) {
 	nx := len(dst) / 3
 	if len(src) >= 3 && uniform(src) {
 		t.fillUniform(dst[:3*nx], (*[3]uint8)(src))
 		return
 	}
-	switch t.n {
-	case 4:
-		horizontal4(dst[:3*nx], src, t.spans[:6*nx], t.half, t.precision)
-	case 5:
-		horizontal5(dst[:3*nx], src, t.spans[:7*nx], t.half, t.precision)
-	default:
-		horizontalN(dst[:3*nx], src, t.spans[:(t.n+2)*nx], t.n, t.half, t.precision)
+	n, spans := t.n, t.spans[:(t.n+2)*nx]
+	for x := 0; x < nx; x = fillRun(dst, src, spans, n, x, t.half, t.precision) {
+		switch n {
+		case 4:
+			x = horizontal4(dst[:3*nx], src, spans, x, t.half, t.precision)
+		case 5:
+			x = horizontal5(dst[:3*nx], src, spans, x, t.half, t.precision)
+		default:
+			x = horizontalN(dst[:3*nx], src, spans, n, x, t.half, t.precision)
+		}
+		if x == nx {
+			break
+		}
 	}
 }
 
-// horizontal4 is horizontalRow for four taps an output: the three channels of a pixel in one step.
-func horizontal4(dst, src []uint8, spans []int32, half int32, prec uint) {
+// horizontal4 is horizontalRow for four taps an output, from output x up to the first whose taps read
+// one colour, which it returns (or the number of outputs): the three channels of a pixel in one step.
+func horizontal4(dst, src []uint8, spans []int32, x int, half int32, prec uint) int {
 	prec &= 31
-	for x := 0; x < len(dst)/3; x++ {
+	for ; x < len(dst)/3; x++ {
 		sp := (*[6]int32)(spans[6*x:])
 		s := (*[12]uint8)(src[sp[0]:])
-		d := (*[3]uint8)(dst[3*x:])
-		var r, g, b int32
 		if le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && s[8] == s[11] {
-			if sp[5] == 0 {
-				d[0], d[1], d[2] = s[0], s[1], s[2]
-				continue
-			}
-			r, g, b = half+int32(s[0])*sp[5], half+int32(s[1])*sp[5], half+int32(s[2])*sp[5]
-		} else {
-			w0, w1, w2, w3 := sp[1], sp[2], sp[3], sp[4]
-			r = half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3
-			g = half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3
-			b = half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3
+			return x
 		}
+		w0, w1, w2, w3 := sp[1], sp[2], sp[3], sp[4]
+		r := half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3
+		g := half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3
+		b := half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3
+		d := (*[3]uint8)(dst[3*x:])
 		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
 	}
+	return x
 }
 
 // horizontal5 is horizontal4 for five taps an output.
-func horizontal5(dst, src []uint8, spans []int32, half int32, prec uint) {
+func horizontal5(dst, src []uint8, spans []int32, x int, half int32, prec uint) int {
 	prec &= 31
-	for x := 0; x < len(dst)/3; x++ {
+	for ; x < len(dst)/3; x++ {
 		sp := (*[7]int32)(spans[7*x:])
 		s := (*[15]uint8)(src[sp[0]:])
-		d := (*[3]uint8)(dst[3*x:])
-		var r, g, b int32
 		if le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && le.Uint32(s[8:12]) == le.Uint32(s[11:15]) {
-			if sp[6] == 0 {
-				d[0], d[1], d[2] = s[0], s[1], s[2]
-				continue
-			}
-			r, g, b = half+int32(s[0])*sp[6], half+int32(s[1])*sp[6], half+int32(s[2])*sp[6]
-		} else {
-			w0, w1, w2, w3, w4 := sp[1], sp[2], sp[3], sp[4], sp[5]
-			r = half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4
-			g = half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4
-			b = half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4
+			return x
 		}
+		w0, w1, w2, w3, w4 := sp[1], sp[2], sp[3], sp[4], sp[5]
+		r := half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4
+		g := half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4
+		b := half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4
+		d := (*[3]uint8)(dst[3*x:])
 		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
 	}
+	return x
 }
 
-// horizontalN is horizontalRow for any number of taps n.
-func horizontalN(dst, src []uint8, spans []int32, n int, half int32, prec uint) {
+// horizontalN is horizontal4 for any number of taps n.
+func horizontalN(dst, src []uint8, spans []int32, n, x int, half int32, prec uint) int {
 	prec &= 31
-	for x := 0; x < len(dst)/3; x++ {
+	for ; x < len(dst)/3; x++ {
 		sp := spans[(n+2)*x : (n+2)*x+n+2]
 		s := src[sp[0]:][:3*n]
-		d := (*[3]uint8)(dst[3*x:])
-		r, g, b := half, half, half
 		if uniform(s) {
-			if sp[n+1] == 0 {
-				d[0], d[1], d[2] = s[0], s[1], s[2]
-				continue
-			}
-			r, g, b = half+int32(s[0])*sp[n+1], half+int32(s[1])*sp[n+1], half+int32(s[2])*sp[n+1]
-		} else {
-			for j, w := range sp[1 : n+1] {
-				p := s[3*j : 3*j+3 : 3*j+3]
-				r += int32(p[0]) * w
-				g += int32(p[1]) * w
-				b += int32(p[2]) * w
-			}
+			return x
 		}
+		r, g, b := half, half, half
+		for j, w := range sp[1 : n+1] {
+			p := s[3*j : 3*j+3 : 3*j+3]
+			r += int32(p[0]) * w
+			g += int32(p[1]) * w
+			b += int32(p[2]) * w
+		}
+		d := (*[3]uint8)(dst[3*x:])
 		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
 	}
+	return x
 }
 
 // fillUniform writes the horizontal pass of a row of one colour c into dst.
@@ -406,6 +401,49 @@ func sameRows(rows []uint8, rowLen int) bool {
 		}
 	}
 	return true
+}
+
+// fillRun writes the outputs from x on whose taps all read the run of one colour that output x's
+// taps read, and returns the output after them.
+func fillRun(dst, src []uint8, spans []int32, n, x int, half int32, prec uint) int {
+	stride := n + 2
+	o := int(spans[stride*x])
+	c0, c1, c2 := src[o], src[o+1], src[o+2]
+	last := runLast(src, o) - 3*(n-1) // the last first-tap offset whose taps stay in the run
+	nx := min(len(dst)/3, len(spans)/stride)
+	for ; x < nx; x++ {
+		i := stride * x
+		if int(spans[i]) > last {
+			break
+		}
+		d := (*[3]uint8)(dst[3*x:])
+		if w := spans[i+n+1]; w != 0 {
+			d[0] = clamp8((half + int32(c0)*w) >> (prec & 31))
+			d[1] = clamp8((half + int32(c1)*w) >> (prec & 31))
+			d[2] = clamp8((half + int32(c2)*w) >> (prec & 31))
+			continue
+		}
+		d[0], d[1], d[2] = c0, c1, c2
+	}
+	return x
+}
+
+// runLast returns the byte offset of the last pixel of the run of one colour that starts at byte
+// offset o of the RGB row src.
+func runLast(src []uint8, o int) int {
+	k := o
+	for ; k+11 <= len(src); k += 8 {
+		if v := le.Uint64(src[k:]) ^ le.Uint64(src[k+3:]); v != 0 {
+			k += bits.TrailingZeros64(v) / 8
+			return k - k%3
+		}
+	}
+	for ; k+3 < len(src); k++ {
+		if src[k] != src[k+3] {
+			return k - k%3
+		}
+	}
+	return k - k%3
 }
 
 // uniform reports whether the RGB pixels of s are all one colour.
