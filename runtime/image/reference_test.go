@@ -461,7 +461,7 @@ func TestUniformSumScaled(t *testing.T) {
 		for range 1 + rng.IntN(out) {
 			tp.weights[rng.IntN(len(tp.weights))] += int32(rng.IntN(4001) - 2000)
 		}
-		tp.buildSpans()
+		tp.buildSums()
 		if len(tp.scaled) == 0 {
 			continue
 		}

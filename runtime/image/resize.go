@@ -40,7 +40,7 @@ func SmartResize(height, width, factor, minPixels, maxPixels int) (int, int, err
 // input index start. Outputs with fewer taps are zero-padded to n, which leaves every sum unchanged.
 type taps struct {
 	start     []int
-	spans     []int32 // n+2 an output: 3*start (its first tap's byte offset in an RGB row), its n weights, then uniformSum
+	sums      []int32 // uniformSum of each output's weights
 	scaled    []int32 // the outputs whose uniformSum is not 0
 	n         int
 	weights   []int32 // n a output
@@ -116,20 +116,17 @@ func computeTaps(inSize, outSize int) *taps {
 			}
 		}
 	}
-	t.buildSpans()
+	t.buildSums()
 	return t
 }
 
-// buildSpans fills spans and scaled from start and weights.
-func (t *taps) buildSpans() {
+// buildSums fills sums and scaled from weights.
+func (t *taps) buildSums() {
 	n := t.n
-	t.spans, t.scaled = make([]int32, len(t.start)*(n+2)), nil
-	for i, start := range t.start {
-		sp := t.spans[i*(n+2) : (i+1)*(n+2)]
-		sp[0] = int32(3 * start)
-		copy(sp[1:], t.weights[i*n:(i+1)*n])
-		sp[n+1] = uniformSum(sp[1:n+1], t.half, t.precision)
-		if sp[n+1] != 0 {
+	t.sums, t.scaled = make([]int32, len(t.start)), nil
+	for i := range t.sums {
+		t.sums[i] = uniformSum(t.weights[i*n:(i+1)*n], t.half, t.precision)
+		if t.sums[i] != 0 {
 			t.scaled = append(t.scaled, int32(i))
 		}
 	}
@@ -297,15 +294,14 @@ func horizontalRow(dst, src []uint8, t *taps) {
 		t.fillUniform(dst[:3*nx], (*[3]uint8)(src))
 		return
 	}
-	n, spans := t.n, t.spans[:(t.n+2)*nx]
-	for x := 0; x < nx; x = fillRun(dst, src, spans, n, x, t.half, t.precision) {
-		switch n {
+	for x := 0; x < nx; x = t.fillRun(dst[:3*nx], src, x) {
+		switch t.n {
 		case 4:
-			x = horizontal4(dst[:3*nx], src, spans, x, t.half, t.precision)
+			x = horizontal4(dst[:3*nx], src, t, x)
 		case 5:
-			x = horizontal5(dst[:3*nx], src, spans, x, t.half, t.precision)
+			x = horizontal5(dst[:3*nx], src, t, x)
 		default:
-			x = horizontalN(dst[:3*nx], src, spans, n, x, t.half, t.precision)
+			x = horizontalN(dst[:3*nx], src, t, x)
 		}
 		if x == nx {
 			break
@@ -315,61 +311,61 @@ func horizontalRow(dst, src []uint8, t *taps) {
 
 // horizontal4 is horizontalRow for four taps an output, from output x up to the first whose taps read
 // one colour, which it returns (or the number of outputs): the three channels of a pixel in one step.
-func horizontal4(dst, src []uint8, spans []int32, x int, half int32, prec uint) int {
-	prec &= 31
+// Only every fourth output is tested for one colour (a run is found at most three outputs late, and
+// those are summed in full), so a busy row (a scan's grain, a photograph) pays little for the test.
+func horizontal4(dst, src []uint8, t *taps, x int) int {
+	half, prec := t.half, t.precision
 	for ; x < len(dst)/3; x++ {
-		sp := (*[6]int32)(spans[6*x:])
-		s := (*[12]uint8)(src[sp[0]:])
-		if le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && s[8] == s[11] {
+		ws := t.weights[4*x : 4*x+4 : 4*x+4]
+		s := src[3*t.start[x]:][:12:12]
+		if x&3 == 0 && le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && s[8] == s[11] {
 			return x
 		}
-		w0, w1, w2, w3 := sp[1], sp[2], sp[3], sp[4]
-		r := half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3
-		g := half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3
-		b := half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3
-		d := (*[3]uint8)(dst[3*x:])
-		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
+		d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3, prec)
+		d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3, prec)
+		d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3, prec)
 	}
 	return x
 }
 
 // horizontal5 is horizontal4 for five taps an output.
-func horizontal5(dst, src []uint8, spans []int32, x int, half int32, prec uint) int {
-	prec &= 31
+func horizontal5(dst, src []uint8, t *taps, x int) int {
+	half, prec := t.half, t.precision
 	for ; x < len(dst)/3; x++ {
-		sp := (*[7]int32)(spans[7*x:])
-		s := (*[15]uint8)(src[sp[0]:])
-		if le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && le.Uint32(s[8:12]) == le.Uint32(s[11:15]) {
+		ws := t.weights[5*x : 5*x+5 : 5*x+5]
+		s := src[3*t.start[x]:][:15:15]
+		if x&3 == 0 && le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && le.Uint32(s[8:12]) == le.Uint32(s[11:15]) {
 			return x
 		}
-		w0, w1, w2, w3, w4 := sp[1], sp[2], sp[3], sp[4], sp[5]
-		r := half + int32(s[0])*w0 + int32(s[3])*w1 + int32(s[6])*w2 + int32(s[9])*w3 + int32(s[12])*w4
-		g := half + int32(s[1])*w0 + int32(s[4])*w1 + int32(s[7])*w2 + int32(s[10])*w3 + int32(s[13])*w4
-		b := half + int32(s[2])*w0 + int32(s[5])*w1 + int32(s[8])*w2 + int32(s[11])*w3 + int32(s[14])*w4
-		d := (*[3]uint8)(dst[3*x:])
-		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		w0, w1, w2, w3, w4 := ws[0], ws[1], ws[2], ws[3], ws[4]
+		d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3+int32(s[12])*w4, prec)
+		d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3+int32(s[13])*w4, prec)
+		d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3+int32(s[14])*w4, prec)
 	}
 	return x
 }
 
-// horizontalN is horizontal4 for any number of taps n.
-func horizontalN(dst, src []uint8, spans []int32, n, x int, half int32, prec uint) int {
-	prec &= 31
+// horizontalN is horizontal4 for any number of taps.
+func horizontalN(dst, src []uint8, t *taps, x int) int {
+	half, prec, n := t.half, t.precision, t.n
 	for ; x < len(dst)/3; x++ {
-		sp := spans[(n+2)*x : (n+2)*x+n+2]
-		s := src[sp[0]:][:3*n]
-		if uniform(s) {
+		ws := t.weights[n*x : n*x+n]
+		s := src[3*t.start[x]:][:3*n]
+		if x&3 == 0 && uniform(s) {
 			return x
 		}
 		r, g, b := half, half, half
-		for j, w := range sp[1 : n+1] {
+		for j, w := range ws {
 			p := s[3*j : 3*j+3 : 3*j+3]
 			r += int32(p[0]) * w
 			g += int32(p[1]) * w
 			b += int32(p[2]) * w
 		}
-		d := (*[3]uint8)(dst[3*x:])
-		d[0], d[1], d[2] = clamp8(r>>prec), clamp8(g>>prec), clamp8(b>>prec)
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
 	}
 	return x
 }
@@ -383,9 +379,9 @@ func (t *taps) fillUniform(dst []uint8, c *[3]uint8) {
 	for n := 3; n < len(dst); n *= 2 {
 		copy(dst[n:], dst[:n])
 	}
-	half, prec, n := t.half, t.precision&31, t.n
+	half, prec := t.half, t.precision&31
 	for _, x := range t.scaled {
-		w := t.spans[(n+2)*int(x)+n+1]
+		w := t.sums[x]
 		d := (*[3]uint8)(dst[3*x:])
 		d[0] = clamp8((half + int32(c[0])*w) >> prec)
 		d[1] = clamp8((half + int32(c[1])*w) >> prec)
@@ -405,22 +401,18 @@ func sameRows(rows []uint8, rowLen int) bool {
 
 // fillRun writes the outputs from x on whose taps all read the run of one colour that output x's
 // taps read, and returns the output after them.
-func fillRun(dst, src []uint8, spans []int32, n, x int, half int32, prec uint) int {
-	stride := n + 2
-	o := int(spans[stride*x])
+func (t *taps) fillRun(dst, src []uint8, x int) int {
+	half, prec, n := t.half, t.precision&31, t.n
+	o := 3 * t.start[x]
 	c0, c1, c2 := src[o], src[o+1], src[o+2]
-	last := runLast(src, o) - 3*(n-1) // the last first-tap offset whose taps stay in the run
-	nx := min(len(dst)/3, len(spans)/stride)
-	for ; x < nx; x++ {
-		i := stride * x
-		if int(spans[i]) > last {
-			break
-		}
-		d := (*[3]uint8)(dst[3*x:])
-		if w := spans[i+n+1]; w != 0 {
-			d[0] = clamp8((half + int32(c0)*w) >> (prec & 31))
-			d[1] = clamp8((half + int32(c1)*w) >> (prec & 31))
-			d[2] = clamp8((half + int32(c2)*w) >> (prec & 31))
+	last := runLast(src, o)/3 - (n - 1) // the last first tap whose taps stay in the run
+	nx := min(len(dst)/3, len(t.start), len(t.sums))
+	for ; x < nx && t.start[x] <= last; x++ {
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		if w := t.sums[x]; w != 0 {
+			d[0] = clamp8((half + int32(c0)*w) >> prec)
+			d[1] = clamp8((half + int32(c1)*w) >> prec)
+			d[2] = clamp8((half + int32(c2)*w) >> prec)
 			continue
 		}
 		d[0], d[1], d[2] = c0, c1, c2
@@ -480,7 +472,7 @@ func verticalRow(dst, rows []uint8, rowLen int, t *taps, y int) {
 	ws := t.weights[n*y : n*y+n]
 	dst = dst[:rowLen]
 	row := func(j int) []uint8 { return rows[j*rowLen : (j+1)*rowLen : (j+1)*rowLen][:len(dst)] }
-	if sum := t.spans[(n+2)*y+n+1]; sameRows(rows[:n*rowLen], rowLen) {
+	if sum := t.sums[y]; sameRows(rows[:n*rowLen], rowLen) {
 		// Every tap reads the same row: each sum is its value times the weights' sum (uniformSum).
 		if sum == 0 {
 			copy(dst, rows)
