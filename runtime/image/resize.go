@@ -307,8 +307,9 @@ func horizontalRow(dst, src []uint8, t *taps) {
 			break
 		}
 		next := t.fillRun(dst[:3*nx], src, x)
-		if next == x { // the kernel's test and runLast read the same bytes; never reached
-			panic("image: horizontal resize found a flat output outside a flat run")
+		if next == x { // the kernel's test and fillRun read the same bytes, so never; summed in full if so
+			sumOutput(dst[3*x:3*x+3:3*x+3], src[3*t.start[x]:][:3*t.n], t.weights[t.n*x:t.n*x+t.n], t.half, t.precision)
+			next = x + 1
 		}
 		x = next
 	}
@@ -362,17 +363,21 @@ func horizontalN(dst, src []uint8, t *taps, x int) int {
 		if x&3 == 0 && uniform(s) {
 			return x
 		}
-		r, g, b := half, half, half
-		for j, w := range ws {
-			p := s[3*j : 3*j+3 : 3*j+3]
-			r += int32(p[0]) * w
-			g += int32(p[1]) * w
-			b += int32(p[2]) * w
-		}
-		d := dst[3*x : 3*x+3 : 3*x+3]
-		d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
+		sumOutput(dst[3*x:3*x+3:3*x+3], s, ws, half, prec)
 	}
 	return x
+}
+
+// sumOutput writes the output pixel d of taps s (RGB) weighed by ws.
+func sumOutput(d, s []uint8, ws []int32, half int32, prec uint) {
+	r, g, b := half, half, half
+	for j, w := range ws {
+		p := s[3*j : 3*j+3 : 3*j+3]
+		r += int32(p[0]) * w
+		g += int32(p[1]) * w
+		b += int32(p[2]) * w
+	}
+	d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
 }
 
 // fillUniform writes the horizontal pass of a row of one colour c into dst.
