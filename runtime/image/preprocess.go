@@ -121,7 +121,7 @@ func (pt *patcher) putStrip(dst []float32, bh int, strip []uint8, rowLen int) {
 						s := strip[(mh*p+py)*rowLen+x0+c:]
 						line := frame[py*p : py*p+p]
 						if p == 14 {
-							*(*[14]float32)(line) = lut14(lut, (*[40]uint8)(s))
+							lut14((*[14]float32)(line), lut, (*[40]uint8)(s))
 							continue
 						}
 						if tp == 2 {
@@ -174,8 +174,8 @@ func valueTable(cfg Config) [3][256]float32 {
 	return lut
 }
 
-// lut14 maps every third byte of s, one channel of 14 RGB pixels, through lut.
-func lut14(lut *[256]float32, s *[40]uint8) [14]float32 {
-	return [14]float32{lut[s[0]], lut[s[3]], lut[s[6]], lut[s[9]], lut[s[12]], lut[s[15]], lut[s[18]],
-		lut[s[21]], lut[s[24]], lut[s[27]], lut[s[30]], lut[s[33]], lut[s[36]], lut[s[39]]}
+// lut14 maps every third byte of s, one channel of 14 RGB pixels, through lut into d.
+func lut14(d *[14]float32, lut *[256]float32, s *[40]uint8) {
+	d[0], d[1], d[2], d[3], d[4], d[5], d[6] = lut[s[0]], lut[s[3]], lut[s[6]], lut[s[9]], lut[s[12]], lut[s[15]], lut[s[18]]
+	d[7], d[8], d[9], d[10], d[11], d[12], d[13] = lut[s[21]], lut[s[24]], lut[s[27]], lut[s[30]], lut[s[33]], lut[s[36]], lut[s[39]]
 }

@@ -359,3 +359,151 @@ func bitsOf(xs []float32) []uint32 {
 	}
 	return out
 }
+
+// blockyImage is w x h of flat rectangles on a flat background (a page's shape), colours often 0 or
+// 255 and some grey, with specks of single pixels and a few rows of noise.
+func blockyImage(rng *rand.Rand, w, h int) *RGB {
+	var last [3]uint8
+	colour := func() [3]uint8 {
+		switch rng.IntN(5) {
+		case 4: // the last colour with one channel changed
+			last[rng.IntN(3)] = uint8(rng.IntN(256))
+			return last
+		case 0:
+			return [3]uint8{}
+		case 1:
+			return [3]uint8{255, 255, 255}
+		case 2:
+			v := uint8(rng.IntN(256))
+			return [3]uint8{v, v, v}
+		}
+		last = [3]uint8{uint8(rng.IntN(256)), uint8(rng.IntN(256)), uint8(rng.IntN(256))}
+		return last
+	}
+	img := &RGB{Width: w, Height: h, Pix: make([]uint8, w*h*3)}
+	fill := func(x0, y0, x1, y1 int, c [3]uint8) {
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				copy(img.Pix[3*(y*w+x):], c[:])
+			}
+		}
+	}
+	fill(0, 0, w, h, colour())
+	for range rng.IntN(12) {
+		x0, y0 := rng.IntN(w), rng.IntN(h)
+		fill(x0, y0, min(w, x0+1+rng.IntN(w/2+1)), min(h, y0+1+rng.IntN(h/2+1)), colour())
+	}
+	for range rng.IntN(8) {
+		fill(rng.IntN(w), rng.IntN(h), w, h, colour())
+		x, y := rng.IntN(w), rng.IntN(h)
+		fill(x, y, x+1, y+1, colour())
+	}
+	if rng.IntN(3) == 0 {
+		y := rng.IntN(h)
+		for i := range img.Pix[3*y*w : 3*(y+1)*w] {
+			img.Pix[3*y*w+i] = uint8(rng.IntN(256))
+		}
+	}
+	return img
+}
+
+// TestUniformRegionsMatchReference: on images of flat regions, where the resize takes its shortcuts
+// for taps that read one colour, Resize and Preprocess give the reference's pixels bit for bit.
+func TestUniformRegionsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var configs []Config
+	for _, f := range familyConfigs {
+		configs = append(configs, familyConfig(t, f.dir))
+	}
+	cases := 200
+	if testing.Short() {
+		cases = 50
+	}
+	for i := range cases {
+		w, h := 1+rng.IntN(400), 1+rng.IntN(400)
+		if max(w, h) > 100*min(w, h) {
+			continue
+		}
+		img := blockyImage(rng, w, h)
+		rw, rh := 1+rng.IntN(500), 1+rng.IntN(500)
+		if i%3 == 0 {
+			rh = h
+		}
+		if got, want := Resize(img, rw, rh), refResize(img, rw, rh); !slices.Equal(got.Pix, want.Pix) {
+			t.Fatalf("Resize %dx%d to %dx%d differs from the reference", w, h, rw, rh)
+		}
+		cfg := configs[i%len(configs)]
+		if i%2 == 0 {
+			cfg = cfg.WithPixels(56*56, max(56*56, w*h*(1+rng.IntN(3))/(1+rng.IntN(4))))
+		}
+		want, err := refPreprocess(img, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Preprocess(img, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GridTHW != want.GridTHW || !slices.Equal(bitsOf(got.Pixels), bitsOf(want.Pixels)) {
+			t.Fatalf("%dx%d, pixels %d..%d: pixel_values differ from the reference", w, h, cfg.MinPixels, cfg.MaxPixels)
+		}
+		Release(got.Pixels)
+	}
+}
+
+// TestUniformSumScaled: taps whose weights do not sum to one closely enough for a flat run to keep its
+// colour (computeTaps gives none) take the scaled shortcut, which agrees with the full sums.
+func TestUniformSumScaled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		in, out := 1+rng.IntN(300), 1+rng.IntN(300)
+		tp := computeTaps(in, out)
+		for range 1 + rng.IntN(out) {
+			tp.weights[rng.IntN(len(tp.weights))] += int32(rng.IntN(4001) - 2000)
+		}
+		tp.buildSums()
+		if len(tp.scaled) == 0 {
+			continue
+		}
+		full := func(src []uint8, stride, x int) [3]uint8 {
+			var d [3]uint8
+			for c := range 3 {
+				acc := tp.half
+				for j, w := range tp.weights[x*tp.n : (x+1)*tp.n] {
+					acc += int32(src[(tp.start[x]+j)*stride+c]) * w
+				}
+				d[c] = clampShift(acc, tp.precision)
+			}
+			return d
+		}
+		img := blockyImage(rng, in, 2)
+		row := img.Pix[:3*in]
+		dst := make([]uint8, 3*out)
+		horizontalRow(dst, row, tp)
+		for x := range out {
+			if want := full(row, 3, x); [3]uint8(dst[3*x:]) != want {
+				t.Fatalf("%d to %d, output %d: horizontal %v, full sums %v", in, out, x, dst[3*x:3*x+3], want)
+			}
+		}
+		// The vertical pass: a column of in rows, one pixel wide, of one colour or two.
+		col := make([]uint8, 3*in)
+		c0, c1 := [3]uint8{uint8(rng.IntN(256)), 255, 0}, [3]uint8{uint8(rng.IntN(256)), 0, 255}
+		split := in
+		if rng.IntN(2) == 0 {
+			split = rng.IntN(in)
+		}
+		for y := range in {
+			if y < split {
+				copy(col[3*y:], c0[:])
+			} else {
+				copy(col[3*y:], c1[:])
+			}
+		}
+		for y := range out {
+			verticalRow(dst[:3], col[3*tp.start[y]:3*(tp.start[y]+tp.n)], 3, tp, y)
+			if want := full(col, 3, y); [3]uint8(dst) != want {
+				t.Fatalf("%d to %d, output row %d: vertical %v, full sums %v", in, out, y, dst[:3], want)
+			}
+		}
+	}
+}

@@ -1,10 +1,15 @@
 package image
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 )
+
+var le = binary.LittleEndian
 
 // SmartResize picks the output size as transformers' smart_resize does: both sides multiples of
 // factor, the area within [minPixels, maxPixels], the aspect ratio kept as closely as possible.
@@ -35,6 +40,8 @@ func SmartResize(height, width, factor, minPixels, maxPixels int) (int, int, err
 // input index start. Outputs with fewer taps are zero-padded to n, which leaves every sum unchanged.
 type taps struct {
 	start     []int
+	sums      []int32 // uniformSum of each output's weights
+	scaled    []int32 // the outputs whose uniformSum is not 0
 	n         int
 	weights   []int32 // n a output
 	precision uint
@@ -109,7 +116,34 @@ func computeTaps(inSize, outSize int) *taps {
 			}
 		}
 	}
+	t.buildSums()
 	return t
+}
+
+// buildSums fills sums and scaled from weights.
+func (t *taps) buildSums() {
+	n := t.n
+	t.sums, t.scaled = make([]int32, len(t.start)), nil
+	for i := range t.sums {
+		t.sums[i] = uniformSum(t.weights[i*n:(i+1)*n], t.half, t.precision)
+		if t.sums[i] != 0 {
+			t.scaled = append(t.scaled, int32(i))
+		}
+	}
+}
+
+// uniformSum is what an output with weights ws multiplies a colour its taps all read by: their sum,
+// or 0 where the output is that colour itself for every value 0..255. With the sum 2^prec+d, a value
+// v gives v + (half + v*d)>>prec, which is v when half + v*d is in [0, 2^prec) at v = 0 and 255.
+func uniformSum(ws []int32, half int32, prec uint) int32 {
+	var sum int32
+	for _, w := range ws {
+		sum += w
+	}
+	if e := half + 255*(sum-int32(1)<<prec); e >= 0 && e < int32(1)<<prec {
+		return 0
+	}
+	return sum
 }
 
 func clampShift(acc int32, prec uint) uint8 {
@@ -249,45 +283,196 @@ func (r *resampler) fillWindow(w *resampleWork, lo, hi int) {
 }
 
 // horizontalRow resamples one RGB row src into dst along x.
+//
+// Where an output's taps all read one colour (most of a page), its sums are that colour times the
+// sum of its weights, the same integers, taken with one multiplication a channel, or none where the
+// output is the colour itself (uniformSum): a row of one colour is filled at once, and elsewhere the
+// kernel stops at such an output and fillRun writes every output whose taps stay in that run.
 func horizontalRow(dst, src []uint8, t *taps) {
+	nx := len(dst) / 3
+	if len(src) >= 3 && uniform(src) {
+		t.fillUniform(dst[:3*nx], (*[3]uint8)(src))
+		return
+	}
+	for x := 0; x < nx; {
+		switch t.n {
+		case 4:
+			x = horizontal4(dst[:3*nx], src, t, x)
+		case 5:
+			x = horizontal5(dst[:3*nx], src, t, x)
+		default:
+			x = horizontalN(dst[:3*nx], src, t, x)
+		}
+		if x == nx {
+			break
+		}
+		next := t.fillRun(dst[:3*nx], src, x)
+		if next == x { // the kernel's test and fillRun read the same bytes, so never; summed in full if so
+			sumOutput(dst[3*x:3*x+3:3*x+3], src[3*t.start[x]:][:3*t.n], t.weights[t.n*x:t.n*x+t.n], t.half, t.precision)
+			next = x + 1
+		}
+		x = next
+	}
+}
+
+// horizontal4 is horizontalRow for four taps an output, from output x up to the first whose taps read
+// one colour, which it returns (or the number of outputs): the three channels of a pixel in one step.
+// Only every fourth output is tested for one colour (a run is found at most three outputs late, and
+// those are summed in full), so a busy row (a scan's grain, a photograph) pays little for the test.
+func horizontal4(dst, src []uint8, t *taps, x int) int {
 	half, prec := t.half, t.precision
-	switch t.n {
-	case 4:
-		for x := 0; x < len(dst)/3; x++ {
-			ws := t.weights[4*x : 4*x+4 : 4*x+4]
-			s := src[3*t.start[x]:][:12:12]
-			d := dst[3*x : 3*x+3 : 3*x+3]
-			w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
-			d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3, prec)
-			d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3, prec)
-			d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3, prec)
+	for ; x < len(dst)/3; x++ {
+		ws := t.weights[4*x : 4*x+4 : 4*x+4]
+		s := src[3*t.start[x]:][:12:12]
+		if x&3 == 0 && le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && s[8] == s[11] {
+			return x
 		}
-	case 5:
-		for x := 0; x < len(dst)/3; x++ {
-			ws := t.weights[5*x : 5*x+5 : 5*x+5]
-			s := src[3*t.start[x]:][:15:15]
-			d := dst[3*x : 3*x+3 : 3*x+3]
-			w0, w1, w2, w3, w4 := ws[0], ws[1], ws[2], ws[3], ws[4]
-			d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3+int32(s[12])*w4, prec)
-			d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3+int32(s[13])*w4, prec)
-			d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3+int32(s[14])*w4, prec)
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
+		d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3, prec)
+		d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3, prec)
+		d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3, prec)
+	}
+	return x
+}
+
+// horizontal5 is horizontal4 for five taps an output.
+func horizontal5(dst, src []uint8, t *taps, x int) int {
+	half, prec := t.half, t.precision
+	for ; x < len(dst)/3; x++ {
+		ws := t.weights[5*x : 5*x+5 : 5*x+5]
+		s := src[3*t.start[x]:][:15:15]
+		if x&3 == 0 && le.Uint64(s[0:8]) == le.Uint64(s[3:11]) && le.Uint32(s[8:12]) == le.Uint32(s[11:15]) {
+			return x
 		}
-	default:
-		n := t.n
-		for x := 0; x < len(dst)/3; x++ {
-			ws := t.weights[n*x : n*x+n]
-			s := src[3*t.start[x]:][:3*n]
-			r, g, b := half, half, half
-			for j, w := range ws {
-				p := s[3*j : 3*j+3 : 3*j+3]
-				r += int32(p[0]) * w
-				g += int32(p[1]) * w
-				b += int32(p[2]) * w
-			}
-			d := dst[3*x : 3*x+3 : 3*x+3]
-			d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		w0, w1, w2, w3, w4 := ws[0], ws[1], ws[2], ws[3], ws[4]
+		d[0] = clampShift(half+int32(s[0])*w0+int32(s[3])*w1+int32(s[6])*w2+int32(s[9])*w3+int32(s[12])*w4, prec)
+		d[1] = clampShift(half+int32(s[1])*w0+int32(s[4])*w1+int32(s[7])*w2+int32(s[10])*w3+int32(s[13])*w4, prec)
+		d[2] = clampShift(half+int32(s[2])*w0+int32(s[5])*w1+int32(s[8])*w2+int32(s[11])*w3+int32(s[14])*w4, prec)
+	}
+	return x
+}
+
+// horizontalN is horizontal4 for any number of taps.
+func horizontalN(dst, src []uint8, t *taps, x int) int {
+	half, prec, n := t.half, t.precision, t.n
+	for ; x < len(dst)/3; x++ {
+		ws := t.weights[n*x : n*x+n]
+		s := src[3*t.start[x]:][:3*n]
+		if x&3 == 0 && uniform(s) {
+			return x
+		}
+		sumOutput(dst[3*x:3*x+3:3*x+3], s, ws, half, prec)
+	}
+	return x
+}
+
+// sumOutput writes the output pixel d of taps s (RGB) weighed by ws.
+func sumOutput(d, s []uint8, ws []int32, half int32, prec uint) {
+	r, g, b := half, half, half
+	for j, w := range ws {
+		p := s[3*j : 3*j+3 : 3*j+3]
+		r += int32(p[0]) * w
+		g += int32(p[1]) * w
+		b += int32(p[2]) * w
+	}
+	d[0], d[1], d[2] = clampShift(r, prec), clampShift(g, prec), clampShift(b, prec)
+}
+
+// fillUniform writes the horizontal pass of a row of one colour c into dst.
+func (t *taps) fillUniform(dst []uint8, c *[3]uint8) {
+	if len(dst) == 0 {
+		return
+	}
+	copy(dst, c[:])
+	for n := 3; n < len(dst); n *= 2 {
+		copy(dst[n:], dst[:n])
+	}
+	half, prec := t.half, t.precision&31
+	for _, x := range t.scaled {
+		w := t.sums[x]
+		d := (*[3]uint8)(dst[3*x:])
+		d[0] = clamp8((half + int32(c[0])*w) >> prec)
+		d[1] = clamp8((half + int32(c[1])*w) >> prec)
+		d[2] = clamp8((half + int32(c[2])*w) >> prec)
+	}
+}
+
+// sameRows reports whether the rows of rowLen bytes in rows are all equal.
+func sameRows(rows []uint8, rowLen int) bool {
+	for j := rowLen; j+rowLen <= len(rows); j += rowLen {
+		if !bytes.Equal(rows[j:j+rowLen], rows[:rowLen]) {
+			return false
 		}
 	}
+	return true
+}
+
+// fillRun writes the outputs from x on whose taps all read the run of one colour that output x's
+// taps read, and returns the output after them.
+func (t *taps) fillRun(dst, src []uint8, x int) int {
+	half, prec, n := t.half, t.precision&31, t.n
+	o := 3 * t.start[x]
+	c0, c1, c2 := src[o], src[o+1], src[o+2]
+	last := runLast(src, o)/3 - (n - 1) // the last first tap whose taps stay in the run
+	nx := min(len(dst)/3, len(t.start), len(t.sums))
+	for ; x < nx && t.start[x] <= last; x++ {
+		d := dst[3*x : 3*x+3 : 3*x+3]
+		if w := t.sums[x]; w != 0 {
+			d[0] = clamp8((half + int32(c0)*w) >> prec)
+			d[1] = clamp8((half + int32(c1)*w) >> prec)
+			d[2] = clamp8((half + int32(c2)*w) >> prec)
+			continue
+		}
+		d[0], d[1], d[2] = c0, c1, c2
+	}
+	return x
+}
+
+// runLast returns the byte offset of the last pixel of the run of one colour that starts at byte
+// offset o of the RGB row src.
+func runLast(src []uint8, o int) int {
+	k := o
+	for ; k+11 <= len(src); k += 8 {
+		if v := le.Uint64(src[k:]) ^ le.Uint64(src[k+3:]); v != 0 {
+			k += bits.TrailingZeros64(v) / 8
+			return k - k%3
+		}
+	}
+	for ; k+3 < len(src); k++ {
+		if src[k] != src[k+3] {
+			return k - k%3
+		}
+	}
+	return k - k%3
+}
+
+// uniform reports whether the RGB pixels of s are all one colour.
+func uniform(s []uint8) bool {
+	i := 0
+	for ; i+11 <= len(s); i += 8 {
+		if le.Uint64(s[i:]) != le.Uint64(s[i+3:]) {
+			return false
+		}
+	}
+	for ; i+3 < len(s); i++ {
+		if s[i] != s[i+3] {
+			return false
+		}
+	}
+	return true
+}
+
+// clamp8 saturates v to 0..255.
+func clamp8(v int32) uint8 {
+	if uint32(v) <= 255 {
+		return uint8(v)
+	}
+	if v < 0 {
+		return 0
+	}
+	return 255
 }
 
 // verticalRow writes output row y of a vertical pass into dst from rows, the n input rows its taps
@@ -297,6 +482,17 @@ func verticalRow(dst, rows []uint8, rowLen int, t *taps, y int) {
 	ws := t.weights[n*y : n*y+n]
 	dst = dst[:rowLen]
 	row := func(j int) []uint8 { return rows[j*rowLen : (j+1)*rowLen : (j+1)*rowLen][:len(dst)] }
+	if sum := t.sums[y]; sameRows(rows[:n*rowLen], rowLen) {
+		// Every tap reads the same row: each sum is its value times the weights' sum (uniformSum).
+		if sum == 0 {
+			copy(dst, rows)
+			return
+		}
+		for i, v := range row(0) {
+			dst[i] = clamp8((half + int32(v)*sum) >> (prec & 31))
+		}
+		return
+	}
 	switch n {
 	case 4:
 		r0, r1, r2, r3 := row(0), row(1), row(2), row(3)
