@@ -20,7 +20,8 @@ type nvccBuild struct {
 }
 
 // nvccArgs is the command line that builds a family's source into a cubin; extra comes from
-// $TFC_NVCC_FLAGS, for kernel experiments (e.g. -DTFC_ROWS_BLOCKS=4).
+// $TFC_NVCC_FLAGS, for kernel experiments (e.g. --maxrregcount=96, or -D of a macro a header
+// leaves open).
 func nvccArgs(arch, src, out string, extra []string) []string {
 	return append([]string{"-arch=" + arch, "-cubin", "-O3", "-std=c++17", "-o", out}, append(extra, "-x", "cu", src)...)
 }
