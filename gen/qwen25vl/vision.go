@@ -7,7 +7,6 @@ import (
 
 	"tfc/runtime/device"
 	"tfc/runtime/model"
-	positions "tfc/runtime/positions"
 )
 
 // VisionConfig holds the config values graph vision (graphs/qwen2_5_vl.graph:113) reads; each family running the
@@ -120,8 +119,8 @@ func planVision(c *VisionConfig, l model.Limits) (visionPlan, model.GraphPlan) {
 // Forward runs graph vision (graphs/qwen2_5_vl.graph:113) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	N, _, spanData := l.Images(grids, c.M)
-	win := positions.WindowLayout(grids, c.M, c.WU)
+	N, posData, spanData := l.Images(grids, c.M)
+	win := l.Windows(grids, posData, c.M, c.WU)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_5_vl.graph:115); here M = %v, N = %v", c.M, N)
 	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}

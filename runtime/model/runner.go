@@ -66,3 +66,12 @@ func (l *Launcher) Images(grids [][3]int, merge int) (patches int, pos, spans []
 	}
 	return n, positions.Vision2D(grids, merge), positions.Spans(grids)
 }
+
+// Windows is the window layout of a vision graph's images (positions.WindowLayout) for windows
+// of window×window merged units, pos being what Images gave; none after an error.
+func (l *Launcher) Windows(grids [][3]int, pos []int32, merge, window int) positions.Windows {
+	if l.err != nil {
+		return positions.Windows{}
+	}
+	return positions.WindowLayout(grids, pos, merge, window)
+}

@@ -121,8 +121,9 @@ type Windows struct {
 }
 
 // WindowLayout gives the window layout of grids for windows of window×window merged units (the
-// window size over patch×merge). A window at the right or bottom edge holds what remains.
-func WindowLayout(grids []Grid, merge, window int) Windows {
+// window size over patch×merge), pos being Vision2D(grids, merge). A window at the right or bottom
+// edge holds what remains.
+func WindowLayout(grids []Grid, pos []int32, merge, window int) Windows {
 	unit := merge * merge
 	var units []int32 // window order → merged unit in the processor's (raster) order
 	w := Windows{Spans: []int32{0}}
@@ -145,7 +146,6 @@ func WindowLayout(grids []Grid, merge, window int) Windows {
 		}
 		base += t * h * wd
 	}
-	pos := Vision2D(grids, merge)
 	w.Inverse = make([]int32, len(units))
 	for j, u := range units {
 		w.Inverse[u] = int32(j)

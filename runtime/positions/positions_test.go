@@ -93,11 +93,11 @@ func TestWindowLayout(t *testing.T) {
 		{[]Grid{{1, 8, 16}}, []int32{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31}, []int32{0, 64, 128}},
 		{[]Grid{{1, 10, 12}, {1, 4, 8}}, []int32{0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15, 18, 19, 20, 21, 4, 5, 10, 11, 16, 17, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37}, []int32{0, 64, 96, 112, 120, 152}},
 	} {
-		w := WindowLayout(c.grids, 2, 4)
+		pos := Vision2D(c.grids, 2)
+		w := WindowLayout(c.grids, pos, 2, 4)
 		if !slices.Equal(w.Spans, c.spans) {
 			t.Errorf("%v: spans %v, want %v", c.grids, w.Spans, c.spans)
 		}
-		pos := Vision2D(c.grids, 2)
 		for j, u := range c.units {
 			if w.Inverse[u] != int32(j) {
 				t.Fatalf("%v: inverse[%d] = %d, want %d", c.grids, u, w.Inverse[u], j)

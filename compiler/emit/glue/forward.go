@@ -278,7 +278,7 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		}
 		n := lower.FromDim(px.Rows).Name
 		pos, spans := Id("_"), Id("_")
-		if input(g, "positions2d") != nil {
+		if input(g, "positions2d") != nil || windowed(g) {
 			pos = Id("posData")
 		}
 		if input(g, "spans") != nil {
@@ -290,7 +290,7 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 			if r == nil || r.Arg("window") == nil {
 				return nil, 0, fmt.Errorf("graph %s reads the window layout; the image rule names no window", g.Name)
 			}
-			body = append(body, Id("win").Op(":=").Qual(posPkg, "WindowLayout").Call(Id("grids"), Id(merge), Id(f.ref(r.Arg("window")))))
+			body = append(body, Id("win").Op(":=").Id("l").Dot("Windows").Call(Id("grids"), Id("posData"), Id(merge), Id(f.ref(r.Arg("window")))))
 		}
 	} else {
 		body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s: the round has no rows"), Id("l").Dot("Family")))))

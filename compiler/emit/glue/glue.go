@@ -18,7 +18,6 @@ import (
 const (
 	devicePkg = "tfc/runtime/device"
 	modelPkg  = "tfc/runtime/model"
-	posPkg    = "tfc/runtime/positions"
 )
 
 // Files returns the glue of p as file name → formatted Go source: config.go (the config, its
