@@ -146,15 +146,12 @@ func uniformSum(ws []int32, half int32, prec uint) int32 {
 	return sum
 }
 
-func clampShift(acc int32, prec uint) uint8 {
-	v := acc >> prec
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return uint8(v)
+// clampShift is acc >> prec saturated to 0..255.
+func clampShift(acc int32, prec uint) uint8 { return clamp8(acc >> (prec & 31)) }
+
+// scaledColour writes into d the colour c0, c1, c2 times the weights' sum w (uniformSum).
+func scaledColour(d []uint8, c0, c1, c2 uint8, w, half int32, prec uint) {
+	d[0], d[1], d[2] = clampShift(half+int32(c0)*w, prec), clampShift(half+int32(c1)*w, prec), clampShift(half+int32(c2)*w, prec)
 }
 
 // Resize resamples img to outW x outH with torch's antialiased bicubic on uint8 (what torchvision's
@@ -389,13 +386,8 @@ func (t *taps) fillUniform(dst []uint8, c *[3]uint8) {
 	for n := 3; n < len(dst); n *= 2 {
 		copy(dst[n:], dst[:n])
 	}
-	half, prec := t.half, t.precision&31
 	for _, x := range t.scaled {
-		w := t.sums[x]
-		d := (*[3]uint8)(dst[3*x:])
-		d[0] = clamp8((half + int32(c[0])*w) >> prec)
-		d[1] = clamp8((half + int32(c[1])*w) >> prec)
-		d[2] = clamp8((half + int32(c[2])*w) >> prec)
+		scaledColour(dst[3*x:3*x+3:3*x+3], c[0], c[1], c[2], t.sums[x], t.half, t.precision)
 	}
 }
 
@@ -412,7 +404,7 @@ func sameRows(rows []uint8, rowLen int) bool {
 // fillRun writes the outputs from x on whose taps all read the run of one colour that output x's
 // taps read, and returns the output after them.
 func (t *taps) fillRun(dst, src []uint8, x int) int {
-	half, prec, n := t.half, t.precision&31, t.n
+	n := t.n
 	o := 3 * t.start[x]
 	c0, c1, c2 := src[o], src[o+1], src[o+2]
 	last := runLast(src, o)/3 - (n - 1) // the last first tap whose taps stay in the run
@@ -420,9 +412,7 @@ func (t *taps) fillRun(dst, src []uint8, x int) int {
 	for ; x < nx && t.start[x] <= last; x++ {
 		d := dst[3*x : 3*x+3 : 3*x+3]
 		if w := t.sums[x]; w != 0 {
-			d[0] = clamp8((half + int32(c0)*w) >> prec)
-			d[1] = clamp8((half + int32(c1)*w) >> prec)
-			d[2] = clamp8((half + int32(c2)*w) >> prec)
+			scaledColour(d, c0, c1, c2, w, t.half, t.precision)
 			continue
 		}
 		d[0], d[1], d[2] = c0, c1, c2
@@ -489,7 +479,7 @@ func verticalRow(dst, rows []uint8, rowLen int, t *taps, y int) {
 			return
 		}
 		for i, v := range row(0) {
-			dst[i] = clamp8((half + int32(v)*sum) >> (prec & 31))
+			dst[i] = clampShift(half+int32(v)*sum, prec)
 		}
 		return
 	}
