@@ -137,7 +137,6 @@ type Graph struct {
 	Arenas   []*Arena // the memory plan: one arena a dtype
 	Pos      Pos
 	Home     string // the family whose file states the graph, when another family's (graph NAME = HOME.NAME)
-	nextOp   int
 	nextVal  int
 }
 

@@ -47,10 +47,6 @@ func lines(items []Code) []Code {
 	return append(out, Line())
 }
 
-const (
-	specializePkg = "tfc/compiler/specialize"
-)
-
 func strs(xs []string) Code {
 	var out []Code
 	for _, x := range xs {

@@ -15,7 +15,6 @@ type fwd struct {
 	e     *emitter
 	g     *lower.Graph
 	vars  map[string]string       // value key → Go variable
-	decl  map[string]bool         // Go variables declared
 	names map[string]int          // Go names taken
 	decls []Code                  // tensor declarations, in first-use order
 	byVal map[*lower.Value]string // value → Go variable
