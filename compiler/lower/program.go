@@ -341,3 +341,44 @@ type Buffer struct {
 	Size   *Expr // elements
 	Values []*Value
 }
+
+// WeightsOf lists the weights graph g reads, in p's declaration order.
+func (p *Program) WeightsOf(g *Graph) []*Weight {
+	used := map[*Weight]bool{}
+	var visit func(v *Value)
+	visit = func(v *Value) {
+		if v == nil {
+			return
+		}
+		switch v.Kind {
+		case WeightRef:
+			used[v.Weight] = true
+		case Select:
+			visit(v.Then)
+			visit(v.Else)
+		case Alias, View:
+			visit(v.Base)
+		}
+	}
+	g.Walk(func(l *Launch, _ []*Loop) {
+		for _, op := range l.Ops {
+			for _, a := range op.Args {
+				visit(a.Value)
+			}
+		}
+	})
+	var out []*Weight
+	for _, w := range p.Weights {
+		if used[w] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Sites counts graph g's launch sites: one a launch, loops counted once.
+func (g *Graph) Sites() int {
+	n := 0
+	g.Walk(func(*Launch, []*Loop) { n++ })
+	return n
+}

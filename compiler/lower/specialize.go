@@ -45,7 +45,7 @@ func Bind(params []*Param, requires []*Require, cfg ConfigReader, pageSize int) 
 	if pageSize <= 0 {
 		pageSize = 16
 	}
-	s := &Spec{Env: map[string]*Expr{}, PageSize: pageSize, WeightDType: "BF16"}
+	s := &Spec{PageSize: pageSize, WeightDType: "BF16"}
 	if cfg.Has(weightDTypePaths) {
 		dt, err := cfg.String(weightDTypePaths)
 		if err != nil {
@@ -58,41 +58,93 @@ func Bind(params []*Param, requires []*Require, cfg ConfigReader, pageSize int) 
 			s.WeightDType = "F32"
 		}
 	}
+	env, err := BindValues("the graph", params, requires, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Env = env
+	return s, nil
+}
+
+// BindValues reads each param of family through cfg in order (derived ones computed, defaults
+// where cfg is silent) and checks the requirements. The values come back by name, list elements
+// also as name[k]. A missing or ill-typed value, a list of the wrong length and an unmet
+// requirement are refused by name, with the values the requirement reads.
+func BindValues(family string, params []*Param, requires []*Require, cfg ConfigReader) (map[string]*Expr, error) {
+	env := map[string]*Expr{}
 	for _, prm := range params {
 		var v *Expr
 		var err error
+		paths := joinPaths(prm.Paths)
 		switch {
 		case prm.Derived != nil:
-			if v, err = Eval(prm.Derived, s.Env); err != nil {
-				return nil, fmt.Errorf("specialising %s: %v", prm.Name, err)
+			if v, err = Eval(prm.Derived, env); err != nil {
+				return nil, fmt.Errorf("config.json: %s = %s: %v; check the values %s reads", prm.Name, prm.Derived, err, family)
 			}
-		case !cfg.Has(joinPaths(prm.Paths)):
+		case !cfg.Has(paths):
 			if prm.Default == nil {
-				return nil, fmt.Errorf("config.json has no %s (%s)", prm.Name, joinPaths(prm.Paths))
+				return nil, fmt.Errorf("config.json has no %s; %s needs it as %s", strings.Join(prm.Paths, " or "), family, prm.Name)
 			}
 			v = prm.Default
 		default:
 			if v, err = readParam(cfg, prm); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("config.json: %s (%s): %w", prm.Name, strings.Join(prm.Paths, " | "), err)
+			}
+			if prm.Type == "ints" && prm.Len > 0 && len(v.Args) != prm.Len {
+				return nil, fmt.Errorf("%s (%s) has %d values; %s needs %d", prm.Name, strings.Join(prm.Paths, " | "), len(v.Args), family, prm.Len)
 			}
 		}
-		s.Env[prm.Name] = v
+		if prm.Type == "float" && v.Op == "int" {
+			v = Float(float64(v.Int))
+		}
+		env[prm.Name] = v
 		if v.Op == "list" {
 			for k, x := range v.Args {
-				s.Env[fmt.Sprintf("%s[%d]", prm.Name, k)] = x
+				env[fmt.Sprintf("%s[%d]", prm.Name, k)] = x
 			}
 		}
 	}
 	for _, r := range requires {
-		ok, err := Eval(r.Cond, s.Env)
+		ok, err := Eval(r.Cond, env)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("config.json: %s: %v; check the values %s reads", r.Src, err, family)
 		}
 		if !ok.Bool {
-			return nil, fmt.Errorf("config.json does not meet %s (%s)", r.Src, r.Pos)
+			have := ""
+			for i, name := range r.Cond.Refs() {
+				if i > 0 {
+					have += ","
+				}
+				have += fmt.Sprintf(" %s = %v", name, GoValue(env[name]))
+			}
+			return nil, fmt.Errorf("%s requires %s (%s:%d); this checkpoint has%s", family, r.Src, r.Pos.File, r.Pos.Line, have)
 		}
 	}
-	return s, nil
+	return env, nil
+}
+
+// GoValue is literal x as a Go value: int, float64, bool, string or []int; nil for none.
+func GoValue(x *Expr) any {
+	if x == nil {
+		return nil
+	}
+	switch x.Op {
+	case "int":
+		return int(x.Int)
+	case "float":
+		return x.Float
+	case "bool":
+		return x.Bool
+	case "str", "enum":
+		return x.Str + x.Name
+	case "list":
+		out := make([]int, len(x.Args))
+		for i, a := range x.Args {
+			out[i] = int(a.Int)
+		}
+		return out
+	}
+	return nil
 }
 
 func joinPaths(paths []string) string {

@@ -15,12 +15,19 @@ import (
 	"tfc/runtime/device/catalog"
 )
 
-// Program is what specialising a family needs of its lowered form.
+// Program is what binding and specialising a family need of its lowered form: its config
+// values, requirements and kernels with symbolic constants, and its description (Info, KV cache,
+// graphs and the runners of the graphs it states) as expressions over the config values.
 type Program struct {
 	Family   string           `json:"family"`
 	Package  string           `json:"package"`
 	Params   []*lower.Param   `json:"params"`
 	Requires []*lower.Require `json:"requires"`
+	Info     []InfoValue      `json:"info"`
+	KVLayers *lower.Expr      `json:"kv_layers,omitempty"` // nil: no KV cache
+	KVWidth  *lower.Expr      `json:"kv_width,omitempty"`
+	Graphs   []GraphUse       `json:"graphs"`
+	Runners  []RunnerSpec     `json:"runners,omitempty"`
 	Kernels  []UnboundKernel  `json:"kernels"`
 }
 
@@ -63,6 +70,7 @@ func FromLowered(p *lower.Program) Program {
 	for _, k := range p.Kernels {
 		out.Kernels = append(out.Kernels, kernelOf(k))
 	}
+	family(p, &out)
 	return out
 }
 

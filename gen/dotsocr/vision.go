@@ -3,150 +3,70 @@
 package dotsocr
 
 import (
-	"strconv"
-
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
 
-// VisionConfig holds the config values graph vision (graphs/dots_ocr.graph:117) reads; each family running the
-// graph fills it from its own config.
+// Vision is graph vision (graphs/dots_ocr.graph:117) for every family running it; program.json lists
+// its weights and buffers.
+var Vision = model.Vision(Program, "vision", forwardVision)
+
+// VisionConfig holds the config values graph vision reads.
 type VisionConfig struct {
 	D, VD, VF, VL, VH, C, P, M, VHD, MD int
 	Veps                                float64
 }
 
-// Vision is graph vision at a family's config and limits: its weights, its memory plan and
-// its kernels.
-type Vision struct {
-	model.Runner[VisionConfig, visionWeights, visionPlan]
-}
-
-// NewVision is graph vision at config c and limits l, launching the kernels of
-// kernels/gen/KERNELS.hip.
-func NewVision(c VisionConfig, l model.Limits, kernels string) *Vision {
-	return &Vision{model.NewRunner[VisionConfig, visionWeights](c, l, kernels, 14, planVision)}
-}
-
 // visionWeights holds the tensors graph vision reads, as 2-D views.
 type visionWeights struct {
-	VisPatchEmbedPatchifierProjWeight device.Tensor     // vis.patch_embed.patchifier.proj.weight [VD, C, P, P]
-	VisPatchEmbedPatchifierProjBias   device.Tensor     // vis.patch_embed.patchifier.proj.bias [VD]
-	VisPatchEmbedPatchifierNormWeight device.Tensor     // vis.patch_embed.patchifier.norm.weight [VD]
-	VisPostTrunkNormWeight            device.Tensor     // vis.post_trunk_norm.weight [VD]
-	VisMergerLnQWeight                device.Tensor     // vis.merger.ln_q.weight [VD]
-	VisMergerLnQBias                  device.Tensor     // vis.merger.ln_q.bias [VD]
-	VisMergerMlp0Weight               device.Tensor     // vis.merger.mlp.0.weight [MD, MD]
-	VisMergerMlp0Bias                 device.Tensor     // vis.merger.mlp.0.bias [MD]
-	VisMergerMlp2Weight               device.Tensor     // vis.merger.mlp.2.weight [D, MD]
-	VisMergerMlp2Bias                 device.Tensor     // vis.merger.mlp.2.bias [D]
-	VisBlocks                         []visionVisBlocks // one a layer
+	VisPatchEmbedPatchifierProjWeight, VisPatchEmbedPatchifierProjBias, VisPatchEmbedPatchifierNormWeight, VisPostTrunkNormWeight, VisMergerLnQWeight, VisMergerLnQBias, VisMergerMlp0Weight, VisMergerMlp0Bias, VisMergerMlp2Weight, VisMergerMlp2Bias device.Tensor
+
+	VisBlocks []struct{ Norm1Weight, Norm2Weight, AttnQkvWeight, AttnProjWeight, MlpFc1Weight, MlpFc3Weight, MlpFc2Weight device.Tensor } // one a layer
 }
 
-// visionVisBlocks is one layer of VisBlocks.
-type visionVisBlocks struct {
-	Norm1Weight    device.Tensor // vis.blocks[i].norm1.weight [VD]
-	Norm2Weight    device.Tensor // vis.blocks[i].norm2.weight [VD]
-	AttnQkvWeight  device.Tensor // vis.blocks[i].attn.qkv.weight [3 * VD, VD]
-	AttnProjWeight device.Tensor // vis.blocks[i].attn.proj.weight [VD, VD]
-	MlpFc1Weight   device.Tensor // vis.blocks[i].mlp.fc1.weight [VF, VD]
-	MlpFc3Weight   device.Tensor // vis.blocks[i].mlp.fc3.weight [VF, VD]
-	MlpFc2Weight   device.Tensor // vis.blocks[i].mlp.fc2.weight [VD, VF]
-}
+// visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
+type visionPlan struct{ Px, X, Qkv, Fc1, Pos, Spans int }
 
-// Weights lists the tensors graph vision reads, named as graphs/dots_ocr.graph declares them with
-// the chosen prefixes, each loading into g's weights.
-func (g *Vision) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.C, &g.W
-	var out []model.Weight
-	w.VisBlocks = make([]visionVisBlocks, c.VL)
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.weight", []int{c.VD, c.C, c.P, c.P}, &w.VisPatchEmbedPatchifierProjWeight)) // graphs/dots_ocr.graph:74
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.proj.bias", []int{c.VD}, &w.VisPatchEmbedPatchifierProjBias))                    // graphs/dots_ocr.graph:75
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.patchifier.norm.weight", []int{c.VD}, &w.VisPatchEmbedPatchifierNormWeight))                // graphs/dots_ocr.graph:76
-	for i := 0; i < c.VL; i++ {
-		l := &w.VisBlocks[i]
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/dots_ocr.graph:77
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/dots_ocr.graph:78
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/dots_ocr.graph:79
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/dots_ocr.graph:80
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/dots_ocr.graph:81
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc3.weight", []int{c.VF, c.VD}, &l.MlpFc3Weight))       // graphs/dots_ocr.graph:82
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/dots_ocr.graph:83
-	}
-	out = append(out, model.WeightAt(prefix["vis"]+".post_trunk_norm.weight", []int{c.VD}, &w.VisPostTrunkNormWeight)) // graphs/dots_ocr.graph:84
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/dots_ocr.graph:85
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/dots_ocr.graph:85
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/dots_ocr.graph:86
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/dots_ocr.graph:87
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/dots_ocr.graph:88
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/dots_ocr.graph:89
-	return out
-}
-
-// visionPlan holds the offsets, in elements, of the vision graph's buffers in its arenas.
-type visionPlan struct {
-	Px    int // F32 arena; holds px, x, fc2, proj, ln_q, out
-	X     int // F32 arena; holds x, h, a, mlp0
-	Qkv   int // F32 arena; holds qkv, q, k, fc3
-	Fc1   int // F32 arena; holds fc1, swiglu
-	Pos   int // I32 arena; holds pos
-	Spans int // I32 arena; holds spans
-}
-
-// planVision places graph vision's buffers at config c and limits l.
-func planVision(c *VisionConfig, l model.Limits) (visionPlan, model.GraphPlan) {
-	N := l.Patches
-	var p visionPlan
-	a := model.NewArenas("vision")
-	p.Px = a.F32("px", max(N*(c.C*c.P*c.P), N*c.VD, N/(c.M*c.M)*c.D))
-	p.X = a.F32("x", max(N*c.VD, N/(c.M*c.M)*c.MD))
-	p.Qkv = a.F32("qkv", max(N*(3*c.VD), N*c.VF))
-	p.Fc1 = a.F32("fc1", N*c.VF)
-	p.Pos = a.I32("pos", N*2)
-	p.Spans = a.I32("spans", N+1)
-	return p, a.Plan()
-}
-
-// Forward runs graph vision (graphs/dots_ocr.graph:117) through l on pixels [N, C] of images with the given (t, h, w) grids.
-func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
+// forwardVision runs graph vision (graphs/dots_ocr.graph:117) through l on pixels [N, C] of images with the given (t, h, w) grids.
+func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	N, posData, spanData := l.Images(grids, c.M)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:118); here M = %v, N = %v", c.M, N)
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
-	x2 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	h := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
-	qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
-	k := qkv.ColSlice(c.VD, 2*c.VD)
-	q := qkv.ColSlice(0, c.VD)
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
-	a := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
-	v := qkv.ColSlice(2*c.VD, 3*c.VD)
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	fc3 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-	fc1 := device.Tensor{Buf: l.F32, Off: p.Fc1, Rows: N, Cols: c.VF}
-	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
-	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P]")
+	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
 	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
+	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x})
+	x2 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(1, "vision_rmsnorm", "graphs/dots_ocr.graph:122"), "x", x2, device.RMSNorm{X: x, W: w.VisPatchEmbedPatchifierNormWeight, Y: x2, Eps: float32(c.Veps)})
 	for i := 0; i < c.VL; i++ {
+		h := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/dots_ocr.graph:125"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(c.Veps)})
+		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+		k := qkv.ColSlice(c.VD, 2*c.VD)
+		q := qkv.ColSlice(0, c.VD)
 		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/dots_ocr.graph:126,128,129"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		a := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
+		v := qkv.ColSlice(2*c.VD, 3*c.VD)
 		l.Launch(g.K.At(4, "vision_attention", "graphs/dots_ocr.graph:130"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_res", "graphs/dots_ocr.graph:131"), "proj", x2, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, Y: x2, Res: x2})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/dots_ocr.graph:132"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(c.Veps)})
+		fc3 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
 		l.Launch(g.K.At(7, "vision_linear", "graphs/dots_ocr.graph:133"), "fc3", fc3, device.Linear{X: h, W: w.VisBlocks[i].MlpFc3Weight, Y: fc3})
+		fc1 := device.Tensor{Buf: l.F32, Off: p.Fc1, Rows: N, Cols: c.VF}
 		l.Launch(g.K.At(8, "vision_linear_silu_mul", "graphs/dots_ocr.graph:133"), "swiglu", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, Y: fc1, Act: device.ActSiLU}, device.Mul{A: fc1, B: fc3, Y: fc1})
 		l.Launch(g.K.At(9, "vision_linear_res_fc2", "graphs/dots_ocr.graph:133"), "fc2", x2, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
 	} // graphs/dots_ocr.graph:123
 	l.Launch(g.K.At(10, "vision_rmsnorm", "graphs/dots_ocr.graph:135"), "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
+	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(11, "vision_layernorm", "graphs/dots_ocr.graph:137"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
+	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
+	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
 	l.Launch(g.K.At(12, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
 	l.Launch(g.K.At(13, "vision_linear_bias_out", "graphs/dots_ocr.graph:138"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

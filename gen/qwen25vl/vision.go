@@ -3,167 +3,79 @@
 package qwen25vl
 
 import (
-	"strconv"
-
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
 
-// VisionConfig holds the config values graph vision (graphs/qwen2_5_vl.graph:113) reads; each family running the
-// graph fills it from its own config.
+// Vision is graph vision (graphs/qwen2_5_vl.graph:113) for every family running it; program.json lists
+// its weights and buffers.
+var Vision = model.Vision(Program, "vision", forwardVision)
+
+// VisionConfig holds the config values graph vision reads.
 type VisionConfig struct {
 	VD, VL, VH, VF, C, P, TP, M, VO, VHD, MD, WU int
 	Fullatt                                      []int
 	Vtheta                                       float64
 }
 
-// Vision is graph vision at a family's config and limits: its weights, its memory plan and
-// its kernels.
-type Vision struct {
-	model.Runner[VisionConfig, visionWeights, visionPlan]
-}
-
-// NewVision is graph vision at config c and limits l, launching the kernels of
-// kernels/gen/KERNELS.hip.
-func NewVision(c VisionConfig, l model.Limits, kernels string) *Vision {
-	return &Vision{model.NewRunner[VisionConfig, visionWeights](c, l, kernels, 14, planVision)}
-}
-
 // visionWeights holds the tensors graph vision reads, as 2-D views.
 type visionWeights struct {
-	VisPatchEmbedProjWeight device.Tensor     // vis.patch_embed.proj.weight [VD, C, TP, P, P]
-	VisMergerLnQWeight      device.Tensor     // vis.merger.ln_q.weight [VD]
-	VisMergerMlp0Weight     device.Tensor     // vis.merger.mlp.0.weight [MD, MD]
-	VisMergerMlp0Bias       device.Tensor     // vis.merger.mlp.0.bias [MD]
-	VisMergerMlp2Weight     device.Tensor     // vis.merger.mlp.2.weight [VO, MD]
-	VisMergerMlp2Bias       device.Tensor     // vis.merger.mlp.2.bias [VO]
-	VisBlocks               []visionVisBlocks // one a layer
+	VisPatchEmbedProjWeight, VisMergerLnQWeight, VisMergerMlp0Weight, VisMergerMlp0Bias, VisMergerMlp2Weight, VisMergerMlp2Bias device.Tensor
+
+	VisBlocks []struct{ Norm1Weight, Norm2Weight, AttnQkvWeight, AttnQkvBias, AttnProjWeight, AttnProjBias, MlpGateProjWeight, MlpGateProjBias, MlpUpProjWeight, MlpUpProjBias, MlpDownProjWeight, MlpDownProjBias device.Tensor } // one a layer
 }
 
-// visionVisBlocks is one layer of VisBlocks.
-type visionVisBlocks struct {
-	Norm1Weight       device.Tensor // vis.blocks[i].norm1.weight [VD]
-	Norm2Weight       device.Tensor // vis.blocks[i].norm2.weight [VD]
-	AttnQkvWeight     device.Tensor // vis.blocks[i].attn.qkv.weight [3 * VD, VD]
-	AttnQkvBias       device.Tensor // vis.blocks[i].attn.qkv.bias [3 * VD]
-	AttnProjWeight    device.Tensor // vis.blocks[i].attn.proj.weight [VD, VD]
-	AttnProjBias      device.Tensor // vis.blocks[i].attn.proj.bias [VD]
-	MlpGateProjWeight device.Tensor // vis.blocks[i].mlp.gate_proj.weight [VF, VD]
-	MlpGateProjBias   device.Tensor // vis.blocks[i].mlp.gate_proj.bias [VF]
-	MlpUpProjWeight   device.Tensor // vis.blocks[i].mlp.up_proj.weight [VF, VD]
-	MlpUpProjBias     device.Tensor // vis.blocks[i].mlp.up_proj.bias [VF]
-	MlpDownProjWeight device.Tensor // vis.blocks[i].mlp.down_proj.weight [VD, VF]
-	MlpDownProjBias   device.Tensor // vis.blocks[i].mlp.down_proj.bias [VD]
-}
+// visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
+type visionPlan struct{ Px, Linear, Qkv, GateProj, WindowPos, Spans, WindowSpans, WindowOrder, WindowInverse int }
 
-// Weights lists the tensors graph vision reads, named as graphs/qwen2_5_vl.graph declares them with
-// the chosen prefixes, each loading into g's weights.
-func (g *Vision) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.C, &g.W
-	var out []model.Weight
-	w.VisBlocks = make([]visionVisBlocks, c.VL)
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_5_vl.graph:72
-	for i := 0; i < c.VL; i++ {
-		l := &w.VisBlocks[i]
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                     // graphs/qwen2_5_vl.graph:73
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                     // graphs/qwen2_5_vl.graph:74
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight))      // graphs/qwen2_5_vl.graph:75
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &l.AttnQkvBias))                // graphs/qwen2_5_vl.graph:75
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))        // graphs/qwen2_5_vl.graph:76
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &l.AttnProjBias))                  // graphs/qwen2_5_vl.graph:76
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.VF, c.VD}, &l.MlpGateProjWeight)) // graphs/qwen2_5_vl.graph:77
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.gate_proj.bias", []int{c.VF}, &l.MlpGateProjBias))           // graphs/qwen2_5_vl.graph:77
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.VF, c.VD}, &l.MlpUpProjWeight))     // graphs/qwen2_5_vl.graph:78
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.up_proj.bias", []int{c.VF}, &l.MlpUpProjBias))               // graphs/qwen2_5_vl.graph:78
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.VD, c.VF}, &l.MlpDownProjWeight)) // graphs/qwen2_5_vl.graph:79
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.down_proj.bias", []int{c.VD}, &l.MlpDownProjBias))           // graphs/qwen2_5_vl.graph:79
-	}
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/qwen2_5_vl.graph:80
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/qwen2_5_vl.graph:81
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/qwen2_5_vl.graph:81
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.VO, c.MD}, &w.VisMergerMlp2Weight)) // graphs/qwen2_5_vl.graph:82
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.VO}, &w.VisMergerMlp2Bias))           // graphs/qwen2_5_vl.graph:82
-	return out
-}
-
-// visionPlan holds the offsets, in elements, of the vision graph's buffers in its arenas.
-type visionPlan struct {
-	Px            int // F32 arena; holds px, x, down_proj, proj, mlp0, out
-	Linear        int // F32 arena; holds linear, h, a, ln_q, mlp2
-	Qkv           int // F32 arena; holds qkv, q, k, up_proj
-	GateProj      int // F32 arena; holds gate_proj, swiglu
-	WindowPos     int // I32 arena; holds window_pos
-	Spans         int // I32 arena; holds spans
-	WindowSpans   int // I32 arena; holds window_spans
-	WindowOrder   int // I32 arena; holds window_order
-	WindowInverse int // I32 arena; holds window_inverse
-}
-
-// planVision places graph vision's buffers at config c and limits l.
-func planVision(c *VisionConfig, l model.Limits) (visionPlan, model.GraphPlan) {
-	N := l.Patches
-	var p visionPlan
-	a := model.NewArenas("vision")
-	p.Px = a.F32("px", max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.MD, N/(c.M*c.M)*c.VO))
-	p.Linear = a.F32("linear", max(N*c.VD, N/(c.M*c.M)*c.VO))
-	p.Qkv = a.F32("qkv", max(N*(3*c.VD), N*c.VF))
-	p.GateProj = a.F32("gate_proj", N*c.VF)
-	p.WindowPos = a.I32("window_pos", N*2)
-	p.Spans = a.I32("spans", N+1)
-	p.WindowSpans = a.I32("window_spans", N+1)
-	p.WindowOrder = a.I32("window_order", N)
-	p.WindowInverse = a.I32("window_inverse", N/(c.M*c.M))
-	return p, a.Plan()
-}
-
-// Forward runs graph vision (graphs/qwen2_5_vl.graph:113) through l on pixels [N, C] of images with the given (t, h, w) grids.
-func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
+// forwardVision runs graph vision (graphs/qwen2_5_vl.graph:113) through l on pixels [N, C] of images with the given (t, h, w) grids.
+func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	N, posData, spanData := l.Images(grids, c.M)
 	win := l.Windows(grids, posData, c.M, c.WU)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_5_vl.graph:115); here M = %v, N = %v", c.M, N)
-	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
-	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	windowOrder := device.Tensor{Buf: l.I32, Off: p.WindowOrder, Rows: 1, Cols: N}
-	h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
-	k := qkv.ColSlice(c.VD, 2*c.VD)
-	q := qkv.ColSlice(0, c.VD)
-	windowPos := device.Tensor{Buf: l.I32, Off: p.WindowPos, Rows: N, Cols: 2}
-	a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	v := qkv.ColSlice(2*c.VD, 3*c.VD)
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	windowSpans := device.Tensor{Buf: l.I32, Off: p.WindowSpans, Rows: 1, Cols: len(win.Spans)}
-	upProj := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-	gateProj := device.Tensor{Buf: l.F32, Off: p.GateProj, Rows: N, Cols: c.VF}
-	lnQ := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	mlp0 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.MD}
-	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	mlp2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N / (c.M * c.M), Cols: c.VO}
-	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.VO}
-	windowInverse := device.Tensor{Buf: l.I32, Off: p.WindowInverse, Rows: 1, Cols: N / (c.M * c.M)}
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
+	windowPos := device.Tensor{Buf: l.I32, Off: p.WindowPos, Rows: N, Cols: 2}
 	l.Write(windowPos, win.Pos, device.I32, "window_pos", "[N, 2]")
+	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
+	windowSpans := device.Tensor{Buf: l.I32, Off: p.WindowSpans, Rows: 1, Cols: len(win.Spans)}
 	l.Write(windowSpans, win.Spans, device.I32, "window_spans", "[1, N + 1]")
+	windowOrder := device.Tensor{Buf: l.I32, Off: p.WindowOrder, Rows: 1, Cols: N}
 	l.Write(windowOrder, win.Order, device.I32, "window_order", "[1, N]")
+	windowInverse := device.Tensor{Buf: l.I32, Off: p.WindowInverse, Rows: 1, Cols: N / (c.M * c.M)}
 	l.Write(windowInverse, win.Inverse, device.I32, "window_inverse", "[1, N / (M * M)]")
+	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_5_vl.graph:116"), "linear", linear, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: linear})
+	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(1, "vision_gather", "graphs/qwen2_5_vl.graph:116"), "x", x, device.Gather{X: linear, Index: windowOrder, Y: x})
 	for i := 0; i < c.VL; i++ {
+		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:119"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(1e-06)})
+		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+		k := qkv.ColSlice(c.VD, 2*c.VD)
+		q := qkv.ColSlice(0, c.VD)
 		l.Launch(g.K.At(3, "vision_linear_bias_rope_rope", "graphs/qwen2_5_vl.graph:120,122,123"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
+		v := qkv.ColSlice(2*c.VD, 3*c.VD)
 		l.Launch(g.K.At(4, "vision_attention", "graphs/qwen2_5_vl.graph:125"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: model.Cond(model.In(i, c.Fullatt), spans, windowSpans), Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_bias_res", "graphs/qwen2_5_vl.graph:126"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:127"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(1e-06)})
+		upProj := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
 		l.Launch(g.K.At(7, "vision_linear_bias", "graphs/qwen2_5_vl.graph:128"), "up_proj", upProj, device.Linear{X: h, W: w.VisBlocks[i].MlpUpProjWeight, B: w.VisBlocks[i].MlpUpProjBias, Y: upProj})
+		gateProj := device.Tensor{Buf: l.F32, Off: p.GateProj, Rows: N, Cols: c.VF}
 		l.Launch(g.K.At(8, "vision_linear_bias_silu_mul", "graphs/qwen2_5_vl.graph:128"), "swiglu", gateProj, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjWeight, B: w.VisBlocks[i].MlpGateProjBias, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
 		l.Launch(g.K.At(9, "vision_linear_bias_res_down_proj", "graphs/qwen2_5_vl.graph:128"), "down_proj", x, device.Linear{X: gateProj, W: w.VisBlocks[i].MlpDownProjWeight, B: w.VisBlocks[i].MlpDownProjBias, Y: x, Res: x})
 	} // graphs/qwen2_5_vl.graph:117
+	lnQ := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(10, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:132"), "ln_q", lnQ, device.RMSNorm{X: x, W: w.VisMergerLnQWeight, Y: lnQ, Eps: float32(1e-06)})
+	mlp0 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.MD}
+	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
 	l.Launch(g.K.At(11, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:133"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	mlp2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N / (c.M * c.M), Cols: c.VO}
 	l.Launch(g.K.At(12, "vision_linear_bias_mlp2", "graphs/qwen2_5_vl.graph:133"), "mlp2", mlp2, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: mlp2})
+	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.VO}
 	l.Launch(g.K.At(13, "vision_gather_out", "graphs/qwen2_5_vl.graph:133"), "out", outT, device.Gather{X: mlp2, Index: windowInverse, Y: outT})
 	return l.Finish(outT)
 }

@@ -4,14 +4,16 @@ package qwen2vl
 
 import (
 	"fmt"
-	"strconv"
 
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
 
-// DecodeConfig holds the config values graph decode (graphs/qwen2_vl.graph:138) reads; each family running the
-// graph fills it from its own config.
+// Decode is graph decode (graphs/qwen2_vl.graph:138) for every family running it; program.json lists
+// its weights and buffers.
+var Decode = model.Decoder(Program, "decode", forwardDecode)
+
+// DecodeConfig holds the config values graph decode reads.
 type DecodeConfig struct {
 	D, L, H, KV, F, V, HD, PositionsAxes int
 	Eps, Theta                           float64
@@ -19,111 +21,18 @@ type DecodeConfig struct {
 	Tied                                 bool
 }
 
-// Decode is graph decode at a family's config and limits: its weights, its memory plan and
-// its kernels.
-type Decode struct {
-	model.Runner[DecodeConfig, decodeWeights, decodePlan]
-}
-
-// NewDecode is graph decode at config c and limits l, launching the kernels of
-// kernels/gen/KERNELS.hip.
-func NewDecode(c DecodeConfig, l model.Limits, kernels string) *Decode {
-	return &Decode{model.NewRunner[DecodeConfig, decodeWeights](c, l, kernels, 15, planDecode)}
-}
-
 // decodeWeights holds the tensors graph decode reads, as 2-D views.
 type decodeWeights struct {
-	LmEmbedTokensWeight device.Tensor    // lm.embed_tokens.weight [V, D]
-	LmNormWeight        device.Tensor    // lm.norm.weight [D]
-	LmHeadWeight        device.Tensor    // lm_head.weight [V, D]
-	LmLayers            []decodeLmLayers // one a layer
+	LmEmbedTokensWeight, LmNormWeight, LmHeadWeight device.Tensor
+
+	LmLayers []struct{ InputLayernormWeight, SelfAttnQProjWeight, SelfAttnQProjBias, SelfAttnKProjWeight, SelfAttnKProjBias, SelfAttnVProjWeight, SelfAttnVProjBias, SelfAttnOProjWeight, PostAttentionLayernormWeight, MlpGateProjWeight, MlpUpProjWeight, MlpDownProjWeight device.Tensor } // one a layer
 }
 
-// decodeLmLayers is one layer of LmLayers.
-type decodeLmLayers struct {
-	InputLayernormWeight         device.Tensor // lm.layers[i].input_layernorm.weight [D]
-	SelfAttnQProjWeight          device.Tensor // lm.layers[i].self_attn.q_proj.weight [H * HD, D]
-	SelfAttnQProjBias            device.Tensor // lm.layers[i].self_attn.q_proj.bias [H * HD]
-	SelfAttnKProjWeight          device.Tensor // lm.layers[i].self_attn.k_proj.weight [HD * KV, D]
-	SelfAttnKProjBias            device.Tensor // lm.layers[i].self_attn.k_proj.bias [HD * KV]
-	SelfAttnVProjWeight          device.Tensor // lm.layers[i].self_attn.v_proj.weight [HD * KV, D]
-	SelfAttnVProjBias            device.Tensor // lm.layers[i].self_attn.v_proj.bias [HD * KV]
-	SelfAttnOProjWeight          device.Tensor // lm.layers[i].self_attn.o_proj.weight [D, H * HD]
-	PostAttentionLayernormWeight device.Tensor // lm.layers[i].post_attention_layernorm.weight [D]
-	MlpGateProjWeight            device.Tensor // lm.layers[i].mlp.gate_proj.weight [F, D]
-	MlpUpProjWeight              device.Tensor // lm.layers[i].mlp.up_proj.weight [F, D]
-	MlpDownProjWeight            device.Tensor // lm.layers[i].mlp.down_proj.weight [D, F]
-}
+// decodePlan holds the offsets, in elements, of graph decode's buffers in its arenas.
+type decodePlan struct{ ImageRows, X, QProj, KProj, V, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages int }
 
-// Weights lists the tensors graph decode reads, named as graphs/qwen2_vl.graph declares them with
-// the chosen prefixes, each loading into g's weights.
-func (g *Decode) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.C, &g.W
-	var out []model.Weight
-	w.LmLayers = make([]decodeLmLayers, c.L)
-	out = append(out, model.WeightAt(prefix["lm"]+".embed_tokens.weight", []int{c.V, c.D}, &w.LmEmbedTokensWeight)) // graphs/qwen2_vl.graph:85
-	for i := 0; i < c.L; i++ {
-		l := &w.LmLayers[i]
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".input_layernorm.weight", []int{c.D}, &l.InputLayernormWeight))                  // graphs/qwen2_vl.graph:86
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.weight", []int{c.H * c.HD, c.D}, &l.SelfAttnQProjWeight))      // graphs/qwen2_vl.graph:87
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.q_proj.bias", []int{c.H * c.HD}, &l.SelfAttnQProjBias))               // graphs/qwen2_vl.graph:88
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnKProjWeight))     // graphs/qwen2_vl.graph:89
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.k_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnKProjBias))              // graphs/qwen2_vl.graph:90
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.weight", []int{c.HD * c.KV, c.D}, &l.SelfAttnVProjWeight))     // graphs/qwen2_vl.graph:91
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.v_proj.bias", []int{c.HD * c.KV}, &l.SelfAttnVProjBias))              // graphs/qwen2_vl.graph:92
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".self_attn.o_proj.weight", []int{c.D, c.H * c.HD}, &l.SelfAttnOProjWeight))      // graphs/qwen2_vl.graph:93
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".post_attention_layernorm.weight", []int{c.D}, &l.PostAttentionLayernormWeight)) // graphs/qwen2_vl.graph:94
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.gate_proj.weight", []int{c.F, c.D}, &l.MlpGateProjWeight))                  // graphs/qwen2_vl.graph:95
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.up_proj.weight", []int{c.F, c.D}, &l.MlpUpProjWeight))                      // graphs/qwen2_vl.graph:96
-		out = append(out, model.WeightAt(prefix["lm"]+".layers."+strconv.Itoa(i)+".mlp.down_proj.weight", []int{c.D, c.F}, &l.MlpDownProjWeight))                  // graphs/qwen2_vl.graph:97
-	}
-	out = append(out, model.WeightAt(prefix["lm"]+".norm.weight", []int{c.D}, &w.LmNormWeight)) // graphs/qwen2_vl.graph:98
-	if !c.Tied {
-		out = append(out, model.WeightAt("lm_head.weight", []int{c.V, c.D}, &w.LmHeadWeight))
-	} // graphs/qwen2_vl.graph:99
-	return out
-}
-
-// decodePlan holds the offsets, in elements, of the decode graph's buffers in its arenas.
-type decodePlan struct {
-	ImageRows int // F32 arena; holds image_rows, h, a, gather, logits
-	X         int // F32 arena; holds embed, x, down_proj, o_proj
-	QProj     int // F32 arena; holds q_proj, q, up_proj
-	KProj     int // F32 arena; holds k_proj, k, gate_proj, swiglu
-	V         int // F32 arena; holds v
-	Ids       int // I32 arena; holds ids
-	Pos       int // I32 arena; holds pos
-	ImageAt   int // I32 arena; holds image_at
-	LogitRows int // I32 arena; holds logit_rows
-	RowsSeq   int // I32 arena; holds rows_seq
-	RowsPos   int // I32 arena; holds rows_pos
-	RowsPages int // I32 arena; holds rows_pages
-}
-
-// planDecode places graph decode's buffers at config c and limits l.
-func planDecode(c *DecodeConfig, l model.Limits) (decodePlan, model.GraphPlan) {
-	R := l.Rows
-	I := l.Rows
-	S := l.Rows
-	var p decodePlan
-	a := model.NewArenas("decode")
-	p.ImageRows = a.F32("image_rows", max(I*c.D, R*c.D, R*(c.H*c.HD), S*c.D, S*c.V))
-	p.X = a.F32("x", max(R*c.D, S*c.D))
-	p.QProj = a.F32("q_proj", max(R*(c.H*c.HD), R*c.F))
-	p.KProj = a.F32("k_proj", max(R*(c.HD*c.KV), R*c.F))
-	p.V = a.F32("v", R*(c.HD*c.KV))
-	p.Ids = a.I32("ids", R)
-	p.Pos = a.I32("pos", R*c.PositionsAxes)
-	p.ImageAt = a.I32("image_at", I)
-	p.LogitRows = a.I32("logit_rows", S)
-	p.RowsSeq = a.I32("rows_seq", R)
-	p.RowsPos = a.I32("rows_pos", R)
-	p.RowsPages = a.I32("rows_pages", l.Parallel*((l.Context+l.PageSize-1)/l.PageSize))
-	return p, a.Plan()
-}
-
-// Forward runs graph decode (graphs/qwen2_vl.graph:138) through l over the rows of one round and returns the logits of r.LogitRows.
-func (g *Decode) Forward(l *model.Launcher, r *model.Round) ([]float32, error) {
+// forwardDecode runs graph decode (graphs/qwen2_vl.graph:138) through l over the rows of one round and returns the logits of r.LogitRows.
+func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	if r == nil || len(r.Tokens) == 0 {
 		return nil, fmt.Errorf("%s: the round has no rows", l.Family)
@@ -134,50 +43,50 @@ func (g *Decode) Forward(l *model.Launcher, r *model.Round) ([]float32, error) {
 	l.Limit("R", R, "Rows", l.Lim.Rows)
 	l.Limit("I", I, "Rows", l.Lim.Rows)
 	l.Limit("S", S, "Rows", l.Lim.Rows)
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: R, Cols: c.D}
 	ids := device.Tensor{Buf: l.I32, Off: p.Ids, Rows: 1, Cols: R}
-	imageRows := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: I, Cols: c.D}
-	imageAt := device.Tensor{Buf: l.I32, Off: p.ImageAt, Rows: 1, Cols: I}
-	h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.D}
-	qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: R, Cols: c.PositionsAxes}
-	kProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
-	v := device.Tensor{Buf: l.F32, Off: p.V, Rows: R, Cols: c.HD * c.KV}
-	a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
-	rowsSeq := device.Tensor{Buf: l.I32, Off: p.RowsSeq, Rows: 1, Cols: R}
-	rowsPos := device.Tensor{Buf: l.I32, Off: p.RowsPos, Rows: 1, Cols: R}
-	rowsPages := device.Tensor{Buf: l.I32, Off: p.RowsPages, Rows: l.Lim.Parallel, Cols: (l.Lim.Context + l.Lim.PageSize - 1) / l.Lim.PageSize}
-	rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: l.Lim.PageSize}
-	upProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
-	gateProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: R, Cols: c.F}
-	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
-	logitRows := device.Tensor{Buf: l.I32, Off: p.LogitRows, Rows: 1, Cols: S}
-	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
-	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
 	l.Write(ids, r.Tokens, device.I32, "ids", "[1, R]")
+	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: R, Cols: c.PositionsAxes}
 	l.Write(pos, r.Positions, device.I32, "pos", "[R, positions.axes]")
+	imageRows := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: I, Cols: c.D}
 	l.Write(imageRows, r.ImageRows, device.F32, "image_rows", "[I, D]")
+	imageAt := device.Tensor{Buf: l.I32, Off: p.ImageAt, Rows: 1, Cols: I}
 	l.Write(imageAt, r.ImageAt, device.I32, "image_at", "[1, I]")
+	logitRows := device.Tensor{Buf: l.I32, Off: p.LogitRows, Rows: 1, Cols: S}
 	l.Write(logitRows, r.LogitRows, device.I32, "logit_rows", "[1, S]")
+	rowsSeq := device.Tensor{Buf: l.I32, Off: p.RowsSeq, Rows: 1, Cols: R}
 	l.Write(rowsSeq, r.Seq, device.I32, "rows_seq", "[1, R]")
+	rowsPos := device.Tensor{Buf: l.I32, Off: p.RowsPos, Rows: 1, Cols: R}
 	l.Write(rowsPos, r.Pos, device.I32, "rows_pos", "[1, R]")
+	rowsPages := device.Tensor{Buf: l.I32, Off: p.RowsPages, Rows: l.Lim.Parallel, Cols: (l.Lim.Context + l.Lim.PageSize - 1) / l.Lim.PageSize}
 	l.Write(rowsPages, r.PageTable, device.I32, "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]")
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: R, Cols: c.D}
 	l.Launch(g.K.At(0, "decode_embed", "graphs/qwen2_vl.graph:140"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
 	if I > 0 {
 		l.Launch(g.K.At(1, "decode_scatter", "graphs/qwen2_vl.graph:140"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
 	}
 	for i := 0; i < c.L; i++ {
+		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.D}
 		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/qwen2_vl.graph:143"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
 		l.Launch(g.K.At(3, "decode_linear_bias_rope", "graphs/qwen2_vl.graph:144"), "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		kProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
 		l.Launch(g.K.At(4, "decode_linear_bias_rope_k_proj", "graphs/qwen2_vl.graph:145"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		v := device.Tensor{Buf: l.F32, Off: p.V, Rows: R, Cols: c.HD * c.KV}
 		l.Launch(g.K.At(5, "decode_linear_bias", "graphs/qwen2_vl.graph:146"), "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
+		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
+		rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: l.Lim.PageSize}
 		l.Launch(g.K.At(6, "decode_attention", "graphs/qwen2_vl.graph:147"), "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
 		l.Launch(g.K.At(7, "decode_linear_res", "graphs/qwen2_vl.graph:148"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
 		l.Launch(g.K.At(8, "decode_rmsnorm", "graphs/qwen2_vl.graph:149"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		upProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
 		l.Launch(g.K.At(9, "decode_linear", "graphs/qwen2_vl.graph:150"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
+		gateProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: R, Cols: c.F}
 		l.Launch(g.K.At(10, "decode_linear_silu_mul", "graphs/qwen2_vl.graph:150"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
 		l.Launch(g.K.At(11, "decode_linear_res_down_proj", "graphs/qwen2_vl.graph:150"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:141
+	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
+	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
+	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
 	if S > 0 {
 		l.Launch(g.K.At(12, "decode_gather", "graphs/qwen2_vl.graph:152"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
 		l.Launch(g.K.At(13, "decode_rmsnorm", "graphs/qwen2_vl.graph:152"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})

@@ -3,147 +3,65 @@
 package qwen2vl
 
 import (
-	"strconv"
-
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
 
-// VisionConfig holds the config values graph vision (graphs/qwen2_vl.graph:114) reads; each family running the
-// graph fills it from its own config.
+// Vision is graph vision (graphs/qwen2_vl.graph:114) for every family running it; program.json lists
+// its weights and buffers.
+var Vision = model.Vision(Program, "vision", forwardVision)
+
+// VisionConfig holds the config values graph vision reads.
 type VisionConfig struct {
 	D, VD, VL, VH, C, P, TP, M, VHD, VF, MD int
 	Vtheta                                  float64
 }
 
-// Vision is graph vision at a family's config and limits: its weights, its memory plan and
-// its kernels.
-type Vision struct {
-	model.Runner[VisionConfig, visionWeights, visionPlan]
-}
-
-// NewVision is graph vision at config c and limits l, launching the kernels of
-// kernels/gen/KERNELS.hip.
-func NewVision(c VisionConfig, l model.Limits, kernels string) *Vision {
-	return &Vision{model.NewRunner[VisionConfig, visionWeights](c, l, kernels, 11, planVision)}
-}
-
 // visionWeights holds the tensors graph vision reads, as 2-D views.
 type visionWeights struct {
-	VisPatchEmbedProjWeight device.Tensor     // vis.patch_embed.proj.weight [VD, C, TP, P, P]
-	VisMergerLnQWeight      device.Tensor     // vis.merger.ln_q.weight [VD]
-	VisMergerLnQBias        device.Tensor     // vis.merger.ln_q.bias [VD]
-	VisMergerMlp0Weight     device.Tensor     // vis.merger.mlp.0.weight [MD, MD]
-	VisMergerMlp0Bias       device.Tensor     // vis.merger.mlp.0.bias [MD]
-	VisMergerMlp2Weight     device.Tensor     // vis.merger.mlp.2.weight [D, MD]
-	VisMergerMlp2Bias       device.Tensor     // vis.merger.mlp.2.bias [D]
-	VisBlocks               []visionVisBlocks // one a layer
+	VisPatchEmbedProjWeight, VisMergerLnQWeight, VisMergerLnQBias, VisMergerMlp0Weight, VisMergerMlp0Bias, VisMergerMlp2Weight, VisMergerMlp2Bias device.Tensor
+
+	VisBlocks []struct{ Norm1Weight, Norm1Bias, Norm2Weight, Norm2Bias, AttnQkvWeight, AttnQkvBias, AttnProjWeight, AttnProjBias, MlpFc1Weight, MlpFc1Bias, MlpFc2Weight, MlpFc2Bias device.Tensor } // one a layer
 }
 
-// visionVisBlocks is one layer of VisBlocks.
-type visionVisBlocks struct {
-	Norm1Weight    device.Tensor // vis.blocks[i].norm1.weight [VD]
-	Norm1Bias      device.Tensor // vis.blocks[i].norm1.bias [VD]
-	Norm2Weight    device.Tensor // vis.blocks[i].norm2.weight [VD]
-	Norm2Bias      device.Tensor // vis.blocks[i].norm2.bias [VD]
-	AttnQkvWeight  device.Tensor // vis.blocks[i].attn.qkv.weight [3 * VD, VD]
-	AttnQkvBias    device.Tensor // vis.blocks[i].attn.qkv.bias [3 * VD]
-	AttnProjWeight device.Tensor // vis.blocks[i].attn.proj.weight [VD, VD]
-	AttnProjBias   device.Tensor // vis.blocks[i].attn.proj.bias [VD]
-	MlpFc1Weight   device.Tensor // vis.blocks[i].mlp.fc1.weight [VF, VD]
-	MlpFc1Bias     device.Tensor // vis.blocks[i].mlp.fc1.bias [VF]
-	MlpFc2Weight   device.Tensor // vis.blocks[i].mlp.fc2.weight [VD, VF]
-	MlpFc2Bias     device.Tensor // vis.blocks[i].mlp.fc2.bias [VD]
-}
+// visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
+type visionPlan struct{ Px, X, Qkv, Pos, Spans int }
 
-// Weights lists the tensors graph vision reads, named as graphs/qwen2_vl.graph declares them with
-// the chosen prefixes, each loading into g's weights.
-func (g *Vision) Weights(prefix map[string]string) []model.Weight {
-	c, w := &g.C, &g.W
-	var out []model.Weight
-	w.VisBlocks = make([]visionVisBlocks, c.VL)
-	out = append(out, model.WeightAt(prefix["vis"]+".patch_embed.proj.weight", []int{c.VD, c.C, c.TP, c.P, c.P}, &w.VisPatchEmbedProjWeight)) // graphs/qwen2_vl.graph:68
-	for i := 0; i < c.VL; i++ {
-		l := &w.VisBlocks[i]
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.weight", []int{c.VD}, &l.Norm1Weight))                // graphs/qwen2_vl.graph:69
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm1.bias", []int{c.VD}, &l.Norm1Bias))                    // graphs/qwen2_vl.graph:69
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.weight", []int{c.VD}, &l.Norm2Weight))                // graphs/qwen2_vl.graph:70
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".norm2.bias", []int{c.VD}, &l.Norm2Bias))                    // graphs/qwen2_vl.graph:70
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.weight", []int{3 * c.VD, c.VD}, &l.AttnQkvWeight)) // graphs/qwen2_vl.graph:71
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.qkv.bias", []int{3 * c.VD}, &l.AttnQkvBias))           // graphs/qwen2_vl.graph:72
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.weight", []int{c.VD, c.VD}, &l.AttnProjWeight))   // graphs/qwen2_vl.graph:73
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".attn.proj.bias", []int{c.VD}, &l.AttnProjBias))             // graphs/qwen2_vl.graph:74
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.weight", []int{c.VF, c.VD}, &l.MlpFc1Weight))       // graphs/qwen2_vl.graph:75
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc1.bias", []int{c.VF}, &l.MlpFc1Bias))                 // graphs/qwen2_vl.graph:76
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.weight", []int{c.VD, c.VF}, &l.MlpFc2Weight))       // graphs/qwen2_vl.graph:77
-		out = append(out, model.WeightAt(prefix["vis"]+".blocks."+strconv.Itoa(i)+".mlp.fc2.bias", []int{c.VD}, &l.MlpFc2Bias))                 // graphs/qwen2_vl.graph:78
-	}
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.weight", []int{c.VD}, &w.VisMergerLnQWeight))         // graphs/qwen2_vl.graph:79
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.ln_q.bias", []int{c.VD}, &w.VisMergerLnQBias))             // graphs/qwen2_vl.graph:79
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.weight", []int{c.MD, c.MD}, &w.VisMergerMlp0Weight)) // graphs/qwen2_vl.graph:80
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.0.bias", []int{c.MD}, &w.VisMergerMlp0Bias))           // graphs/qwen2_vl.graph:81
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.weight", []int{c.D, c.MD}, &w.VisMergerMlp2Weight))  // graphs/qwen2_vl.graph:82
-	out = append(out, model.WeightAt(prefix["vis"]+".merger.mlp.2.bias", []int{c.D}, &w.VisMergerMlp2Bias))            // graphs/qwen2_vl.graph:83
-	return out
-}
-
-// visionPlan holds the offsets, in elements, of the vision graph's buffers in its arenas.
-type visionPlan struct {
-	Px    int // F32 arena; holds px, h, a, ln_q, out
-	X     int // F32 arena; holds x, fc2, proj, mlp0
-	Qkv   int // F32 arena; holds qkv, q, k, fc1
-	Pos   int // I32 arena; holds pos
-	Spans int // I32 arena; holds spans
-}
-
-// planVision places graph vision's buffers at config c and limits l.
-func planVision(c *VisionConfig, l model.Limits) (visionPlan, model.GraphPlan) {
-	N := l.Patches
-	var p visionPlan
-	a := model.NewArenas("vision")
-	p.Px = a.F32("px", max(N*(c.C*c.P*c.P*c.TP), N*c.VD, N/(c.M*c.M)*c.D))
-	p.X = a.F32("x", max(N*c.VD, N/(c.M*c.M)*c.MD))
-	p.Qkv = a.F32("qkv", max(N*(3*c.VD), N*c.VF))
-	p.Pos = a.I32("pos", N*2)
-	p.Spans = a.I32("spans", N+1)
-	return p, a.Plan()
-}
-
-// Forward runs graph vision (graphs/qwen2_vl.graph:114) through l on pixels [N, C] of images with the given (t, h, w) grids.
-func (g *Vision) Forward(l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
+// forwardVision runs graph vision (graphs/qwen2_vl.graph:114) through l on pixels [N, C] of images with the given (t, h, w) grids.
+func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	N, posData, spanData := l.Images(grids, c.M)
 	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:115); here M = %v, N = %v", c.M, N)
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
-	h := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
-	k := qkv.ColSlice(c.VD, 2*c.VD)
-	q := qkv.ColSlice(0, c.VD)
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
-	a := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	v := qkv.ColSlice(2*c.VD, 3*c.VD)
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	fc1 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
-	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
+	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
 	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
+	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_vl.graph:116"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: x})
 	for i := 0; i < c.VL; i++ {
+		h := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
 		l.Launch(g.K.At(1, "vision_layernorm", "graphs/qwen2_vl.graph:119"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm1Weight, B: w.VisBlocks[i].Norm1Bias, Y: h, Eps: float32(1e-06)})
+		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+		k := qkv.ColSlice(c.VD, 2*c.VD)
+		q := qkv.ColSlice(0, c.VD)
 		l.Launch(g.K.At(2, "vision_linear_bias_rope_rope", "graphs/qwen2_vl.graph:120,122,123"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		a := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
+		v := qkv.ColSlice(2*c.VD, 3*c.VD)
 		l.Launch(g.K.At(3, "vision_attention", "graphs/qwen2_vl.graph:124"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(4, "vision_linear_bias_res", "graphs/qwen2_vl.graph:125"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
 		l.Launch(g.K.At(5, "vision_layernorm", "graphs/qwen2_vl.graph:126"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
+		fc1 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
 		l.Launch(g.K.At(6, "vision_linear_bias_quick_gelu", "graphs/qwen2_vl.graph:127"), "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
 		l.Launch(g.K.At(7, "vision_linear_bias_res_fc2", "graphs/qwen2_vl.graph:127"), "fc2", x, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, B: w.VisBlocks[i].MlpFc2Bias, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:117
+	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(8, "vision_layernorm", "graphs/qwen2_vl.graph:130"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
+	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
+	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
 	l.Launch(g.K.At(9, "vision_linear_bias_gelu", "graphs/qwen2_vl.graph:131"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
 	l.Launch(g.K.At(10, "vision_linear_bias", "graphs/qwen2_vl.graph:131"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"reflect"
 
+	"tfc/compiler/lower"
 	"tfc/compiler/specialize"
 	"tfc/runtime/device"
 )
@@ -32,7 +34,7 @@ func (k *Kernels) At(i int, name, source string) *device.Kernel {
 // (names resolved with the chosen prefixes, each loading into the graph's weights) and its
 // memory plan.
 type Graph interface {
-	Weights(prefix map[string]string) []Weight
+	Weights(prefix map[string]string) ([]Weight, error)
 	Plan() GraphPlan
 }
 
@@ -49,75 +51,85 @@ type DecoderGraph interface {
 	Forward(l *Launcher, r *Round) ([]float32, error)
 }
 
-// Spec is a generated family at one checkpoint's config: its KV cache, what the runtime needs to
-// know of it, and its graphs at given limits, launching the kernels of a prefix.
-type Spec struct {
-	KVLayers, KVWidth int // no KV cache when KVLayers is 0
-	Info              Info
-	Vision            func(l Limits, kernels string) VisionGraph // nil without a vision graph
-	Decoder           func(l Limits, kernels string) DecoderGraph
-}
-
-// FamilyConfig is the methods of a generated family's Config: what it derives and requires of
-// the values it binds (its table is the family's program's, ConfigTable), and the family at
-// those values.
-type FamilyConfig interface {
-	Derive(r *Refusals) // fills the derived values, checking each requirement with r
-	Spec() Spec
-}
-
-// BindWith is the Bind of family f over its generated config type C: it reads config.json into
-// a C (ReadConfig over the table of f's program, ConfigTable), derives and checks it, refusing an unsupported value by name, and binds the
-// family's spec at it.
-func BindWith[C any, P interface {
-	*C
-	FamilyConfig
-}](f *Family) func(cfg Config) (Bound, error) {
-	return func(cfg Config) (b Bound, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				b, err = nil, fmt.Errorf("config.json: %v; check the values %s reads", r, f.Name)
-			}
-		}()
-		c := P(new(C))
-		table, err := ConfigTable(f.Program, c)
+// Bind is the Bind of family f: it reads config.json into the values of f's program
+// (BindProgram), refusing an unsupported value by name, and binds the family at them: its
+// description, its KV cache and its graphs' runners, all from the program.
+func Bind(f *Family) func(cfg Config) (Bound, error) {
+	return func(cfg Config) (Bound, error) {
+		p, err := specialize.Decode(f.Program)
 		if err != nil {
 			return nil, err
 		}
-		if err := ReadConfig(cfg, f.Name, table); err != nil {
-			return nil, err
-		}
-		r := &Refusals{Family: f.Name}
-		c.Derive(r)
-		if err := r.Err(); err != nil {
+		env, table, err := BindProgram(&p, cfg)
+		if err != nil {
 			return nil, err
 		}
 		g := &Glue{
 			Family: f.Name, Graph: f.Graph, Kernels: f.Kernels,
-			Table: table, Prefixes: f.Prefixes, Spec: c.Spec(),
+			Table: table, Prefixes: f.Prefixes, env: env, prog: &p, defs: f.Graphs,
 			Specialize: specialize.Loader(f.Program, cfg, f.Kernels),
 			Unpinned: func(l Limits) []string {
 				return Unpinned(table, f.Name, l.PageSize, f.KernelsPage)
 			},
 			Chosen: map[string]string{},
 		}
-		for _, p := range f.Prefixes {
-			g.Chosen[p.Name] = p.Alts[0]
+		for _, pf := range f.Prefixes {
+			g.Chosen[pf.Name] = pf.Alts[0]
+		}
+		if g.info, err = info(&p, env); err != nil {
+			return nil, err
+		}
+		if p.KVLayers != nil {
+			if g.kvLayers, err = evalInt(p.KVLayers, env); err == nil {
+				g.kvWidth, err = evalInt(p.KVWidth, env)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: the KV cache: %w", f.Name, err)
+			}
 		}
 		return g, nil
 	}
 }
 
-// Glue is a generated family bound to one checkpoint (BindWith): it implements Bound over the
-// family's tables and spec.
+// info is the family's description at the values env, each field of Info from its expression.
+func info(p *specialize.Program, env map[string]*lower.Expr) (Info, error) {
+	var out Info
+	s := reflect.ValueOf(&out).Elem()
+	for _, iv := range p.Info {
+		v, err := lower.Eval(iv.Value, env)
+		if err != nil {
+			return Info{}, fmt.Errorf("%s: Info.%s: %w", p.Family, iv.Field, err)
+		}
+		f := s.FieldByName(iv.Field)
+		switch {
+		case !f.IsValid():
+			return Info{}, fmt.Errorf("%s: Info has no field %s", p.Family, iv.Field)
+		case f.Kind() == reflect.String && v.Op == "str":
+			f.SetString(v.Str)
+		case f.Kind() == reflect.Int && v.Op == "int":
+			f.SetInt(v.Int)
+		default:
+			return Info{}, fmt.Errorf("%s: Info.%s cannot hold %s", p.Family, iv.Field, v)
+		}
+	}
+	return out, nil
+}
+
+// Glue is a generated family bound to one checkpoint (Bind): it implements Bound over the
+// family's program and values.
 type Glue struct {
 	Family, Graph, Kernels string        // as in Layout
 	Table                  []ConfigValue // the bound config values (Values)
 	Prefixes               []Prefix      // weight-name prefixes with their alternatives
-	Spec                   Spec
 	Specialize             func(b device.Specializer, pageSize int) error
 	Unpinned               func(Limits) []string
 	Chosen                 map[string]string // each prefix's chosen alternative, set by Resolve
+
+	env               map[string]*lower.Expr
+	prog              *specialize.Program
+	defs              []GraphDef
+	info              Info
+	kvLayers, kvWidth int
 }
 
 // Values lists the bound config values in declaration order.
@@ -140,18 +152,34 @@ func (g *Glue) Manifest() []TensorSpec {
 // model is the family at l before loading: its manifest, each entry loading into the graphs'
 // weights, and the model over its graphs.
 func (g *Glue) model(l Limits) ([]Weight, *Loaded, error) {
-	m := &Loaded{family: g.Family, info: g.Spec.Info}
+	m := &Loaded{family: g.Family, info: g.info}
 	var ws []Weight
-	if g.Spec.Vision != nil {
-		m.vision = g.Spec.Vision(l, g.Kernels)
-		m.graphs = append(m.graphs, m.vision)
-	}
-	if g.Spec.Decoder != nil {
-		m.decoder = g.Spec.Decoder(l, g.Kernels)
-		m.graphs = append(m.graphs, m.decoder)
-	}
-	for _, gr := range m.graphs {
-		ws = append(ws, gr.Weights(g.Chosen)...)
+	for _, use := range g.prog.Graphs {
+		var d GraphDef
+		for _, x := range g.defs {
+			if x.Name() == use.Name {
+				d = x
+			}
+		}
+		if d == nil {
+			return nil, nil, fmt.Errorf("%s runs graph %s.%s, which is not linked", g.Family, use.Home, use.Name)
+		}
+		gr, err := d.bind(g.env, l, g.Kernels)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", g.Family, err)
+		}
+		switch gr := gr.(type) {
+		case VisionGraph:
+			m.vision = gr
+		case DecoderGraph:
+			m.decoder = gr
+		}
+		m.graphs = append(m.graphs, gr)
+		w, err := gr.Weights(g.Chosen)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: graph %s: %w", g.Family, use.Name, err)
+		}
+		ws = append(ws, w...)
 	}
 	ws, err := MergeWeights(ws)
 	return ws, m, err
@@ -162,7 +190,7 @@ func (g *Glue) layout(l Limits) (Layout, *Loaded, error) {
 	ws, m, err := g.model(l)
 	ly := Layout{
 		Family: g.Family, Graph: g.Graph, Kernels: g.Kernels,
-		Weights: ws, KVLayers: g.Spec.KVLayers, KVWidth: g.Spec.KVWidth,
+		Weights: ws, KVLayers: g.kvLayers, KVWidth: g.kvWidth,
 		Specialize: g.Specialize, Unpinned: g.Unpinned, Resolve: g.Resolve,
 	}
 	for _, gr := range m.graphs {

@@ -9,153 +9,44 @@ import (
 	"tfc/compiler/specialize"
 )
 
-// ConfigValue is one value a family binds, as its generated table lists it: where config.json
-// holds it (Path, alternatives separated by '|') or how the graph derives it (Derived); the field
-// it fills (Into: *int, *float64, *bool, *string or *[]int); the default when config.json is
-// silent (nil: required); an int list's length (0: any); and the value the committed kernels
-// were specialised for (Kernels; nil when no kernel depends on it).
+// ConfigValue is one value a family binds: where config.json holds it (Path, alternatives
+// separated by '|') or how the graph derives it (Derived), the value it has for this checkpoint,
+// and the value the committed kernels were specialised for (Kernels; nil when no kernel depends
+// on it).
 type ConfigValue struct {
 	Name    string
 	Path    string
 	Derived string
-	Into    any
-	Default any
-	Len     int
+	Value   any
 	Kernels any
 }
 
-// ConfigTable is the table of the values a family binds, read from its compiled program
-// (program.json: each value's paths or derivation, default, list length and the value the
-// committed kernels have) over the fields of cfg, a pointer to the family's generated Config:
-// each value fills the field of its Go name.
-func ConfigTable(program []byte, cfg any) ([]ConfigValue, error) {
-	p, err := specialize.Decode(program)
+// BindProgram reads config.json into the values of a family's compiled program (program.json),
+// derives the rest and checks the requirements, refusing an unsupported value by name. It gives
+// the values by name (list elements also as name[k]) and their table, in declaration order.
+func BindProgram(p *specialize.Program, cfg Config) (map[string]*lower.Expr, []ConfigValue, error) {
+	env, err := lower.BindValues(p.Family, p.Params, p.Requires, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	st := reflect.ValueOf(cfg)
-	if st.Kind() != reflect.Pointer || st.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("%s: the config is a %T, not a struct's pointer", p.Family, cfg)
-	}
-	out := make([]ConfigValue, len(p.Params))
+	table := make([]ConfigValue, len(p.Params))
 	for i, prm := range p.Params {
-		f := st.Elem().FieldByName(lower.GoName(prm.Name))
-		if !f.IsValid() {
-			return nil, fmt.Errorf("%s: the config has no field %s for %s", p.Family, lower.GoName(prm.Name), prm.Name)
-		}
-		v := ConfigValue{Name: prm.Name, Path: strings.Join(prm.Paths, "|"), Into: f.Addr().Interface(), Len: prm.Len}
-		if prm.Type != "ints" {
-			v.Len = 0
-		}
+		v := ConfigValue{Name: prm.Name, Path: strings.Join(prm.Paths, "|"), Value: lower.GoValue(env[prm.Name])}
 		if prm.Derived != nil {
 			v.Path, v.Derived = "", prm.Derived.String()
-		} else if v.Default, err = constant(prm.Type, prm.Default); err == nil {
-			v.Kernels, err = constant(prm.Type, prm.Kernels)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", p.Family, prm.Name, err)
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// constant is the Go value of literal x as a value of type typ (int, float, bool, string or
-// ints); nil for no literal.
-func constant(typ string, x *lower.Expr) (any, error) {
-	if x == nil {
-		return nil, nil
-	}
-	x, err := lower.Eval(x, nil)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case typ == "int" && x.Op == "int":
-		return int(x.Int), nil
-	case typ == "float" && x.Op == "int":
-		return float64(x.Int), nil
-	case typ == "float" && x.Op == "float":
-		return x.Float, nil
-	case typ == "bool" && x.Op == "bool":
-		return x.Bool, nil
-	case typ == "string" && x.Op == "str":
-		return x.Str, nil
-	case typ == "ints" && x.Op == "list":
-		out := make([]int, len(x.Args))
-		for i, a := range x.Args {
-			if a.Op != "int" {
-				return nil, fmt.Errorf("%s is not a list of ints", x)
+		} else if prm.Kernels != nil {
+			k, err := lower.Eval(prm.Kernels, nil)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %s: %w", p.Family, prm.Name, err)
 			}
-			out[i] = int(a.Int)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%s is not a literal %s", x, typ)
-}
-
-// ReadConfig fills the field of every value of vs that config.json holds, in order, through cfg;
-// derived values are left to the caller. A missing required value, a value of the wrong type and
-// an int list of the wrong length are refused by name.
-func ReadConfig(cfg Config, family string, vs []ConfigValue) error {
-	for _, v := range vs {
-		if v.Path == "" {
-			continue
-		}
-		paths := strings.ReplaceAll(v.Path, "|", " | ")
-		if !cfg.Has(v.Path) {
-			if v.Default == nil {
-				return fmt.Errorf("config.json has no %s; %s needs it as %s", strings.ReplaceAll(v.Path, "|", " or "), family, v.Name)
+			if prm.Type == "float" && k.Op == "int" {
+				k = lower.Float(float64(k.Int))
 			}
-			if err := set(v.Into, v.Default); err != nil {
-				return fmt.Errorf("%s: the default of %s: %w", family, v.Name, err)
-			}
-			continue
+			v.Kernels = lower.GoValue(k)
 		}
-		var got any
-		var err error
-		switch v.Into.(type) {
-		case *int:
-			got, err = cfg.Int(v.Path)
-		case *float64:
-			got, err = cfg.Float(v.Path)
-		case *bool:
-			got, err = cfg.Bool(v.Path)
-		case *string:
-			got, err = cfg.String(v.Path)
-		case *[]int:
-			got, err = cfg.IntList(v.Path)
-		default:
-			return fmt.Errorf("%s: %s fills a %T", family, v.Name, v.Into)
-		}
-		if err != nil {
-			return fmt.Errorf("config.json: %s (%s): %w", v.Name, paths, err)
-		}
-		if err := set(v.Into, got); err != nil {
-			return err
-		}
-		if l, ok := got.([]int); ok && v.Len > 0 && len(l) != v.Len {
-			return fmt.Errorf("%s (%s) has %d values; %s needs %d", v.Name, paths, len(l), family, v.Len)
-		}
+		table[i] = v
 	}
-	return nil
-}
-
-// set stores x in the field p points to; an int goes into a float64 field as its value.
-func set(p, x any) error {
-	dst := reflect.ValueOf(p)
-	if dst.Kind() != reflect.Pointer {
-		return fmt.Errorf("%T is not a field's pointer", p)
-	}
-	src := reflect.ValueOf(x)
-	if n, ok := x.(int); ok && dst.Elem().Kind() == reflect.Float64 {
-		src = reflect.ValueOf(float64(n))
-	}
-	if !src.Type().AssignableTo(dst.Elem().Type()) {
-		return fmt.Errorf("a %T does not fit a %s", x, dst.Elem().Type())
-	}
-	dst.Elem().Set(src)
-	return nil
+	return env, table, nil
 }
 
 // Values lists vs with the values their fields hold now, for display.
@@ -166,7 +57,7 @@ func Values(vs []ConfigValue) []Value {
 		if v.Derived != "" {
 			path = "= " + v.Derived
 		}
-		out[i] = Value{Name: v.Name, Path: path, Value: reflect.ValueOf(v.Into).Elem().Interface()}
+		out[i] = Value{Name: v.Name, Path: path, Value: v.Value}
 	}
 	return out
 }
@@ -182,9 +73,8 @@ func Unpinned(vs []ConfigValue, family string, pageSize, kernelsPageSize int) []
 		if v.Kernels == nil {
 			continue
 		}
-		have := reflect.ValueOf(v.Into).Elem().Interface()
-		if !reflect.DeepEqual(have, v.Kernels) {
-			bad = append(bad, fmt.Sprintf("%s = %v (%s), the kernels have %v", v.Name, have, strings.ReplaceAll(v.Path, "|", " | "), v.Kernels))
+		if !reflect.DeepEqual(v.Value, v.Kernels) {
+			bad = append(bad, fmt.Sprintf("%s = %v (%s), the kernels have %v", v.Name, v.Value, strings.ReplaceAll(v.Path, "|", " | "), v.Kernels))
 		}
 	}
 	if pageSize != kernelsPageSize {
@@ -192,19 +82,3 @@ func Unpinned(vs []ConfigValue, family string, pageSize, kernelsPageSize int) []
 	}
 	return bad
 }
-
-// Refusals collects a config's failed requirements; the first is the refusal.
-type Refusals struct {
-	Family string
-	err    error
-}
-
-// Require keeps "FAMILY requires " + the formatted text when ok is false.
-func (r *Refusals) Require(ok bool, format string, args ...any) {
-	if !ok && r.err == nil {
-		r.err = fmt.Errorf(r.Family+" requires "+format, args...)
-	}
-}
-
-// Err is the first refusal, or nil.
-func (r *Refusals) Err() error { return r.err }

@@ -16,15 +16,16 @@ import (
 
 // Family is what a generated package registers.
 type Family struct {
-	Name          string   // the .graph family name, e.g. "qwen2_vl"
-	ModelTypes    []string // config.json model_type values it serves
-	Architectures []string // config.json architectures it serves
-	Graph         string   // source file, e.g. "graphs/qwen2_vl.graph"
-	OCR           *OCR     // how a document page is read (/v1/ocr); nil when the graph names no OCR prompt
-	Kernels       string   // its HIP source's name, kernels/gen/KERNELS.hip
-	KernelsPage   int      // the KV cache page rows the committed kernels are built for (0: none were)
-	Prefixes      []Prefix // weight-name prefixes with their alternatives
-	Program       []byte   // the compiled program the kernels are specialised from at load
+	Name          string     // the .graph family name, e.g. "qwen2_vl"
+	ModelTypes    []string   // config.json model_type values it serves
+	Architectures []string   // config.json architectures it serves
+	Graph         string     // source file, e.g. "graphs/qwen2_vl.graph"
+	OCR           *OCR       // how a document page is read (/v1/ocr); nil when the graph names no OCR prompt
+	Kernels       string     // its HIP source's name, kernels/gen/KERNELS.hip
+	KernelsPage   int        // the KV cache page rows the committed kernels are built for (0: none were)
+	Prefixes      []Prefix   // weight-name prefixes with their alternatives
+	Program       []byte     // the compiled program: config values, description, kernels
+	Graphs        []GraphDef // the runners of the graphs it runs, as its program lists them
 	// Bind reads and checks config.json values (refusing unsupported ones by name) and returns
 	// the family's bound configuration.
 	Bind func(cfg Config) (Bound, error)

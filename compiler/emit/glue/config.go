@@ -2,8 +2,6 @@ package glue
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	. "github.com/dave/jennifer/jen"
 
@@ -31,90 +29,25 @@ func (e *emitter) fieldGroups(names []string) []Code {
 	return out
 }
 
-// config writes the Config struct (its table, where config.json holds each value, its default and
-// the value the committed kernels have, is the embedded program's: model.ConfigTable), Derive
-// (the derived values and the requirements), Spec (the family at those values: its KV cache,
-// description and graphs) and the embedded program.
-func (e *emitter) config(f *File) error {
-	p := e.p
-	var names []string
-	for _, prm := range p.Params {
-		names = append(names, prm.Name)
-	}
-	f.Comment(fmt.Sprintf("Config holds the values %s binds from config.json (its config block, in that order", p.Source))
-	f.Comment("within each type).")
-	f.Type().Id("Config").Struct(e.fieldGroups(names)...)
-
-	var body []Code
-	for _, prm := range p.Params {
-		if prm.Derived != nil {
-			body = append(body, Id("c."+lower.GoName(prm.Name)).Op("=").Id(e.goExpr(prm.Derived, nil)))
-		}
-	}
-	for _, r := range p.Requires {
-		refs := r.Cond.Refs()
-		format := fmt.Sprintf("%s (%s); this checkpoint has", strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
-		var args []Code
-		for i, name := range refs {
-			sep := ","
-			if i == 0 {
-				sep = ""
+// program writes the embedded program: the family's config values, requirements, description,
+// graphs and kernels as data (package specialize), which model.Bind reads. It first checks that
+// the family binds every config value each graph it reuses reads.
+func (e *emitter) program(f *File) error {
+	for _, g := range e.p.Graphs {
+		if g.Home != "" {
+			if _, _, err := e.runnerOf(g); err != nil {
+				return err
 			}
-			format += fmt.Sprintf("%s %s = %%v", sep, name)
-			args = append(args, Id(e.ref(nil)(name)))
 		}
-		body = append(body, Id("r").Dot("Require").Call(append([]Code{Id(e.goExpr(r.Cond, nil)), Lit(format)}, args...)...))
 	}
-	f.Comment("Derive fills the derived values and checks the requirements with r; an unsupported value is")
-	f.Comment("refused by name.")
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("Derive").Params(Id("r").Op("*").Qual(modelPkg, "Refusals")).Block(body...)
-
-	spec, err := e.spec()
-	if err != nil {
-		return err
-	}
-	f.Comment(fmt.Sprintf("Spec is %s at c: its KV cache, its description and its graphs.", p.Family))
-	f.Func().Params(Id("c").Op("*").Id("Config")).Id("Spec").Params().Qual(modelPkg, "Spec").Block(Return(spec))
-
 	f.Anon("embed")
-	f.Comment(fmt.Sprintf("Program is %s compiled for specialising at load (package specialize): its", p.Source))
-	f.Comment("config values (model.ConfigTable reads them into a Config), requirements and kernels with")
-	f.Comment("symbolic constants.")
+	f.Comment(fmt.Sprintf("Program is %s compiled (package specialize): its config values and", e.p.Source))
+	f.Comment("requirements, its description, the graphs it runs with the runners of those it states, and")
+	f.Comment("its kernels with symbolic constants.")
 	f.Comment("")
 	f.Comment("//go:embed program.json")
 	f.Var().Id("Program").Index().Byte()
 	return nil
-}
-
-// spec is the model.Spec literal of the family at c.
-func (e *emitter) spec() (Code, error) {
-	d := Dict{}
-	if dec := e.graph("decoder"); dec != nil {
-		if cache := input(dec, "cache"); cache != nil {
-			d[Id("KVLayers")] = Id(e.goExpr(lower.FromDim(cache.Rows), nil))
-			d[Id("KVWidth")] = Id(e.goExpr(lower.FromDim(cache.Cols), nil))
-		}
-	}
-	d[Id("Info")] = e.info()
-	for _, g := range e.p.Graphs {
-		key, iface := "Vision", "VisionGraph"
-		if g.Role == "decoder" {
-			key, iface = "Decoder", "DecoderGraph"
-		}
-		pkg, names, err := e.runnerOf(g)
-		if err != nil {
-			return nil, err
-		}
-		var fields []Code
-		for _, n := range names {
-			fields = append(fields, field(lower.GoName(n), Id(e.ref(nil)(n))))
-		}
-		t := lower.GoName(g.Name)
-		cfg := Qual(pkg, t+"Config").Values(fields...)
-		d[Id(key)] = Func().Params(Id("l").Qual(modelPkg, "Limits"), Id("kernels").String()).Qual(modelPkg, iface).Block(
-			Return(Qual(pkg, "New"+t).Call(cfg, Id("l"), Id("kernels"))))
-	}
-	return Qual(modelPkg, "Spec").Values(d), nil
 }
 
 // runnerOf is the package of graph g's runner and the config values it reads: this family's
@@ -146,53 +79,4 @@ func (e *emitter) runnerOf(g *lower.Graph) (string, []string, error) {
 		}
 	}
 	return "tfc/gen/" + p.Package, names, nil
-}
-
-// info is the model.Info literal of the family at c, on one line.
-func (e *emitter) info() Code {
-	info := map[string]Code{}
-	ref := func(x *lower.Expr) Code { return Id(e.goExpr(x, nil)) }
-	if dec := e.graph("decoder"); dec != nil {
-		info["Vocab"] = ref(lower.FromDim(dec.Output.Cols))
-		if v := input(dec, "image_rows"); v != nil {
-			info["Hidden"] = ref(lower.FromDim(v.Cols))
-		}
-		if v := input(dec, "positions"); v != nil {
-			info["PositionAxes"] = ref(lower.FromDim(v.Cols))
-		}
-		if v := input(dec, "cache"); v != nil {
-			info["Layers"] = ref(lower.FromDim(v.Rows))
-			info["KVWidth"] = ref(lower.FromDim(v.Cols))
-		}
-	}
-	if v := input(e.graph("vision"), "pixels"); v != nil {
-		info["PixelCols"] = ref(lower.FromDim(v.Cols))
-	}
-	if r := e.rule("image"); r != nil {
-		info["Image"] = Lit(r.Name)
-		if a := r.Arg("merge"); a != nil {
-			info["Merge"] = ref(a)
-		}
-		if a := r.Arg("image_token"); a != nil {
-			info["ImageToken"] = ref(a)
-		}
-	}
-	if r := e.rule("positions"); r != nil {
-		info["Positions"] = Lit(r.Name)
-		for _, k := range []struct{ arg, field string }{{"image_token", "ImageToken"}, {"vision_start", "VisionStart"}, {"vision_start_token", "VisionStart"}} {
-			if a := r.Arg(k.arg); a != nil {
-				info[k.field] = ref(a)
-			}
-		}
-	}
-	var keys []string
-	for k := range info {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var fs []Code
-	for _, k := range keys {
-		fs = append(fs, field(k, info[k]))
-	}
-	return Qual(modelPkg, "Info").Values(fs...)
 }

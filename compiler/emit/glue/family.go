@@ -8,15 +8,6 @@ import (
 	"tfc/compiler/lower"
 )
 
-func (e *emitter) graph(role string) *lower.Graph {
-	for _, g := range e.p.Graphs {
-		if g.Role == role {
-			return g
-		}
-	}
-	return nil
-}
-
 func (e *emitter) rule(kind string) *lower.Rule {
 	for _, r := range e.p.Rules {
 		if r.Kind == kind {
@@ -95,16 +86,23 @@ func Registry(entries []Entry) ([]byte, error) {
 		if p.OCR != nil {
 			reg = append(reg, field("OCR", Op("&").Qual(modelPkg, "OCR").Values(field("Prompt", Lit(p.OCR.Prompt)), field("DPI", Lit(p.OCR.DPI)))))
 		}
-		reg = append(reg, field("Prefixes", Index().Qual(modelPkg, "Prefix").Values(prefixes(p)...)), field("Program", Qual(pkg, "Program")))
-		regs = append(regs, Id("register").Call(Op("&").Qual(modelPkg, "Family").Values(reg...), Qual(modelPkg, "BindWith").Types(Qual(pkg, "Config"))))
+		var graphs []Code
+		for _, g := range p.Graphs {
+			home := p.Package
+			if g.Home != "" {
+				home = lower.PackageName(g.Home)
+			}
+			graphs = append(graphs, Qual("tfc/gen/"+home, lower.GoName(g.Name)))
+		}
+		reg = append(reg, field("Prefixes", Index().Qual(modelPkg, "Prefix").Values(prefixes(p)...)), field("Program", Qual(pkg, "Program")),
+			field("Graphs", Index().Qual(modelPkg, "GraphDef").Values(graphs...)))
+		regs = append(regs, Id("register").Call(Op("&").Qual(modelPkg, "Family").Values(reg...)))
 	}
 	f.Comment("Families lists every family of graphs/, by file name.")
 	f.Var().Id("Families").Op("=").Index().Id("Family").Values(lines(rows)...)
-	f.Comment("register gives family f its Bind and registers it.")
-	fam := Op("*").Qual(modelPkg, "Family")
-	bind := Func().Params(Qual(modelPkg, "Config")).Params(Qual(modelPkg, "Bound"), Error())
-	f.Func().Id("register").Params(Id("f").Add(fam), Id("bind").Func().Params(fam).Add(bind)).Block(
-		Id("f").Dot("Bind").Op("=").Id("bind").Call(Id("f")),
+	f.Comment("register gives family f its Bind (model.Bind, over its program) and registers it.")
+	f.Func().Id("register").Params(Id("f").Op("*").Qual(modelPkg, "Family")).Block(
+		Id("f").Dot("Bind").Op("=").Qual(modelPkg, "Bind").Call(Id("f")),
 		Qual(modelPkg, "Register").Call(Id("f")),
 	)
 	f.Func().Id("init").Params().Block(regs...)

@@ -10,15 +10,69 @@ import (
 	"tfc/runtime/device/catalog"
 )
 
-// fwd emits one graph's forward function.
+// fwd emits one graph's forward function. It runs twice: the first pass finds each tensor
+// variable's scope (the loops around all its uses), the second declares each variable just
+// before its first use at that scope's level.
 type fwd struct {
-	e     *emitter
-	g     *lower.Graph
-	vars  map[string]string       // value key → Go variable
-	names map[string]int          // Go names taken
-	decls []Code                  // tensor declarations, in first-use order
-	byVal map[*lower.Value]string // value → Go variable
-	n     int
+	e        *emitter
+	g        *lower.Graph
+	vars     map[string]string       // value key → Go variable
+	names    map[string]int          // Go names taken
+	byVal    map[*lower.Value]string // value → Go variable
+	n        int
+	loops    []*lower.Loop            // the loops around the launch being emitted
+	scope    map[string][]*lower.Loop // pass 1: the loops around every use of a variable so far
+	depth    map[string]int           // pass 2: how many loops deep each variable is declared
+	pending  []decl                   // pass 2: declarations not yet placed
+	declared map[string]bool          // the variables declared so far
+}
+
+// decl is a variable's declaration, to be placed depth loops deep.
+type decl struct {
+	depth int
+	code  Code
+}
+
+func newFwd(e *emitter, g *lower.Graph) *fwd {
+	return &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}, scope: map[string][]*lower.Loop{}, declared: map[string]bool{}}
+}
+
+// declare records variable name's declaration (pass 2 places it) and a use of it.
+func (f *fwd) declare(name string, code Code) {
+	f.declared[name] = true
+	if f.depth != nil {
+		f.pending = append(f.pending, decl{f.depth[name], Id(name).Op(":=").Add(code)})
+	}
+	f.use(name)
+}
+
+// use narrows variable name's scope to the loops it shares with this use (pass 1).
+func (f *fwd) use(name string) {
+	s, ok := f.scope[name]
+	if !ok {
+		f.scope[name] = append([]*lower.Loop(nil), f.loops...)
+		return
+	}
+	n := 0
+	for n < len(s) && n < len(f.loops) && s[n] == f.loops[n] {
+		n++
+	}
+	f.scope[name] = s[:n]
+}
+
+// flush takes the pending declarations of this loop depth, in order.
+func (f *fwd) flush() []Code {
+	var out []Code
+	keep := f.pending[:0]
+	for _, d := range f.pending {
+		if d.depth == len(f.loops) {
+			out = append(out, d.code)
+		} else {
+			keep = append(keep, d)
+		}
+	}
+	f.pending = keep
+	return out
 }
 
 var goKeywords = map[string]bool{"break": true, "case": true, "chan": true, "const": true, "continue": true, "default": true, "defer": true, "else": true, "fallthrough": true, "for": true, "func": true, "go": true, "goto": true, "if": true, "import": true, "interface": true, "map": true, "package": true, "range": true, "return": true, "select": true, "struct": true, "switch": true, "type": true, "var": true,
@@ -41,6 +95,14 @@ func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("l.Lim")
 
 // tensor returns the Go expression of a value, declaring its tensor on first use.
 func (f *fwd) tensor(v *lower.Value) string {
+	x := f.tensorOf(v)
+	if name := strings.TrimPrefix(x, "&"); f.declared[name] {
+		f.use(name)
+	}
+	return x
+}
+
+func (f *fwd) tensorOf(v *lower.Value) string {
 	switch v.Kind {
 	case lower.Alias:
 		return f.tensor(v.Base)
@@ -60,7 +122,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 		}
 		name := f.fresh(v.Name)
 		f.byVal[v] = name
-		f.decls = append(f.decls, Id(name).Op(":=").Qual(devicePkg, "Rows").Values(
+		f.declare(name, Qual(devicePkg, "Rows").Values(
 			field("RowSeq", Id(f.tensor(v.RowSeq))), field("RowPos", Id(f.tensor(v.RowPos))), field("PageTable", Id(f.tensor(v.PageTable))),
 			field("PageSize", Id("l.Lim.PageSize"))))
 		return "&" + name
@@ -69,17 +131,17 @@ func (f *fwd) tensor(v *lower.Value) string {
 		return name
 	}
 	var key string
-	var decl Code
+	var code Code
 	if v.Kind == lower.View {
 		base := f.tensor(v.Base)
 		if v.ColLo != nil {
 			lo, hi := lower.FromDim(*v.ColLo), lower.FromDim(*v.ColHi)
 			key = fmt.Sprintf("%s[:, %s:%s]", base, lo, hi)
-			decl = Id(base).Dot("ColSlice").Call(Id(f.ref(lo)), Id(f.ref(hi)))
+			code = Id(base).Dot("ColSlice").Call(Id(f.ref(lo)), Id(f.ref(hi)))
 		} else {
 			rows, cols := lower.FromDim(v.Rows), lower.FromDim(v.Cols)
 			key = fmt.Sprintf("%s as %s×%s", base, rows, cols)
-			decl = Id(base).Dot("Reshape").Call(Id(f.ref(rows)), Id(f.ref(cols)))
+			code = Id(base).Dot("Reshape").Call(Id(f.ref(rows)), Id(f.ref(cols)))
 		}
 	} else {
 		buf := v.Buffer()
@@ -91,7 +153,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 		case "window_spans":
 			cols = "len(win.Spans)"
 		}
-		decl = Qual(devicePkg, "Tensor").Values(field("Buf", Id(arenaRef(arenaOf(f.g, buf)))),
+		code = Qual(devicePkg, "Tensor").Values(field("Buf", Id(arenaRef(arenaOf(f.g, buf)))),
 			field("Off", Id("p."+lower.GoName(buf.Name))), field("Rows", Id(rows)), field("Cols", Id(cols)))
 	}
 	if name, ok := f.vars[key]; ok {
@@ -105,7 +167,7 @@ func (f *fwd) tensor(v *lower.Value) string {
 	name = f.fresh(name)
 	f.vars[key] = name
 	f.byVal[v] = name
-	f.decls = append(f.decls, Id(name).Op(":=").Add(decl))
+	f.declare(name, code)
 	return name
 }
 
@@ -169,7 +231,11 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 	for _, s := range steps {
 		if l := s.Loop; l != nil {
 			guard = ""
-			out = append(out, For(Id(l.Var).Op(":=").Lit(0), Id(l.Var).Op("<").Id(f.ref(lower.FromDim(l.Count))), Id(l.Var).Op("++")).Block(f.steps(l.Steps)...).
+			f.loops = append(f.loops, l)
+			body := f.steps(l.Steps)
+			f.loops = f.loops[:len(f.loops)-1]
+			out = append(out, f.flush()...)
+			out = append(out, For(Id(l.Var).Op(":=").Lit(0), Id(l.Var).Op("<").Id(f.ref(lower.FromDim(l.Count))), Id(l.Var).Op("++")).Block(body...).
 				Comment(fmt.Sprintf("%s:%d", l.Pos.File, l.Pos.Line)))
 			continue
 		}
@@ -196,18 +262,21 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 			args = append(args, f.op(op))
 		}
 		launch := Id("l").Dot("Launch").Call(args...)
+		decls := f.flush()
 		// a launch over rows that may number zero (image rows, logit rows) is skipped then;
-		// consecutive launches under one such guard share its block
+		// consecutive launches under one such guard share its block, declarations before it
 		rows := launchRows(l.Ops[0])
 		if rows == nil || !f.mayBeZero(rows) {
-			out, guard = append(out, launch), ""
+			out, guard = append(append(out, decls...), launch), ""
 			continue
 		}
 		if g := f.ref(rows); g == guard {
 			guarded = append(guarded, launch)
+			last := out[len(out)-1]
+			out = append(append(out[:len(out)-1], decls...), last)
 		} else {
 			guard, guarded = g, []Code{launch}
-			out = append(out, nil)
+			out = append(append(out, decls...), nil)
 		}
 		out[len(out)-1] = If(Id(guard).Op(">").Lit(0)).Block(guarded...)
 	}
@@ -254,9 +323,28 @@ func hostData(role string) (string, string) {
 // graphForward is graph g's Forward: a call of the graph on the launcher's backend and arenas,
 // launch by launch with each site's kernel and graph lines. It returns the number of launch sites.
 func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
-	f := &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}}
-	launches := f.steps(g.Steps)
-	result := f.tensor(g.Output)
+	run := func(f *fwd) (writes, launches []Code, result string) {
+		for _, in := range g.Inputs {
+			data, dt := hostData(in.Role)
+			if data == "" || in.Rows.IsZero() {
+				continue
+			}
+			tn := f.tensor(in)
+			writes = append(writes, f.flush()...)
+			writes = append(writes, Id("l").Dot("Write").Call(Id(tn), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", lower.FromDim(in.Rows), lower.FromDim(in.Cols)))))
+		}
+		launches = f.steps(g.Steps)
+		result = f.tensor(g.Output)
+		return writes, append(launches, f.flush()...), result
+	}
+	first := newFwd(e, g)
+	run(first)
+	f := newFwd(e, g)
+	f.depth = map[string]int{}
+	for name, s := range first.scope {
+		f.depth[name] = len(s)
+	}
+	writes, launches, result := run(f)
 
 	var body []Code
 	// dims from the host data
@@ -336,27 +424,17 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		}
 		body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
 	}
-	// inputs: check their lengths and write them
-	var writes []Code
-	for _, in := range g.Inputs {
-		data, dt := hostData(in.Role)
-		if data == "" || in.Rows.IsZero() {
-			continue
-		}
-		tn := f.tensor(in)
-		writes = append(writes, Id("l").Dot("Write").Call(Id(tn), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", lower.FromDim(in.Rows), lower.FromDim(in.Cols)))))
-	}
-	body = append(body, f.decls...)
 	body = append(body, writes...)
 	body = append(body, launches...)
 	body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
 	body = append(receiverFields(body, "c", "w", "p"), body...)
-	recv := Params(Id("g").Op("*").Id(t))
+	g0 := Id("g").Op("*").Qual(modelPkg, "Runner").Types(Id(t+"Config"), Id(lowerFirst(t)+"Weights"), Id(planType(g)))
+	launcher := Id("l").Op("*").Qual(modelPkg, "Launcher")
 	var out []Code
 	if g.Role == "vision" {
-		out = append(out, Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) through l on pixels [N, C] of images with the given (t, h, w) grids.", g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Add(recv).Id("Forward").Params(Id("l").Op("*").Qual(modelPkg, "Launcher"), Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)))
+		out = append(out, Comment(fmt.Sprintf("forward%s runs graph %s (%s:%d) through l on pixels [N, C] of images with the given (t, h, w) grids.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("forward"+t).Params(g0, launcher, Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)))
 	} else {
-		out = append(out, Comment(fmt.Sprintf("Forward runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Add(recv).Id("Forward").Params(Id("l").Op("*").Qual(modelPkg, "Launcher"), Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
+		out = append(out, Comment(fmt.Sprintf("forward%s runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("forward"+t).Params(g0, launcher, Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
 	}
 	return out, f.n, nil
 }

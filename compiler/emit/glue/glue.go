@@ -11,7 +11,6 @@ import (
 	. "github.com/dave/jennifer/jen"
 	"golang.org/x/tools/imports"
 
-	"tfc/compiler/ir"
 	"tfc/compiler/lower"
 )
 
@@ -20,10 +19,11 @@ const (
 	modelPkg  = "tfc/runtime/model"
 )
 
-// Files returns the glue of p as file name → formatted Go source: config.go (the config, its
-// table, what it derives and requires, and the family at those values) and one file a graph the
-// family states (its runner). A graph reused from another family (graph NAME = HOME.NAME) is run
-// by that family's runner, emitted once in its package; homes holds each such family's program.
+// Files returns the glue of p as file name → formatted Go source: program.go (the embedded
+// program.json, which holds the family as data) and one file a graph the family states (its
+// runner: the config values, weight and plan structs and typed forward). A graph reused from
+// another family (graph NAME = HOME.NAME) is run by that family's runner, emitted once in its
+// package; homes holds each such family's program.
 func Files(p *lower.Program, homes map[string]*lower.Program) (map[string][]byte, error) {
 	e := newEmitter(p)
 	e.homes = homes
@@ -40,7 +40,7 @@ func Files(p *lower.Program, homes map[string]*lower.Program) (map[string][]byte
 		out[name] = src
 		return nil
 	}
-	if err := emit("config.go", e.config); err != nil {
+	if err := emit("program.go", e.program); err != nil {
 		return nil, err
 	}
 	for _, g := range p.Graphs {
@@ -155,14 +155,6 @@ func goType(prm *lower.Param) Code {
 }
 
 func lineOf(p lower.Pos) string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
-
-func shapeText(s []ir.Dim) string {
-	var parts []string
-	for _, d := range s {
-		parts = append(parts, lower.FromDim(d).String())
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
-}
 
 func lowerFirst(s string) string {
 	if s == "" {

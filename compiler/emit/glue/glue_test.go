@@ -34,7 +34,7 @@ func TestFilesHeaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"config.go", "vision.go", "decode.go"} {
+	for _, name := range []string{"program.go", "vision.go", "decode.go"} {
 		src, ok := files[name]
 		if !ok {
 			t.Errorf("no %s", name)

@@ -10,19 +10,21 @@ import (
 	"tfc/compiler/lower"
 )
 
-// graphFile writes graph g's runner into f: the config values it reads (a type of their own,
-// which every family running the graph fills from its config), its weights and their manifest as
-// this family declares them, its memory plan, its launch sites and its forward. It returns the
-// config values the runner reads, in declaration order.
+// graphFile writes graph g's runner into f: the config values its forward reads (a type of
+// their own, which every family running the graph fills from its values), its weight and plan
+// structs (one line a group: their names, shapes and sizes are the program's runner spec), its
+// declaration and its forward. It returns the config values the runner reads, in declaration
+// order.
 func (e *emitter) graphFile(f *File, g *lower.Graph) ([]string, error) {
 	e.used = map[string]bool{}
 	defer func() { e.used = nil }()
 	t := lower.GoName(g.Name)
-	w := e.graphWeights(g, t)
-	plan := e.graphPlan(g, t)
 	fwd, sites, err := e.graphForward(g, t)
 	if err != nil {
 		return nil, err
+	}
+	if sites != g.Sites() {
+		return nil, fmt.Errorf("graph %s: the forward has %d launch sites, the program %d", g.Name, sites, g.Sites())
 	}
 	var names []string
 	for _, prm := range e.p.Params {
@@ -30,155 +32,60 @@ func (e *emitter) graphFile(f *File, g *lower.Graph) ([]string, error) {
 			names = append(names, prm.Name)
 		}
 	}
-
-	f.Comment(fmt.Sprintf("%sConfig holds the config values graph %s (%s) reads; each family running the", t, g.Name, lineOf(g.Pos)))
-	f.Comment("graph fills it from its own config.")
+	f.Comment(fmt.Sprintf("%s is graph %s (%s) for every family running it; program.json lists", t, g.Name, lineOf(g.Pos)))
+	f.Comment("its weights and buffers.")
+	ctor := "Vision"
+	if g.Role == "decoder" {
+		ctor = "Decoder"
+	}
+	f.Var().Id(t).Op("=").Qual(modelPkg, ctor).Call(Id("Program"), Lit(g.Name), Id("forward"+t))
+	f.Comment(fmt.Sprintf("%sConfig holds the config values graph %s reads.", t, g.Name))
 	f.Type().Id(t + "Config").Struct(e.fieldGroups(names)...)
-	f.Comment(fmt.Sprintf("%s is graph %s at a family's config and limits: its weights, its memory plan and", t, g.Name))
-	f.Comment("its kernels.")
-	runner := Qual(modelPkg, "Runner").Types(Id(t+"Config"), Id(lowerFirst(t)+"Weights"), Id(planType(g)))
-	f.Type().Id(t).Struct(runner)
-	f.Comment(fmt.Sprintf("New%s is graph %s at config c and limits l, launching the kernels of", t, g.Name))
-	f.Comment("kernels/gen/KERNELS.hip.")
-	f.Func().Id("New"+t).Params(Id("c").Id(t+"Config"), Id("l").Qual(modelPkg, "Limits"), Id("kernels").String()).Op("*").Id(t).Block(
-		Return(Op("&").Id(t).Values(Qual(modelPkg, "NewRunner").Types(Id(t+"Config"), Id(lowerFirst(t)+"Weights")).Call(Id("c"), Id("l"), Id("kernels"), Lit(sites), Id(planFunc(g))))))
-	for _, c := range w {
-		f.Add(c)
-	}
-	for _, c := range plan {
-		f.Add(c)
-	}
+	f.Add(e.graphWeights(g, t))
+	f.Add(e.graphPlan(g))
 	for _, c := range fwd {
 		f.Add(c)
 	}
 	return names, nil
 }
 
-// graphWeightSet lists the weights graph g reads, in declaration order.
-func (e *emitter) graphWeightSet(g *lower.Graph) []*lower.Weight {
-	used := map[*lower.Weight]bool{}
-	var visit func(v *lower.Value)
-	visit = func(v *lower.Value) {
-		if v == nil {
-			return
-		}
-		switch v.Kind {
-		case lower.WeightRef:
-			used[v.Weight] = true
-		case lower.Select:
-			visit(v.Then)
-			visit(v.Else)
-		case lower.Alias, lower.View:
-			visit(v.Base)
-		}
+// oneLine is a struct type of fields names, all of type typ, on one line.
+func oneLine(names []string, typ Code) Code {
+	var ids []Code
+	for _, n := range names {
+		ids = append(ids, Id(n))
 	}
-	g.Walk(func(l *lower.Launch, _ []*lower.Loop) {
-		for _, op := range l.Ops {
-			for _, a := range op.Args {
-				visit(a.Value)
-			}
-		}
-	})
-	var out []*lower.Weight
-	for _, w := range e.p.Weights {
-		if used[w] {
-			out = append(out, w)
-		}
-	}
-	return out
+	return Op("struct{").List(ids...).Add(typ).Op("}")
 }
 
-// graphWeights is graph g's weight struct (its per-layer families a type each) and its manifest:
-// every tensor it reads, named as this family declares it.
-func (e *emitter) graphWeights(g *lower.Graph, t string) []Code {
-	ws := e.graphWeightSet(g)
-	var groups []string
-	seen := map[string]bool{}
-	var top []Code
-	groupFields := map[string][]Code{}
-	for _, w := range ws {
-		c := Id(w.Field).Qual(devicePkg, "Tensor").Comment(w.Display() + " " + shapeText(w.Shape))
+// graphWeights is graph g's weight struct: its single tensors on one line, each per-layer group
+// a slice on a line of its own.
+func (e *emitter) graphWeights(g *lower.Graph, t string) Code {
+	var top, groups []string
+	fields := map[string][]string{}
+	for _, w := range e.p.WeightsOf(g) {
 		if w.Group == "" {
-			top = append(top, c)
+			top = append(top, w.Field)
 			continue
 		}
-		if !seen[w.Group] {
-			seen[w.Group] = true
+		if fields[w.Group] == nil {
 			groups = append(groups, w.Group)
 		}
-		groupFields[w.Group] = append(groupFields[w.Group], c)
+		fields[w.Group] = append(fields[w.Group], w.Field)
 	}
-	gtype := func(group string) string { return lowerFirst(t) + group }
-	for _, gr := range groups {
-		top = append(top, Id(gr).Index().Id(gtype(gr)).Comment("one a layer"))
+	var lines []Code
+	if top != nil {
+		var ids []Code
+		for _, n := range top {
+			ids = append(ids, Id(n))
+		}
+		lines = append(lines, List(ids...).Qual(devicePkg, "Tensor"))
 	}
-	var out []Code
-	out = append(out, Comment(fmt.Sprintf("%sWeights holds the tensors graph %s reads, as 2-D views.", lowerFirst(t), g.Name)).Line().Add(Type().Id(lowerFirst(t)+"Weights").Struct(top...)))
-	for _, gr := range groups {
-		out = append(out, Comment(fmt.Sprintf("%s is one layer of %s.", gtype(gr), gr)).Line().Add(Type().Id(gtype(gr)).Struct(groupFields[gr]...)))
+	for _, gr := range groups { // a blank line apart, so gofmt aligns nothing
+		lines = append(lines, Line().Id(gr).Index().Add(oneLine(fields[gr], Qual(devicePkg, "Tensor"))).Comment("one a layer"))
 	}
-
-	var body []Code
-	body = append(body, Var().Id("out").Index().Qual(modelPkg, "Weight"))
-	count := map[string]*lower.Expr{}
-	for _, w := range ws {
-		if w.Group != "" && count[w.Group] == nil {
-			count[w.Group] = lower.FromDim(w.Count)
-		}
-	}
-	for _, gr := range groups {
-		body = append(body, Id("w").Dot(gr).Op("=").Make(Index().Id(gtype(gr)), Id(e.goExpr(count[gr], nil))))
-	}
-	name := func(w *lower.Weight) Code {
-		pfx := Lit("")
-		path := w.Path
-		if w.Prefix != "" {
-			pfx = Id("prefix").Index(Lit(w.Prefix))
-			path = "." + path
-		}
-		if w.Index == "" && w.Prefix == "" {
-			return Lit(path)
-		}
-		if w.Index == "" {
-			return Add(pfx).Op("+").Lit(path)
-		}
-		parts := strings.SplitN(path, "{i}", 2)
-		return Add(pfx).Op("+").Lit(parts[0]).Op("+").Qual("strconv", "Itoa").Call(Id("i")).Op("+").Lit(parts[1])
-	}
-	weight := func(w *lower.Weight, dst Code) Code {
-		var shape []Code
-		for _, d := range w.Shape {
-			shape = append(shape, Id(e.goExpr(lower.FromDim(d), nil)))
-		}
-		stmt := Id("out").Op("=").Append(Id("out"), Qual(modelPkg, "WeightAt").Call(name(w), Index().Int().Values(shape...), dst))
-		if w.Cond != nil {
-			stmt = If(Id(e.goExpr(w.Cond, nil))).Block(stmt)
-		}
-		return stmt.Comment(lineOf(w.Pos))
-	}
-	emitted := map[string]bool{}
-	for _, w := range ws {
-		if w.Group == "" {
-			body = append(body, weight(w, Op("&").Id("w").Dot(w.Field)))
-			continue
-		}
-		if emitted[w.Group] {
-			continue
-		}
-		emitted[w.Group] = true
-		loop := []Code{Id("l").Op(":=").Op("&").Id("w").Dot(w.Group).Index(Id("i"))}
-		for _, x := range ws {
-			if x.Group == w.Group {
-				loop = append(loop, weight(x, Op("&").Id("l").Dot(x.Field)))
-			}
-		}
-		body = append(body, For(Id("i").Op(":=").Lit(0), Id("i").Op("<").Id(e.goExpr(count[w.Group], nil)), Id("i").Op("++")).Block(loop...))
-	}
-	body = append(body, Return(Id("out")))
-	body = append(receiverFields(body, "c", "w"), body...)
-	out = append(out, Comment(fmt.Sprintf("Weights lists the tensors graph %s reads, named as %s declares them with", g.Name, e.p.Source)).Line().
-		Comment("the chosen prefixes, each loading into g's weights.").Line().Add(Func().Params(Id("g").Op("*").Id(t)).Id("Weights").Params(Id("prefix").Map(String()).String()).Index().Qual(modelPkg, "Weight").Block(body...)))
-	return out
+	return Comment(fmt.Sprintf("%sWeights holds the tensors graph %s reads, as 2-D views.", lowerFirst(t), g.Name)).Line().
+		Add(Type().Id(lowerFirst(t) + "Weights").Struct(lines...))
 }
 
 // receiverFields is the line that names the runner's fields body reads (c, w and p for g.C, g.W
