@@ -207,6 +207,7 @@ func Cases() []Case {
 		{"1d_one_row", 1, 2, 64, 0, 1e6, []int{32}, device.RopeSections, 100000, f32},
 		{"mrope", 7, 2, 16, 8, 1e6, []int{2, 3, 3}, device.RopeSections, 300, f32},
 		{"vision_2d", 6, 4, 16, 0, 10000, []int{4, 4}, device.RopePerAxis, 64, f32},
+		{"vision_2d_alternating", 6, 2, 20, 0, 10000, []int{5, 5}, device.RopeAlternating, 110, f32},
 		{"bf16", 3, 2, 8, 0, 10000, []int{4}, device.RopeSections, 50, bf16},
 	} {
 		add("rope/"+c.name, func(b *Builder) device.Op {

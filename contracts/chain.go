@@ -66,6 +66,9 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			if o.Flags["per_axis"] {
 				r.Mode = device.RopePerAxis
 			}
+			if o.Flags["alternating"] {
+				r.Mode = device.RopeAlternating
+			}
 			for s := 0; s < ns; s++ {
 				r.Sections = append(r.Sections, o.Ints[fmt.Sprintf("section%d", s)])
 			}

@@ -86,9 +86,9 @@ func LayerNorm(x []float64, m, d int, w, b []float64, eps float64) []float64 {
 }
 
 // RopeInvFreq returns each rotary pair's inverse frequency the way transformers computes it:
-// inv = 1 / theta^(e) in float32 arithmetic, with e = 2j/headDim (RopeSections) or
-// j'/sections[s] (RopePerAxis, j' counted from the start of section s). It also returns each
-// pair's position axis.
+// inv = 1 / theta^(e) in float32 arithmetic, with e = 2j/headDim (RopeSections),
+// j'/sections[s] (RopePerAxis, j' counted from the start of section s) or 2(A·j'+s)/headDim
+// (RopeAlternating, A equal sections). It also returns each pair's position axis.
 func RopeInvFreq(headDim int, theta float32, sections []int, mode device.RopeMode) (inv []float32, axis []int, err error) {
 	half := headDim / 2
 	total := 0
@@ -101,15 +101,25 @@ func RopeInvFreq(headDim int, theta float32, sections []int, mode device.RopeMod
 	if headDim <= 0 || headDim%2 != 0 || total != half {
 		return nil, nil, fmt.Errorf("rope: sections %v must sum to HeadDim/2 = %d (HeadDim %d must be even)", sections, half, headDim)
 	}
+	if mode == device.RopeAlternating {
+		for _, s := range sections {
+			if s != sections[0] {
+				return nil, nil, fmt.Errorf("rope: alternating mode needs equal sections, not %v", sections)
+			}
+		}
+	}
 	inv = make([]float32, half)
 	axis = make([]int, half)
 	j := 0
 	for a, s := range sections {
 		for jj := 0; jj < s; jj++ {
 			var e float32
-			if mode == device.RopePerAxis {
+			switch mode {
+			case device.RopePerAxis:
 				e = float32(jj) / float32(s)
-			} else {
+			case device.RopeAlternating:
+				e = float32(2*(len(sections)*jj+a)) / float32(headDim)
+			default:
 				e = float32(2*j) / float32(headDim)
 			}
 			p := float32(math.Pow(float64(theta), float64(e)))

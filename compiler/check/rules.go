@@ -136,6 +136,14 @@ func ropeRule(o *opCtx) ([]out, bool) {
 		o.errorf(posOf(sect), "sections sum to %s, but the head dim %s needs %s rotary pairs", sum, hd, hd.Div(ir.Const(2)))
 		return nil, false
 	}
+	if m := o.attrs["mode"]; m != nil && m.Enum == "alternating" {
+		for _, s := range sect.Ints[1:] {
+			if !o.eq(s, sect.Ints[0]) {
+				o.errorf(posOf(sect), "alternating rope needs equal sections; %s and %s differ", sect.Ints[0], s)
+				return nil, false
+			}
+		}
+	}
 	if o.attrs["mode"] == nil {
 		o.setAttr(&ir.Attr{Name: "mode", Kind: ir.AttrEnum, Enum: "sections", Inferred: true})
 	}

@@ -119,8 +119,8 @@ var catalog = map[Op]*OpSpec{
 			{Name: "head_dim", Kind: AttrInt, Inferred: true, Doc: "last dim of x / heads", Field: "HeadDim"},
 			{Name: "theta", Kind: AttrFloat, Required: true, Doc: "frequency base", Field: "Theta"},
 			{Name: "sections", Kind: AttrInts, Required: true, Doc: "rotary pairs per position axis; they sum to head_dim/2", Field: "Sections"},
-			{Name: "mode", Kind: AttrEnum, Enum: []string{"sections", "per_axis"}, Default: "sections", Field: "Mode",
-				Doc: "sections: frequency by pair index over the whole head (M-RoPE); per_axis: frequency restarts in each section (2-D vision rope)"}}},
+			{Name: "mode", Kind: AttrEnum, Enum: []string{"sections", "per_axis", "alternating"}, Default: "sections", Field: "Mode",
+				Doc: "sections: frequency by pair index over the whole head (M-RoPE); per_axis: frequency restarts in each section (2-D vision rope); alternating: the axes take turns over the head's frequencies (Pixtral's 2-D rope; equal sections)"}}},
 	OpAttention: {Op: OpAttention, Device: "attention", Doc: "scaled dot-product attention per head, full within spans or causal over a KV cache", Args: []ArgSpec{
 		{Role: "q", Kinds: tensor, DType: F32, Field: "Q"},
 		{Role: "k", Kinds: tensor, DType: F32, Field: "K"},

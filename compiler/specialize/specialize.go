@@ -121,6 +121,9 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 		case "rope":
 			o.Sections = op.Attr("Sections")
 			o.Flags["per_axis"] = op.Attr("Mode") != nil && op.Attr("Mode").Name == "per_axis"
+			if op.Attr("Mode") != nil && op.Attr("Mode").Name == "alternating" {
+				o.Flags["alternating"] = true
+			}
 			if x := op.Arg("X"); i > 0 && x.Kind == lower.View && x.ColLo != nil {
 				o.Ints["col"] = lower.FromDim(*x.ColLo)
 			} else if i > 0 {

@@ -33,6 +33,9 @@ const (
 	// RopePerAxis: as RopeSections, but the frequency index restarts in each section:
 	// pair j' of section s has frequency Theta^(-j'/Sections[s]) (2-D vision RoPE).
 	RopePerAxis
+	// RopeAlternating: the axes take turns over the frequencies: pair j' of section s has frequency
+	// Theta^(-2(A*j'+s)/HeadDim) for A equal sections (Pixtral's 2-D RoPE: rows even, columns odd).
+	RopeAlternating
 )
 
 // KVCache is one layer's paged key and value store: [Pages*PageSize, KVHeads*HeadDim] each, K and

@@ -1,5 +1,5 @@
-// Package image turns request images into the pixel_values and image_grid_thw that a
-// Qwen2-VL style vision tower reads, bit for bit as transformers' Qwen2-VL image processor does.
+// Package image turns request images into the pixel_values and image_grid_thw that a vision
+// tower reads, bit for bit as transformers' Qwen2-VL or Pixtral image processor does.
 package image
 
 import (
@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Config holds the image processor settings of one checkpoint (its preprocessor_config.json).
@@ -24,10 +25,17 @@ type Config struct {
 	RescaleFactor     float64
 	ImageMean         [3]float64
 	ImageStd          [3]float64
+	// LongestEdge > 0 selects Pixtral's rule: the longest edge scaled down to at most LongestEdge
+	// (floor), each side then rounded up to the patch, patches in raster order (MergeSize and
+	// TemporalPatchSize 1; the model merges). 0 selects Qwen2-VL's smart resize.
+	LongestEdge int
 }
 
 // Factor is the side length every resized dimension is a multiple of.
 func (c Config) Factor() int { return c.PatchSize * c.MergeSize }
+
+// Pixtral reports whether c follows Pixtral's resize rule (LongestEdge).
+func (c Config) Pixtral() bool { return c.LongestEdge > 0 }
 
 // PatchDim is the length of one row of pixel_values: 3 channels x temporal x patch x patch.
 func (c Config) PatchDim() int { return 3 * c.TemporalPatchSize * c.PatchSize * c.PatchSize }
@@ -62,10 +70,11 @@ func DefaultConfig() Config {
 
 // preprocessorJSON is the part of preprocessor_config.json that decides pixel_values.
 type preprocessorJSON struct {
+	ProcessorType     string             `json:"image_processor_type"`
 	MinPixels         *int               `json:"min_pixels"`
 	MaxPixels         *int               `json:"max_pixels"`
 	Size              map[string]float64 `json:"size"`
-	PatchSize         *int               `json:"patch_size"`
+	PatchSize         json.RawMessage    `json:"patch_size"`
 	TemporalPatchSize *int               `json:"temporal_patch_size"`
 	MergeSize         *int               `json:"merge_size"`
 	DoResize          *bool              `json:"do_resize"`
@@ -99,7 +108,21 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("%s: %v; fix the JSON", name, err)
 	}
 	c := DefaultConfig()
-	if j.Size != nil {
+	patch, err := parsePatchSize(name, j.PatchSize)
+	if err != nil {
+		return Config{}, err
+	}
+	pixtral := strings.HasPrefix(j.ProcessorType, "Pixtral")
+	if pixtral {
+		// transformers' PixtralImageProcessor defaults: longest edge 1024, patch 16
+		c.PatchSize, c.MergeSize, c.TemporalPatchSize, c.LongestEdge = 16, 1, 1, 1024
+		if v, ok := j.Size["longest_edge"]; ok {
+			c.LongestEdge = int(v)
+		}
+		if c.LongestEdge <= 0 {
+			return Config{}, fmt.Errorf("%s: size.longest_edge is %d; Pixtral's rule needs a positive longest edge", name, c.LongestEdge)
+		}
+	} else if j.Size != nil {
 		if v, ok := j.Size["shortest_edge"]; ok {
 			c.MinPixels = int(v)
 		} else if v, ok := j.Size["min_pixels"]; ok {
@@ -123,9 +146,11 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	}
 	setInt(&c.MinPixels, j.MinPixels)
 	setInt(&c.MaxPixels, j.MaxPixels)
-	setInt(&c.PatchSize, j.PatchSize)
-	setInt(&c.TemporalPatchSize, j.TemporalPatchSize)
-	setInt(&c.MergeSize, j.MergeSize)
+	setInt(&c.PatchSize, patch)
+	if !pixtral {
+		setInt(&c.TemporalPatchSize, j.TemporalPatchSize)
+		setInt(&c.MergeSize, j.MergeSize)
+	}
 	setBool(&c.DoResize, j.DoResize)
 	setBool(&c.DoRescale, j.DoRescale)
 	setBool(&c.DoNormalize, j.DoNormalize)
@@ -153,11 +178,30 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	return c, c.validate(name)
 }
 
+// parsePatchSize reads patch_size as an integer or as {"height": p, "width": p}.
+func parsePatchSize(name string, raw json.RawMessage) (*int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return &n, nil
+	}
+	var hw struct{ Height, Width int }
+	if err := json.Unmarshal(raw, &hw); err != nil {
+		return nil, fmt.Errorf("%s: patch_size %s is neither an integer nor {height, width}", name, raw)
+	}
+	if hw.Height != hw.Width {
+		return nil, fmt.Errorf("%s: patch_size is %dx%d; tfc takes square patches", name, hw.Height, hw.Width)
+	}
+	return &hw.Height, nil
+}
+
 func (c Config) validate(name string) error {
 	switch {
 	case c.PatchSize <= 0 || c.MergeSize <= 0 || c.TemporalPatchSize <= 0:
 		return fmt.Errorf("%s: patch_size, merge_size and temporal_patch_size must be positive", name)
-	case c.MinPixels <= 0 || c.MaxPixels < c.MinPixels:
+	case !c.Pixtral() && (c.MinPixels <= 0 || c.MaxPixels < c.MinPixels):
 		return fmt.Errorf("%s: min_pixels %d and max_pixels %d must satisfy 0 < min <= max", name, c.MinPixels, c.MaxPixels)
 	case c.DoNormalize && (c.ImageStd[0] == 0 || c.ImageStd[1] == 0 || c.ImageStd[2] == 0):
 		return fmt.Errorf("%s: image_std has a zero; every channel needs a non-zero std", name)

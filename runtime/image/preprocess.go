@@ -31,7 +31,8 @@ func (p *Patches) Sha256() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Preprocess resizes, rescales, normalises and patchifies img as transformers' Qwen2-VL image processor.
+// Preprocess resizes, rescales, normalises and patchifies img as transformers' Qwen2-VL image
+// processor, or as its Pixtral image processor when cfg.Pixtral() (patches in raster order).
 func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 	if err := cfg.validate("image config"); err != nil {
 		return nil, err
@@ -39,7 +40,11 @@ func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 	h, w := img.Height, img.Width
 	if cfg.DoResize {
 		var err error
-		h, w, err = SmartResize(img.Height, img.Width, cfg.Factor(), cfg.MinPixels, cfg.MaxPixels)
+		if cfg.Pixtral() {
+			h, w, err = PixtralSize(img.Height, img.Width, cfg.LongestEdge, cfg.PatchSize)
+		} else {
+			h, w, err = SmartResize(img.Height, img.Width, cfg.Factor(), cfg.MinPixels, cfg.MaxPixels)
+		}
 		if err != nil {
 			return nil, err
 		}

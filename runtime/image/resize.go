@@ -35,6 +35,25 @@ func SmartResize(height, width, factor, minPixels, maxPixels int) (int, int, err
 	return hBar, wBar, nil
 }
 
+// PixtralSize picks the output size as transformers' Pixtral image processor does: if a side
+// exceeds longest, both sides scale by the larger of height/longest and width/longest, floored;
+// then each side rounds up to a multiple of patch.
+func PixtralSize(height, width, longest, patch int) (int, int, error) {
+	if height <= 0 || width <= 0 {
+		return 0, 0, fmt.Errorf("image size %dx%d has no pixels", width, height)
+	}
+	if longest <= 0 || patch <= 0 {
+		return 0, 0, fmt.Errorf("longest edge %d and patch %d must be positive", longest, patch)
+	}
+	ratio := max(float64(height)/float64(longest), float64(width)/float64(longest))
+	if ratio > 1 {
+		height = int(math.Floor(float64(height) / ratio))
+		width = int(math.Floor(float64(width) / ratio))
+	}
+	up := func(n int) int { return ((n-1)/patch + 1) * patch }
+	return up(max(height, 1)), up(max(width, 1)), nil
+}
+
 // taps holds a 1-D resampling as torch's antialiased bicubic on uint8 computes it (PIL's filter,
 // a = -0.5): for each output index, n int32 weights in fixed point of precision bits applied from
 // input index start. Outputs with fewer taps are zero-padded to n, which leaves every sum unchanged.

@@ -11,6 +11,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import lighton_ocr  # noqa: E402
 import qwen2_5_vl  # noqa: E402
 import qwen2_vl  # noqa: E402
 
@@ -105,8 +106,30 @@ def check_reexports():
     assert qwen2_vl.FAMILY.candidates == qwen2_vl.CANDIDATES and len(qwen2_vl.CANDIDATES) == 32
 
 
+def check_lighton():
+    size = lighton_ocr.resized_size
+    # no resize; rounded up to the patch; longest edge first (floor), then rounded up
+    assert size(84, 56) == (84, 56) and size(70, 112) == (70, 112)
+    assert size(60, 90) == (70, 98)
+    assert size(150, 170) == (98, 112)
+    assert size(1, 1) == (14, 14) and size(113, 20, longest=112) == (112, 28)
+    grids = {}
+    for name, _, w, h in lighton_ocr.IMAGES:
+        hh, ww = size(h, w)
+        grids[name] = (hh // 14, ww // 14)
+    assert grids["c.png"] == (5, 7) and grids["e.png"] == (7, 8) and grids["b.png"] == (5, 8)
+    odd = [n for n, (gh, gw) in grids.items() if gh % 2 or gw % 2]
+    assert any(n in odd for _, imgs, _ in lighton_ocr.CASES for n in imgs)
+    t, v = lighton_ocr.TEXT_CONFIG, lighton_ocr.VISION_CONFIG
+    assert v["hidden_size"] == v["num_attention_heads"] * v["head_dim"] and v["head_dim"] % 4 == 0
+    assert t["num_attention_heads"] * t["head_dim"] != t["hidden_size"]
+    assert set(lighton_ocr.CASE_NOTES) == {c[0] for c in lighton_ocr.CASES}
+    # the fixture stays under 20 MB: the tied table dominates
+    assert t["vocab_size"] * t["hidden_size"] * 2 < 16e6
+
+
 def main():
-    for check in (check_windows, check_config, check_readme, check_reexports):
+    for check in (check_windows, check_config, check_readme, check_reexports, check_lighton):
         check()
         print("dry_test:", check.__name__, "ok")
 

@@ -35,7 +35,7 @@
 // pointwise ops' N, embed's D and V, gather's and scatter's D, rope's heads, head_dim and theta,
 // attention's heads, kv_heads, head_dim and scale; the flags of its optional tensors (has_bias,
 // has_res); and what one template reads alone: rope's sections, section0..section{sections-1},
-// col (in a linear kernel) and per_axis, attention's cache and page_size.
+// col (in a linear kernel) per_axis and alternating, attention's cache and page_size.
 //
 // DTypes maps an operand field to "F32", "BF16" or "F16" (absent means F32); index operands
 // (Ids, Index, Pos, Spans, Rows.*) are always I32.

@@ -328,3 +328,32 @@ func TestVisionMMA(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderRopeAlternating renders a qkv linear with fused alternating ropes (Pixtral's: pair j'
+// of axis a at frequency θ^(-2(2j'+a)/head_dim)); the per-axis rendering of the same kernel is
+// the control, which must not carry that frequency.
+func TestRenderRopeAlternating(t *testing.T) {
+	rope := func(col int, flag string) Op {
+		return Op{Kind: "rope", Ints: map[string]int{"heads": 2, "head_dim": 20, "col": col, "sections": 2, "section0": 5, "section1": 5},
+			Floats: map[string]float64{"theta": 10000}, Flags: map[string]bool{flag: true}}
+	}
+	kernel := func(flag string) []Kernel {
+		lin := Op{Kind: "linear", Ints: map[string]int{"N": 120, "K": 40}, DTypes: map[string]string{"W": "BF16"}, Flags: map[string]bool{}}
+		return []Kernel{{Name: "qkv", Ops: []Op{lin, rope(0, flag), rope(40, flag)}, Role: "vision"}}
+	}
+	const want = "const float f = powf(10000.0f, -2.f * (2 * (j - (a == 0 ? 0 : 5)) + a) / 20);"
+	got, err := Render("t", kernel("alternating"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), want) {
+		t.Errorf("alternating rope renders without %q:\n%s", want, got)
+	}
+	control, err := Render("t", kernel("per_axis"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(control), want) {
+		t.Error("control: the per-axis rope renders the alternating frequency")
+	}
+}

@@ -385,6 +385,10 @@ func ropeAngle(g *gen, o Op) error {
 		bound -= o.int(fmt.Sprintf("section%d", s))
 	}
 	g.line("const int a = %s;", axis)
+	if o.Flags["alternating"] {
+		g.line("const float f = powf(%s, -2.f * (%d * (j - %s) + a) / %d);", theta, n, pick(starts), o.int("head_dim"))
+		return nil
+	}
 	if !o.Flags["per_axis"] {
 		g.line("const float f = powf(%s, -2.f * j / %d);", theta, o.int("head_dim"))
 		return nil

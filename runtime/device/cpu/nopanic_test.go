@@ -51,7 +51,7 @@ func TestMalformedOpsDoNotPanic(t *testing.T) {
 		func() device.Op { return device.LayerNorm{X: ten(), W: ten(), B: ten(), Y: ten()} },
 		func() device.Op {
 			return device.Rope{X: ten(), Pos: ten(), Heads: r.Intn(3), HeadDim: []int{2, 4, 3}[r.Intn(3)], Theta: 1e4,
-				Sections: [][]int{nil, {1}, {2}, {1, 1}, {0, 2}, {-1, 3}}[r.Intn(6)], Mode: device.RopeMode(r.Intn(3))}
+				Sections: [][]int{nil, {1}, {2}, {1, 1}, {0, 2}, {-1, 3}}[r.Intn(6)], Mode: device.RopeMode(r.Intn(4))}
 		},
 		func() device.Op {
 			a := device.Attention{Q: ten(), K: ten(), V: ten(), Y: ten(), Heads: r.Intn(4), KVHeads: r.Intn(3), HeadDim: []int{2, 4, 1}[r.Intn(3)], Scale: 1, Spans: ten()}

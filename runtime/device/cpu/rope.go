@@ -21,16 +21,26 @@ func ropeFreqs(o device.Rope) (inv []float32, axis []int, err error) {
 	if o.HeadDim <= 0 || o.HeadDim%2 != 0 || total != half {
 		return nil, nil, fmt.Errorf("rope: Sections %v must sum to HeadDim/2 = %d (HeadDim %d must be even)", o.Sections, half, o.HeadDim)
 	}
-	if o.Mode != device.RopeSections && o.Mode != device.RopePerAxis {
+	if o.Mode != device.RopeSections && o.Mode != device.RopePerAxis && o.Mode != device.RopeAlternating {
 		return nil, nil, fmt.Errorf("rope: unknown mode %d", o.Mode)
+	}
+	if o.Mode == device.RopeAlternating {
+		for _, s := range o.Sections {
+			if s != o.Sections[0] {
+				return nil, nil, fmt.Errorf("rope: alternating mode needs equal sections, not %v", o.Sections)
+			}
+		}
 	}
 	inv, axis = make([]float32, half), make([]int, half)
 	j := 0
 	for a, s := range o.Sections {
 		for jj := 0; jj < s; jj++ {
 			e := float32(2*j) / float32(o.HeadDim)
-			if o.Mode == device.RopePerAxis {
+			switch o.Mode {
+			case device.RopePerAxis:
 				e = float32(jj) / float32(s)
+			case device.RopeAlternating:
+				e = float32(2*(len(o.Sections)*jj+a)) / float32(o.HeadDim)
 			}
 			inv[j] = 1 / float32(math.Pow(float64(o.Theta), float64(e)))
 			axis[j] = a
