@@ -12,13 +12,28 @@ import (
 // TestMMAEmulated runs the tensor-core GEMM of tfc_kernels.h (tfc_gemm_mma, CUDA only) on the
 // CPU: testdata/mmaemu/tfc_hip.h stands in for the portability header, emulating ldmatrix and
 // mma.sync from the PTX ISA's fragment layouts with a fiber for each GPU thread, and main.cpp
-// checks the tiles against a float64 reference (see its comment). It needs a C++20 compiler.
+// checks the tiles against a float64 reference (see its comment), once for each setting of the
+// small-row layout's knobs below (tfc_mma_gemm.h's TFC_ROWS_*; TFC_ROWS_NC only compiles here, as
+// the host's load stands in for ld.global.nc). It needs a C++20 compiler.
 func TestMMAEmulated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the emulation takes about half a minute")
+		t.Skip("the emulation takes about half a minute a setting")
 	}
 	t.Parallel()
-	runEmulated(t, "main.cpp")
+	for _, flags := range [][]string{
+		nil,
+		{"-DTFC_ROWS_PIPE=2", "-DTFC_ROWS_NC=1"},
+		{"-DTFC_ROWS_PIPE=3", "-DTFC_ROWS_TILE_CHUNKS=2", "-DTFC_ROWS_NC=2"},
+	} {
+		name := strings.Join(flags, " ")
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			runEmulated(t, "main.cpp", flags...)
+		})
+	}
 }
 
 // TestAttentionEmulated runs tfc_attention_spans the same way (testdata/mmaemu/attn.cpp): the

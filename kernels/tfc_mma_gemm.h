@@ -263,9 +263,40 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 // column tiles adds them to the output's sum in ascending chunk order, as tfc_gemm_mma does. A
 // warp multiplies T 8-column tiles by each chunk of X it splits (two when the tile has an even
 // number under 8, so X's split is shared), U chunks a wave; its sums pass through LDS slots,
-// double-buffered by wave, one barrier a wave. The C tile is left in smem as tfc_gemm_mma leaves
-// it (rows past 16 untouched). The missing-barrier control drops the wave barriers and the one
-// before the epilogue reads C.
+// double-buffered by wave, one barrier a wave. A wave's W is loaded TFC_ROWS_PIPE - 1 waves ahead,
+// so that those loads are in flight while the warp multiplies. The C tile is left in smem as
+// tfc_gemm_mma leaves it (rows past 16 untouched). The missing-barrier control drops the wave
+// barriers and the one before the epilogue reads C.
+//
+// The knobs below change how W streams, never an output's bits; nvcc -D sets them.
+#ifndef TFC_ROWS_PIPE  // waves whose W is in registers: 1 loads a wave's W as it starts
+#define TFC_ROWS_PIPE 1
+#endif
+#ifndef TFC_ROWS_TILE_CHUNKS  // chunks of 8-column tiles (1 KiB of W each) a warp takes a wave: 1, 2 or 4
+#define TFC_ROWS_TILE_CHUNKS 4
+#endif
+#ifndef TFC_ROWS_NC  // W's loads: 0 plain, 1 ld.global.nc.L1::no_allocate, 2 that and L2::256B
+#define TFC_ROWS_NC 0
+#endif
+
+#ifndef TFC_MMA_EMULATED  // a host test supplies a plain load
+// tfc_ld_w16 reads the 16 bytes of W at p (16-byte aligned), which nothing writes while a kernel runs.
+__device__ __forceinline__ uint4 tfc_ld_w16(const tfc_bf16* p) {
+#if TFC_ROWS_NC == 1
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+#elif TFC_ROWS_NC == 2
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+#else
+  return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+#endif
 
 // tfc_mma_rows_smem is tfc_gemm_mma_rows's layout at tile BM×BN: tiles a warp (t), groups of
 // them (groups), warps a group (wpt), chunks a warp a wave (u), and the LDS (in floats) it needs:
@@ -273,7 +304,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 template <int BM, int BN>
 struct tfc_mma_rows_smem {
   static constexpr int nt8 = BN / 8, t = nt8 < 8 && nt8 % 2 == 0 ? 2 : 1, groups = nt8 / t;
-  static constexpr int wpt = nt8 >= 8 ? 1 : 8 / groups, u = 4 / t;
+  static constexpr int wpt = nt8 >= 8 ? 1 : 8 / groups, u = TFC_ROWS_TILE_CHUNKS > t ? TFC_ROWS_TILE_CHUNKS / t : 1;
   static constexpr int c = BM * (BN + 1);
   static constexpr int slots = wpt > 1 ? 2 * groups * wpt * u * t * 128 : 0;
   static constexpr int floats = c + slots;
@@ -300,48 +331,30 @@ __device__ __forceinline__ void tfc_mma_b_span(unsigned (&r)[4], int t) {
   }
 }
 
-// tfc_mma_rows_chunks computes the sums of U chunks of the T 8-column tiles from j0 (tile column
-// j*8 + lane/4 is W row tfc_col(cols, ...)), chunk c0 + WPT*u of tile j0 + i into sum[u][i], each
-// as tfc_gemm_mma sums a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi
-// products of X's rows m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo.
-// X is split once a step for all T tiles. Every fragment of the U chunks is loaded before the
-// first product, so a warp has all its loads in flight at once. W comes 16 bytes a lane, 64
-// contiguous bytes a row for each lane group, and tfc_mma_b_span lays it out as the fragments
-// tfc_gemm_mma's ldmatrix reads. Chunks at or past NC are skipped.
+// tfc_mma_rows_load loads W for U chunks of the T 8-column tiles from j0 (tile column j*8 + lane/4
+// is W row tfc_col(cols, ...)): chunk c0 + WPT*u of tile j0 + i into b[u][i], 16 bytes a lane,
+// 64 contiguous bytes a row for each lane group and 32-k span, as tfc_mma_b_span takes them.
+// Chunks at or past NC, and steps at or past KPAD, are zeros and read nothing.
 template <int N, int KPAD, int NC, int U, int T, int WPT, typename COLS>
-__device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][T][4], const float* X, int ldx, bool xvec,
-                                                    const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols,
-                                                    int j0, int c0, int kend) {
+__device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 16][2], const tfc_bf16* W, int ldw, bool wvec,
+                                                  COLS cols, int j0, int c0, int kend) {
   constexpr int KS = TFC_KC / 16;  // k16 steps a chunk
   static_assert(KS % 2 == 0, "chunks of whole 32-k spans");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M;
-  const float* x0 = X + (size_t)(m0 + g) * ldx;
-  const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
-  bool wn[T];
-  const tfc_bf16* w[T];
 #pragma unroll
   for (int i = 0; i < T; ++i) {
     const int n = tfc_col(cols, (j0 + i) * 8 + g);
-    wn[i] = n < N;
-    w[i] = W + (size_t)(wn[i] ? n : 0) * ldw;
-  }
-  constexpr int R = TFC_SMALL_ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
-  unsigned b[U][T][KS][2];
-  float v[U][KS][2][R][2];  // rows g (and g+8) by k 2t, 2t+8
+    const tfc_bf16* const p = W + (size_t)(n < N ? n : 0) * ldw;
 #pragma unroll
-  for (int u = 0; u < U; ++u)
-#pragma unroll
-    for (int i = 0; i < T; ++i)
+    for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int s2 = 0; s2 < KS / 2; ++s2) {
         const int c = c0 + WPT * u, k = c * TFC_KC + 32 * s2 + 8 * t;
         const bool live = c < NC && c * TFC_KC + 32 * s2 < KPAD;
         unsigned e[4] = {0u, 0u, 0u, 0u};
-        if (live && wn[i]) {
-          const tfc_bf16* p = w[i];
+        if (live && n < N) {
           if (wvec && k + 8 <= kend) {
-            const uint4 q = *reinterpret_cast<const uint4*>(p + k);
+            const uint4 q = tfc_ld_w16(p + k);
             e[0] = q.x, e[1] = q.y, e[2] = q.z, e[3] = q.w;
           } else {
 #pragma unroll
@@ -351,6 +364,24 @@ __device__ __forceinline__ void tfc_mma_rows_chunks(float (&sum)[U][T][4], const
         }
         b[u][i][2 * s2][0] = e[0], b[u][i][2 * s2][1] = e[1], b[u][i][2 * s2 + 1][0] = e[2], b[u][i][2 * s2 + 1][1] = e[3];
       }
+  }
+}
+
+// tfc_mma_rows_sums computes the sums of the U chunks whose W tfc_mma_rows_load left in b (which
+// it lays out as fragments), chunk c0 + WPT*u of tile i into sum[u][i], each as tfc_gemm_mma sums
+// a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi products of X's rows
+// m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo. X is split once a step
+// for all T tiles; its values for the U chunks are loaded before the first product.
+template <int KPAD, int NC, int U, int T, int WPT>
+__device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigned (&b)[U][T][TFC_KC / 16][2], const float* X,
+                                                  int ldx, bool xvec, int M, int m0, int c0, int kend) {
+  constexpr int KS = TFC_KC / 16;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M;
+  const float* x0 = X + (size_t)(m0 + g) * ldx;
+  const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
+  constexpr int R = TFC_SMALL_ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
+  float v[U][KS][2][R][2];                        // rows g (and g+8) by k 2t, 2t+8
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -439,26 +470,38 @@ template <int BM, int BN, int N, int K, int MUT, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_mma_rows_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
-  constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U;
+  constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16;
+  constexpr int P = TFC_ROWS_PIPE, NW = (NC + WAVE - 1) / WAVE;  // waves in registers; waves of the tile
   static_assert(BM >= 16 && BN % 8 == 0 && TFC_KC % 16 == 0 && TFC_SMALL_ROWS <= 16, "tiles of whole mma fragments");
+  static_assert(P >= 1 && (TFC_ROWS_TILE_CHUNKS == 1 || TFC_ROWS_TILE_CHUNKS == 2 || TFC_ROWS_TILE_CHUNKS == 4),
+                "the compiler budgets LDS for at most 4 chunks of tiles a warp a wave");
   // M - m0 <= TFC_SMALL_ROWS: the launch's rows past that are not read
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
   const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
   if constexpr (WPT == 1) {
-    // 8 or more column tiles: a warp takes whole tiles and walks K alone, chunk after chunk
+    // 8 or more column tiles: a warp takes whole tiles and walks K alone, U chunks a wave
     for (int j = warp; j < NT8; j += 8) {
       float a4[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int c = 0; c < NC; c += U) {
-        float sum[U][1][4];
-        tfc_mma_rows_chunks<N, KPAD, NC, U, 1, 1>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, j, c, kend);
+      unsigned b[P][U][1][KS][2];
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (c + u < NC)
+      for (int p = 0; p + 1 < P; ++p) tfc_mma_rows_load<N, KPAD, NC, U, 1, 1>(b[p], W, ldw, wvec, cols, j, p * U, kend);
+#pragma unroll 1
+      for (int w0 = 0; w0 < NW; w0 += P)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) a4[e] += sum[u][0][e];
-      }
+        for (int p = 0; p < P; ++p) {
+          const int c = (w0 + p) * U;
+          if (NW % P != 0 && c >= NC) continue;
+          tfc_mma_rows_load<N, KPAD, NC, U, 1, 1>(b[(p + P - 1) % P], W, ldw, wvec, cols, j, c + (P - 1) * U, kend);
+          float sum[U][1][4];
+          tfc_mma_rows_sums<KPAD, NC, U, 1, 1>(sum, b[p], X, ldxm, xvec, M, m0, c, kend);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (c + u < NC)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) a4[e] += sum[u][0][e];
+        }
       tfc_fill_skew<MUT>();
       float* cc = smem + g * (BN + 1) + j * 8 + 2 * t;
       cc[0] = a4[0];
@@ -467,44 +510,55 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
       cc[8 * (BN + 1) + 1] = a4[3];
     }
   } else {
-    const int gi = warp / WPT, q = warp % WPT;  // this warp's group of T tiles and place in it
+    // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
+    // warp, q 0, the last ones, so that it waits least)
+    const int gi = warp / WPT, q = warp % WPT, cq = WPT - 1 - q;  // this warp's group of T tiles, place in it, first slot
     float acc[T][4];
 #pragma unroll
     for (int i = 0; i < T; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
     float* const slots = smem + S::c;  // [2][G][WAVE][T][32 lanes][4]
-    for (int c0 = 0, wave = 0; c0 < NC; c0 += WAVE, ++wave) {
-      float* const set = slots + (wave & 1) * G * WAVE * T * 128;
-      if (gi < G) {
-        // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
-        // warp, q 0, the last ones, so that it waits least)
-        float sum[U][T][4];
-        tfc_mma_rows_chunks<N, KPAD, NC, U, T, WPT>(sum, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, gi * T, c0 + WPT - 1 - q, kend);
-        tfc_fill_skew<MUT>();
+    unsigned b[P][U][T][KS][2];
+    if (gi < G) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int s = WPT - 1 - q + WPT * u;
-          if (c0 + s >= NC) continue;
+      for (int p = 0; p + 1 < P; ++p) tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[p], W, ldw, wvec, cols, gi * T, p * WAVE + cq, kend);
+    }
+#pragma unroll 1
+    for (int w0 = 0; w0 < NW; w0 += P)
 #pragma unroll
-          for (int i = 0; i < T; ++i) {
-            float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+      for (int p = 0; p < P; ++p) {
+        const int wave = w0 + p, c0 = wave * WAVE;
+        if (NW % P != 0 && wave >= NW) continue;
+        float* const set = slots + (wave & 1) * G * WAVE * T * 128;
+        if (gi < G) {
+          tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[(p + P - 1) % P], W, ldw, wvec, cols, gi * T, c0 + (P - 1) * WAVE + cq, kend);
+          float sum[U][T][4];
+          tfc_mma_rows_sums<KPAD, NC, U, T, WPT>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
+          tfc_fill_skew<MUT>();
 #pragma unroll
-            for (int e = 0; e < 4; ++e) sl[e] = sum[u][i][e];
+          for (int u = 0; u < U; ++u) {
+            const int s = cq + WPT * u;
+            if (c0 + s >= NC) continue;
+#pragma unroll
+            for (int i = 0; i < T; ++i) {
+              float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+#pragma unroll
+              for (int e = 0; e < 4; ++e) sl[e] = sum[u][i][e];
+            }
           }
         }
-      }
-      tfc_fill_barrier<MUT>();
-      if (gi < G && q == 0) {
-        for (int s = 0; s < WAVE && c0 + s < NC; ++s)
+        tfc_fill_barrier<MUT>();
+        if (gi < G && q == 0) {
+          for (int s = 0; s < WAVE && c0 + s < NC; ++s)
 #pragma unroll
-          for (int i = 0; i < T; ++i) {
-            const float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+            for (int i = 0; i < T; ++i) {
+              const float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][e] += sl[e];
-          }
+              for (int e = 0; e < 4; ++e) acc[i][e] += sl[e];
+            }
+        }
       }
-    }
     if (gi < G && q == 0) {
       tfc_fill_skew<MUT>();
 #pragma unroll

@@ -101,7 +101,8 @@ func (f *gemm) useMMA() bool {
 
 // mmaRowsFloats is the LDS in floats tfc_gemm_mma_rows takes at tile bm×bn (tfc_mma_rows_smem):
 // the C tile and, when fewer than 8 column tiles leave warps to split K, two sets of chunk-sum
-// slots: t tiles a warp, groups of them, wpt warps a group, u chunks a warp a wave.
+// slots: t tiles a warp, groups of them, wpt warps a group, u chunks a warp a wave (the most the
+// header's TFC_ROWS_TILE_CHUNKS allows).
 func mmaRowsFloats(bm, bn int) int {
 	nt8, slots := bn/8, 0
 	if nt8 < 8 {

@@ -195,6 +195,7 @@ int main() {
   suite<64, 80, 176, 200>("64x80 K=200");
   suite<32, 128, 264, 96>("32x128 K=96");
   suite<32, 48, 100, 64>("32x48 K=64");
+  suite<64, 32, 24, 1630>("64x32 K=1630");  // K of several small-row waves
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
 }

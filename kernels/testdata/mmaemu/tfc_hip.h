@@ -81,6 +81,12 @@ struct tfc_bf16 {
 inline float tfc_ld(const float* p) { return *p; }
 inline float tfc_ld(const tfc_bf16* p) { return __uint_as_float((unsigned)p->bits << 16); }
 inline void tfc_st(float* p, float v) { *p = v; }
+// tfc_ld_w16: the streaming load of W that tfc_mma_gemm.h makes with ld.global.nc under CUDA.
+inline uint4 tfc_ld_w16(const tfc_bf16* p) {
+  uint4 v;
+  std::memcpy(&v, p, 16);
+  return v;
+}
 
 // One block runs at a time, its 256 threads as fibers on one OS thread (ucontext), switched at
 // barriers: __syncthreads meets all 256, a warp instruction the warp's 32.
