@@ -788,81 +788,153 @@ func (s *Scheduler) pick(logits []float32, dec []decodeRows, fill *seq) []int32 
 	return picks
 }
 
-// see runs the vision tower for a prompt whose image rows are not all cached yet.
-func (s *Scheduler) see(sq *seq) error {
-	if sq.vision != nil || len(sq.imageAt) == 0 || int(sq.imageAt[len(sq.imageAt)-1]) < sq.filled {
+// waitsForVision reports whether sq's prompt still needs vision rows it has not filled past.
+func waitsForVision(sq *seq) bool {
+	return sq.vision == nil && len(sq.imageAt) > 0 && int(sq.imageAt[len(sq.imageAt)-1]) >= sq.filled
+}
+
+// see gives fill's prompt its vision rows when they are due, running the tower on its uncached
+// images together with those of the other lanes' prompts still waiting for theirs (first
+// admitted first, within the patch limit of one tower run). Each image is a span of its own in
+// the tower, so a prompt's rows have the bits of a run of its own; when the shared run fails,
+// fill's images run alone.
+func (s *Scheduler) see(fill *seq) error {
+	if !waitsForVision(fill) {
 		return nil
 	}
-	r, merge := sq.req, max(s.info.Merge, 1)
-	patches := 0
-	for _, g := range r.Grids {
-		patches += g[0] * g[1] * g[2]
-	}
-	cols := len(r.Pixels) / patches
-	key := func(j int) string {
-		if j < len(r.ImageKeys) {
-			return r.ImageKeys[j]
-		}
-		return ""
-	}
-	// each image's rows: from the cache, or from one tower run over the images it lacks
-	per := make([][]float32, len(r.Grids))
-	var missing []int
-	var all []float32 // the tower's rows
-	for j := range r.Grids {
-		if rows, ok := s.vcache.get(key(j)); ok {
-			per[j] = rows
-		} else {
-			missing = append(missing, j)
+	batch := []*seq{fill}
+	patches := s.missingPatches(fill)
+	var others []*seq
+	for _, sq := range s.slots {
+		if sq != nil && sq != fill && waitsForVision(sq) {
+			others = append(others, sq)
 		}
 	}
-	if len(missing) > 0 {
-		pixels, grids := r.Pixels, r.Grids
-		if len(missing) < len(r.Grids) {
-			pixels, grids = nil, nil
-			at := 0
-			for j, g := range r.Grids {
-				n := g[0] * g[1] * g[2] * cols
-				if len(per[j]) == 0 {
-					pixels, grids = append(pixels, r.Pixels[at:at+n]...), append(grids, g)
+	sort.Slice(others, func(i, j int) bool { return others[i].admitted < others[j].admitted })
+	for _, sq := range others {
+		if p := s.missingPatches(sq); s.cfg.MaxPatches == 0 || patches+p <= s.cfg.MaxPatches {
+			batch, patches = append(batch, sq), patches+p
+		}
+	}
+	err := s.seeAll(batch)
+	if err != nil && len(batch) > 1 && fill.vision == nil {
+		err = s.seeAll(batch[:1])
+	}
+	return err
+}
+
+// missingPatches counts the patches of sq's images the vision cache lacks.
+func (s *Scheduler) missingPatches(sq *seq) int {
+	n := 0
+	for j, g := range sq.req.Grids {
+		if _, ok := s.vcache.get(imageKey(sq.req, j)); !ok {
+			n += g[0] * g[1] * g[2]
+		}
+	}
+	return n
+}
+
+// imageKey is image j's vision-cache key in r, "" when it has none.
+func imageKey(r *Request, j int) string {
+	if j < len(r.ImageKeys) {
+		return r.ImageKeys[j]
+	}
+	return ""
+}
+
+// seeAll gives every prompt of batch its vision rows: cached images from the vision cache, the
+// rest from one tower run over all of them (an image two prompts share by key runs once).
+func (s *Scheduler) seeAll(batch []*seq) error {
+	merge := max(s.info.Merge, 1)
+	type image struct {
+		sq *seq
+		j  int
+	}
+	per := make([][][]float32, len(batch)) // each prompt's rows, image by image
+	var run []image                        // the images the tower runs on, in order
+	var pixels []float32
+	var grids [][3]int
+	first := map[string]int{} // key → its image in run
+	for b, sq := range batch {
+		r := sq.req
+		patches := 0
+		for _, g := range r.Grids {
+			patches += g[0] * g[1] * g[2]
+		}
+		if patches == 0 || len(r.Pixels)%patches != 0 {
+			return fmt.Errorf("lanes: %d pixel values do not split into %d patches", len(r.Pixels), patches)
+		}
+		cols := len(r.Pixels) / patches
+		per[b] = make([][]float32, len(r.Grids))
+		at := 0
+		for j, g := range r.Grids {
+			n := g[0] * g[1] * g[2] * cols
+			key := imageKey(r, j)
+			if rows, ok := s.vcache.get(key); ok {
+				per[b][j] = rows
+			} else if _, dup := first[key]; !dup || key == "" {
+				if key != "" {
+					first[key] = len(run)
 				}
-				at += n
+				run = append(run, image{sq, j})
+				pixels, grids = append(pixels, r.Pixels[at:at+n]...), append(grids, g)
 			}
+			at += n
 		}
+	}
+	var took time.Duration
+	if len(run) > 0 {
 		t0 := time.Now()
-		var err error
-		all, err = s.m.Vision(pixels, grids)
-		sq.visionTime += time.Since(t0)
+		all, err := s.m.Vision(pixels, grids)
+		took = time.Since(t0)
 		if err != nil {
 			return err
 		}
 		at := 0
-		for _, j := range missing {
-			g := r.Grids[j]
+		for _, im := range run {
+			g := im.sq.req.Grids[im.j]
 			n := g[0] * g[1] * g[2] / (merge * merge) * s.info.Hidden
 			if at+n > len(all) {
-				return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(all)/max(s.info.Hidden, 1), len(sq.imageAt))
+				return fmt.Errorf("lanes: the vision tower gave %d rows for %d images", len(all)/max(s.info.Hidden, 1), len(grids))
 			}
-			per[j] = all[at : at+n : at+n]
-			s.vcache.put(key(j), per[j])
+			s.vcache.put(imageKey(im.sq.req, im.j), all[at:at+n:at+n])
+			for b, sq := range batch {
+				if sq == im.sq {
+					per[b][im.j] = all[at : at+n : at+n]
+				}
+			}
 			at += n
 		}
 	}
-	rows := all // the tower ran on every image: its rows are the prompt's already
-	if len(missing) < len(r.Grids) {
-		rows = nil
-		for _, p := range per {
+	for b, sq := range batch {
+		var rows []float32
+		for j, p := range per[b] {
+			if p == nil { // an image sharing its key with one the tower ran on
+				key := imageKey(sq.req, j)
+				im := run[first[key]]
+				p = per[indexOf(batch, im.sq)][im.j]
+			}
 			rows = append(rows, p...)
 		}
-	}
-	if len(rows) != len(sq.imageAt)*s.info.Hidden {
-		return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))
-	}
-	sq.vision = rows
-	if r.Vision != nil {
-		r.Vision(rows)
+		if len(rows) != len(sq.imageAt)*s.info.Hidden {
+			return fmt.Errorf("lanes: the vision tower gave %d rows for %d image placeholder tokens", len(rows)/max(s.info.Hidden, 1), len(sq.imageAt))
+		}
+		sq.vision = rows
+		sq.visionTime += took
+		if sq.req.Vision != nil {
+			sq.req.Vision(rows)
+		}
 	}
 	return nil
+}
+
+func indexOf(batch []*seq, sq *seq) int {
+	for i, x := range batch {
+		if x == sq {
+			return i
+		}
+	}
+	return -1
 }
 
 // stopReason says whether the sequence's latest token ends it.

@@ -61,3 +61,40 @@ func TestVisionCache(t *testing.T) {
 		}
 	}
 }
+
+// TestVisionBatched: prompts waiting for their vision rows together get them from one tower run
+// over all their images, each prompt's ids still the reference's; a patch limit that holds one
+// prompt's image runs each alone, and an image two of them share by key runs once.
+func TestVisionBatched(t *testing.T) {
+	for _, tc := range []struct {
+		limit int
+		same  bool
+		want  []int
+	}{{0, false, []int{2}}, {16, false, []int{1, 1}}, {0, true, []int{1}}} {
+		cfg := testConfig()
+		cfg.MaxPatches = tc.limit
+		m := &counting{Fake: newFake(cfg, 0)}
+		release := m.Hold()
+		s := start(t, m, cfg)
+		busy := must(s.Submit(context.Background(), &Request{Prompt: textPrompt(1, 5), MaxTokens: 3}))
+		a, b := imagePrompt(2, 0.5), imagePrompt(3, 7.5)
+		if tc.same {
+			b = imagePrompt(3, 0.5)
+		}
+		var streams []*Stream
+		for _, r := range []*Request{a, b} {
+			r.MaxTokens = 5
+			streams = append(streams, must(s.Submit(context.Background(), r)))
+		}
+		release()
+		collect(t, busy)
+		for i, r := range []*Request{a, b} {
+			if out, _ := collect(t, streams[i]); !slices.Equal(out, reference(t, 0, r, false)) {
+				t.Errorf("limit %d: request %d: ids %v, want the reference's", tc.limit, i, out)
+			}
+		}
+		if !slices.Equal(m.images, tc.want) {
+			t.Errorf("limit %d, same image %v: tower runs saw %v images, want %v", tc.limit, tc.same, m.images, tc.want)
+		}
+	}
+}
