@@ -79,12 +79,20 @@ def steps_record(rows):
 
 # ---------------------------------------------------------------- Qwen2-VL (transformers)
 
+# the transformers class of each family its Qwen2VL runner drives
+TRANSFORMERS_CLASS = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"}
+
 
 class Qwen2VL:
-    def __init__(self, d, cfg):
-        import torch
-        from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
+    """A transformers Qwen2-VL-style class: Qwen2VLForConditionalGeneration, or another with its
+    interface (Qwen2_5_VLForConditionalGeneration), by name."""
 
+    def __init__(self, d, cfg, cls="Qwen2VLForConditionalGeneration"):
+        import torch
+        import transformers
+        from transformers import AutoProcessor
+
+        Qwen2VLForConditionalGeneration = getattr(transformers, cls)
         self.d, self.cfg = d, cfg
         self.proc = AutoProcessor.from_pretrained(d)
         gen = json.load(open(os.path.join(d, "generation_config.json")))
@@ -292,7 +300,10 @@ def run_config(d, pub, debug, only_cases):
     check_files(d, spec["sha256"])
     cfg = json.load(open(os.path.join(d, "config.json")))
     c = spec["config"]
-    fam = DotsOCR(d, cfg, pub) if c["family"] == "dots_ocr" else Qwen2VL(d, cfg)
+    if c["family"] == "dots_ocr":
+        fam = DotsOCR(d, cfg, pub)
+    else:
+        fam = Qwen2VL(d, cfg, TRANSFORMERS_CLASS[c["family"]])
     max_new = c["max_new_tokens"]
     record = {"config": c["name"], "family": c["family"], "sha256": spec["sha256"], "tied": fam.tied,
               "max_new_tokens": max_new, "reference": "float64 on the CPU", "cases": []}
