@@ -41,6 +41,7 @@ func init() {
 		ir.OpGather:    gatherRule,
 		ir.OpSplit:     splitRule,
 		ir.OpMerge:     mergeRule,
+		ir.OpUnmerge:   unmergeRule,
 		ir.OpFlatten:   flattenRule,
 		ir.OpSelect:    selectRule,
 	}
@@ -297,6 +298,17 @@ func mergeRule(o *opCtx) ([]out, bool) {
 		return nil, false
 	}
 	return tensor(ir.Shape{x[0].Div(f), x[1].Mul(f)}), true
+}
+
+// unmerge: x [R, C], factor f dividing C → [R*f, C/f].
+func unmergeRule(o *opCtx) ([]out, bool) {
+	x := o.shape("x")
+	f := o.attrs["factor"].Int
+	if !o.c.facts.Divides(x[1], f) {
+		o.errorf(posOf(o.attrs["factor"]), "factor %s does not divide the width %s; state it with require %s %% %s == 0", f, x[1], par(x[1]), parProduct(f))
+		return nil, false
+	}
+	return tensor(ir.Shape{x[0].Mul(f), x[1].Div(f)}), true
 }
 
 // flatten: weight [d0, d1, …] → [d0, d1*…], a view.

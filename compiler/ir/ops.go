@@ -23,6 +23,7 @@ const (
 	OpGather    Op = "gather"     // rows index[i] of x
 	OpSplit     Op = "split"      // equal column slices (views)
 	OpMerge     Op = "merge"      // factor consecutive rows joined into one (a view)
+	OpUnmerge   Op = "unmerge"    // each row cut into factor consecutive rows (a view)
 	OpFlatten   Op = "flatten"    // a weight seen as [d0, d1*d2*…] (a view)
 	OpSelect    Op = "select"     // cond ? a : b over weights, fixed at bind time, or over spans by layer
 	OpLoop      Op = "loop"       // for i < n { … }; see Loop
@@ -52,7 +53,7 @@ type AttrSpec struct {
 
 // OpSpec is a catalog entry of the language: operands, attributes, the doc line and the device op
 // (package catalog) it lowers to; shape and dtype rules live in package check and
-// docs/graph-language.md. A view (split, merge, flatten, select) lowers to no device op.
+// docs/graph-language.md. A view (split, merge, unmerge, flatten, select) lowers to no device op.
 type OpSpec struct {
 	Op      Op
 	Args    []ArgSpec
@@ -155,6 +156,9 @@ var catalog = map[Op]*OpSpec{
 	OpMerge: {Op: OpMerge, Doc: "factor consecutive rows joined into one row, as a view", Args: []ArgSpec{
 		{Role: "x", Kinds: tensor, DType: F32}},
 		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows joined; divides the row count"}}},
+	OpUnmerge: {Op: OpUnmerge, Doc: "each row cut into factor consecutive rows, as a view (per-head work on [R, H*HD] as [R*H, HD])", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32}},
+		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows a row becomes; divides the width"}}},
 	OpFlatten: {Op: OpFlatten, Doc: "a weight [d0, d1, …] seen as [d0, d1*…], as a view", Args: []ArgSpec{
 		{Role: "weight", Kinds: weight}}},
 	OpSelect: {Op: OpSelect, Doc: "cond ? a : b over weights, decided when the config is bound, or over spans by a layer index (i in list)", Args: []ArgSpec{

@@ -485,8 +485,11 @@ func (t *translator) node(n *ir.Node) error {
 			lo, hi := w.Scale(int64(i)), w.Scale(int64(i+1))
 			t.env[n.Outs[i]] = b.Columns(t.name(n, i), x, lo, hi, ps)
 		}
-	case ir.OpMerge:
+	case ir.OpMerge, ir.OpUnmerge:
 		x := t.arg(n, "x")
+		if colView(x) {
+			return fmt.Errorf("%s: %s views rows of %s, a column slice; a row view needs contiguous rows", ps, n.Op, x.Name)
+		}
 		rows, cols := shape2(n.Outs[0].Shape)
 		set(b.Reshape(t.name(n, 0), x, rows, cols, ps))
 	case ir.OpFlatten:
@@ -501,6 +504,16 @@ func (t *translator) node(n *ir.Node) error {
 		t.deviceOp(n, spec)
 	}
 	return nil
+}
+
+// colView reports whether v is, or overwrites, a column slice (its rows not contiguous).
+func colView(v *Value) bool {
+	for ; v != nil && (v.Kind == View || v.Kind == Alias); v = v.Base {
+		if v.ColLo != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // deviceOp lowers a node to the device op its catalog entry names: each operand and attribute
