@@ -143,6 +143,11 @@ func Translate(m *ir.Module) (*Program, error) {
 		lg.Home = g.Home
 		p.Graphs = append(p.Graphs, lg)
 	}
+	for _, w := range p.Weights {
+		if w.Unfold != nil && w.plain != nil {
+			return nil, fmt.Errorf("%s: unfold(%s) permutes the weight when it is loaded, but line %d reads it as stored", *w.unfoldAt, w.Display(), w.plain.Line)
+		}
+	}
 	return p, nil
 }
 
@@ -418,6 +423,9 @@ func (t *translator) arg(n *ir.Node, role string) *Value {
 		return nil
 	}
 	if a.Weight != nil {
+		if w := t.weights[a.Weight.Weight]; n.Op != ir.OpUnfold && w.plain == nil {
+			w.plain = &n.Pos
+		}
 		var idx *ir.Dim
 		if a.Weight.Weight.Layered() {
 			idx = &a.Weight.Layer
@@ -493,6 +501,14 @@ func (t *translator) node(n *ir.Node) error {
 		rows, cols := shape2(n.Outs[0].Shape)
 		set(b.Reshape(t.name(n, 0), x, rows, cols, ps))
 	case ir.OpFlatten:
+		set(t.arg(n, "weight"))
+	case ir.OpUnfold:
+		w := t.weights[n.Arg("weight").Weight.Weight]
+		f := attrExpr(n.Attr("factor"))
+		if w.Unfold != nil && w.Unfold.String() != f.String() {
+			return fmt.Errorf("%s: unfold(%s, factor: %s): another unfold reads it with factor %s", ps, w.Display(), f, w.Unfold)
+		}
+		w.Unfold, w.unfoldAt = f, &ps
 		set(t.arg(n, "weight"))
 	case ir.OpSelect:
 		set(b.Select(t.attr(n, "cond"), t.arg(n, "a"), t.arg(n, "b")))

@@ -229,3 +229,43 @@ func TestUnmergeRowView(t *testing.T) {
 		t.Errorf("unmerge of a column slice lowered (err %v)", err)
 	}
 }
+
+const unfoldSrc = `family t {
+  model_type "t"
+}
+
+config {
+  D int = hidden_size
+}
+
+weights {
+  merging.weight [D, 4*D]
+}
+
+graph vision(px [N, D], pos [N, 2] i32) -> [N/4, D] {
+  require N%4 == 0
+  x = merge(px, factor: 4)
+  return PLAIN + linear(x, unfold(merging.weight, factor: 4))
+}
+`
+
+func TestUnfoldWeight(t *testing.T) {
+	m, diags := check.Source("t.graph", strings.Replace(unfoldSrc, "PLAIN + ", "", 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	p, err := lower.Lower(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := p.Weights[0].Unfold; u == nil || u.String() != "4" {
+		t.Errorf("merging.weight unfolds by %v, want 4", u)
+	}
+	m, diags = check.Source("t.graph", strings.Replace(unfoldSrc, "PLAIN", "linear(x, merging.weight)", 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	if _, err := lower.Lower(m); err == nil || !strings.Contains(err.Error(), "reads it as stored") {
+		t.Errorf("a weight read both unfolded and as stored lowered (err %v)", err)
+	}
+}

@@ -197,7 +197,15 @@ func (r *Runner[C, W, P]) Weights(prefix map[string]string) ([]Weight, error) {
 		if s.Prefix != "" {
 			name = prefix[s.Prefix] + "." + name
 		}
-		out = append(out, WeightAt(name, shape, dst.FieldByName(s.Field).Addr().Interface().(*device.Tensor)))
+		wt := WeightAt(name, shape, dst.FieldByName(s.Field).Addr().Interface().(*device.Tensor))
+		if s.Unfold != nil {
+			f, err := evalInt(s.Unfold, r.env)
+			if err != nil {
+				return err
+			}
+			wt.Unfold = f
+		}
+		out = append(out, wt)
 		return nil
 	}
 	done := map[string]bool{}
