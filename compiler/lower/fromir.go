@@ -266,6 +266,7 @@ var decoderRoles = map[string]string{
 var visionRoles = map[string]string{
 	"window_order": "window_order", "window_inverse": "window_inverse",
 	"window_pos": "window_pos", "window_spans": "window_spans",
+	"merge_order": "merge_order",
 }
 
 type translator struct {
@@ -355,7 +356,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			case dt == "I32" && len(prm.Shape) == 2:
 				r = "positions2d"
 			default:
-				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32, or name a window input window_order, window_inverse, window_pos or window_spans", ps, prm.Name)
+				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32, or name a window input window_order, window_inverse, window_pos or window_spans, or merge_order", ps, prm.Name)
 			}
 		}
 		t.env[prm] = t.b.Input(prm.Name, r, dt, rows, cols, ps)

@@ -321,6 +321,15 @@ func (l *Launcher) Images(grids [][3]int, merge int) (patches int, pos, spans []
 	return n, positions.Vision2D(grids, merge), positions.Spans(grids)
 }
 
+// MergeOrder is, for a vision graph whose patches come in raster order, each merged unit's patch
+// rows (positions.MergeOrder): what gather puts before merge; none after an error.
+func (l *Launcher) MergeOrder(grids [][3]int, merge int) []int32 {
+	if l.err != nil {
+		return nil
+	}
+	return positions.MergeOrder(grids, merge)
+}
+
 // Windows is the window layout of a vision graph's images (positions.WindowLayout) for windows
 // of window×window merged units, pos being what Images gave; none after an error.
 func (l *Launcher) Windows(grids [][3]int, pos []int32, merge, window int) positions.Windows {
