@@ -301,7 +301,7 @@ func hostData(role string) (string, string) {
 	case "window_spans":
 		return "win.Spans", "I32"
 	case "merge_order":
-		return "mergeOrder", "I32"
+		return "orderData", "I32"
 	case "tokens":
 		return "r.Tokens", "I32"
 	case "positions":
@@ -384,9 +384,9 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 			if r == nil || r.Name != "pixtral" {
 				return nil, 0, fmt.Errorf("graph %s reads merge_order, which the pixtral image rule's raster patches need; this family's image rule lists merge windows together already", g.Name)
 			}
-			body = append(body, Id("mergeOrder").Op(":=").Id("l").Dot("MergeOrder").Call(Id("grids"), Id(merge)))
+			body = append(body, Id("orderData").Op(":=").Id("l").Dot("MergeOrder").Call(Id("grids"), Id(merge)))
 			if d := lower.FromDim(mo.Cols); d.Op == "ref" && dimSet[d.Name] && !defined[d.Name] {
-				body = append(body, Id(d.Name).Op(":=").Len(Id("mergeOrder")))
+				body = append(body, Id(d.Name).Op(":=").Len(Id("orderData")))
 				defined[d.Name] = true
 			}
 		}
