@@ -41,7 +41,9 @@ func init() {
 		ir.OpGather:    gatherRule,
 		ir.OpSplit:     splitRule,
 		ir.OpMerge:     mergeRule,
+		ir.OpUnmerge:   unmergeRule,
 		ir.OpFlatten:   flattenRule,
+		ir.OpUnfold:    unfoldRule,
 		ir.OpSelect:    selectRule,
 	}
 }
@@ -299,6 +301,17 @@ func mergeRule(o *opCtx) ([]out, bool) {
 	return tensor(ir.Shape{x[0].Div(f), x[1].Mul(f)}), true
 }
 
+// unmerge: x [R, C], factor f dividing C → [R*f, C/f].
+func unmergeRule(o *opCtx) ([]out, bool) {
+	x := o.shape("x")
+	f := o.attrs["factor"].Int
+	if !o.c.facts.Divides(x[1], f) {
+		o.errorf(posOf(o.attrs["factor"]), "factor %s does not divide the width %s; state it with require %s %% %s == 0", f, x[1], par(x[1]), parProduct(f))
+		return nil, false
+	}
+	return tensor(ir.Shape{x[0].Mul(f), x[1].Div(f)}), true
+}
+
 // flatten: weight [d0, d1, …] → [d0, d1*…], a view.
 func flattenRule(o *opCtx) ([]out, bool) {
 	w := o.shape("weight")
@@ -307,6 +320,25 @@ func flattenRule(o *opCtx) ([]out, bool) {
 		return nil, false
 	}
 	return []out{{ir.WeightView, ir.Shape{w[0], ir.Shape(w[1:]).Elems()}, ir.Stored}}, true
+}
+
+// unfold: weight [O, C*f], f dividing the width → [O, C*f], its columns read in merge's order.
+func unfoldRule(o *opCtx) ([]out, bool) {
+	w := o.shape("weight")
+	if len(w) != 2 {
+		o.errorf(o.poses["weight"], "weight %s has shape %s; unfold takes [out, in]", o.src("weight"), w)
+		return nil, false
+	}
+	if o.vals["weight"].v != nil {
+		o.errorf(o.poses["weight"], "unfold takes a declared weight, not a view")
+		return nil, false
+	}
+	f := o.attrs["factor"].Int
+	if !o.c.facts.Divides(w[1], f) {
+		o.errorf(posOf(o.attrs["factor"]), "factor %s does not divide the width %s; state it with require %s %% %s == 0", f, w[1], par(w[1]), parProduct(f))
+		return nil, false
+	}
+	return []out{{ir.WeightView, w, ir.Stored}}, true
 }
 
 // select: cond ? a : b over weights of equal shape.

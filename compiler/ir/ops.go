@@ -23,7 +23,9 @@ const (
 	OpGather    Op = "gather"     // rows index[i] of x
 	OpSplit     Op = "split"      // equal column slices (views)
 	OpMerge     Op = "merge"      // factor consecutive rows joined into one (a view)
+	OpUnmerge   Op = "unmerge"    // each row cut into factor consecutive rows (a view)
 	OpFlatten   Op = "flatten"    // a weight seen as [d0, d1*d2*…] (a view)
+	OpUnfold    Op = "unfold"     // a weight's columns from channel-major to merge order (permuted when loaded)
 	OpSelect    Op = "select"     // cond ? a : b over weights, fixed at bind time, or over spans by layer
 	OpLoop      Op = "loop"       // for i < n { … }; see Loop
 )
@@ -52,7 +54,7 @@ type AttrSpec struct {
 
 // OpSpec is a catalog entry of the language: operands, attributes, the doc line and the device op
 // (package catalog) it lowers to; shape and dtype rules live in package check and
-// docs/graph-language.md. A view (split, merge, flatten, select) lowers to no device op.
+// docs/graph-language.md. A view (split, merge, unmerge, flatten, unfold, select) lowers to no device op.
 type OpSpec struct {
 	Op      Op
 	Args    []ArgSpec
@@ -155,8 +157,14 @@ var catalog = map[Op]*OpSpec{
 	OpMerge: {Op: OpMerge, Doc: "factor consecutive rows joined into one row, as a view", Args: []ArgSpec{
 		{Role: "x", Kinds: tensor, DType: F32}},
 		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows joined; divides the row count"}}},
+	OpUnmerge: {Op: OpUnmerge, Doc: "each row cut into factor consecutive rows, as a view (per-head work on [R, H*HD] as [R*H, HD])", Args: []ArgSpec{
+		{Role: "x", Kinds: tensor, DType: F32}},
+		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows a row becomes; divides the width"}}},
 	OpFlatten: {Op: OpFlatten, Doc: "a weight [d0, d1, …] seen as [d0, d1*…], as a view", Args: []ArgSpec{
 		{Role: "weight", Kinds: weight}}},
+	OpUnfold: {Op: OpUnfold, Doc: "a weight [O, C*f] whose column c*f + k (torch unfold's order) is read as column k*C + c (merge's order); permuted when loaded", Args: []ArgSpec{
+		{Role: "weight", Kinds: weight}},
+		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows merge joined; divides the width"}}},
 	OpSelect: {Op: OpSelect, Doc: "cond ? a : b over weights, decided when the config is bound, or over spans by a layer index (i in list)", Args: []ArgSpec{
 		{Role: "a", Kinds: weight}, {Role: "b", Kinds: weight}},
 		Attrs: []AttrSpec{{Name: "cond", Kind: AttrBool, Required: true, Doc: "a bool config value, possibly negated; or i in list, a loop index in an int list config value"}}},

@@ -143,6 +143,11 @@ func Translate(m *ir.Module) (*Program, error) {
 		lg.Home = g.Home
 		p.Graphs = append(p.Graphs, lg)
 	}
+	for _, w := range p.Weights {
+		if w.Unfold != nil && w.plain != nil {
+			return nil, fmt.Errorf("%s: unfold(%s) permutes the weight when it is loaded, but line %d reads it as stored", *w.unfoldAt, w.Display(), w.plain.Line)
+		}
+	}
 	return p, nil
 }
 
@@ -261,6 +266,7 @@ var decoderRoles = map[string]string{
 var visionRoles = map[string]string{
 	"window_order": "window_order", "window_inverse": "window_inverse",
 	"window_pos": "window_pos", "window_spans": "window_spans",
+	"merge_order": "merge_order",
 }
 
 type translator struct {
@@ -350,7 +356,7 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			case dt == "I32" && len(prm.Shape) == 2:
 				r = "positions2d"
 			default:
-				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32, or name a window input window_order, window_inverse, window_pos or window_spans", ps, prm.Name)
+				return nil, fmt.Errorf("%s: vision input %s: the runtime gives pixels and image grids; declare the pixels [N, C] and the 2-D positions [N, 2] i32, or name a window input window_order, window_inverse, window_pos or window_spans, or merge_order", ps, prm.Name)
 			}
 		}
 		t.env[prm] = t.b.Input(prm.Name, r, dt, rows, cols, ps)
@@ -418,6 +424,9 @@ func (t *translator) arg(n *ir.Node, role string) *Value {
 		return nil
 	}
 	if a.Weight != nil {
+		if w := t.weights[a.Weight.Weight]; n.Op != ir.OpUnfold && w.plain == nil {
+			w.plain = &n.Pos
+		}
 		var idx *ir.Dim
 		if a.Weight.Weight.Layered() {
 			idx = &a.Weight.Layer
@@ -485,11 +494,22 @@ func (t *translator) node(n *ir.Node) error {
 			lo, hi := w.Scale(int64(i)), w.Scale(int64(i+1))
 			t.env[n.Outs[i]] = b.Columns(t.name(n, i), x, lo, hi, ps)
 		}
-	case ir.OpMerge:
+	case ir.OpMerge, ir.OpUnmerge:
 		x := t.arg(n, "x")
+		if colView(x) {
+			return fmt.Errorf("%s: %s views rows of %s, a column slice; a row view needs contiguous rows", ps, n.Op, x.Name)
+		}
 		rows, cols := shape2(n.Outs[0].Shape)
 		set(b.Reshape(t.name(n, 0), x, rows, cols, ps))
 	case ir.OpFlatten:
+		set(t.arg(n, "weight"))
+	case ir.OpUnfold:
+		w := t.weights[n.Arg("weight").Weight.Weight]
+		f := attrExpr(n.Attr("factor"))
+		if w.Unfold != nil && w.Unfold.String() != f.String() {
+			return fmt.Errorf("%s: unfold(%s, factor: %s): another unfold reads it with factor %s", ps, w.Display(), f, w.Unfold)
+		}
+		w.Unfold, w.unfoldAt = f, &ps
 		set(t.arg(n, "weight"))
 	case ir.OpSelect:
 		set(b.Select(t.attr(n, "cond"), t.arg(n, "a"), t.arg(n, "b")))
@@ -501,6 +521,16 @@ func (t *translator) node(n *ir.Node) error {
 		t.deviceOp(n, spec)
 	}
 	return nil
+}
+
+// colView reports whether v is, or overwrites, a column slice (its rows not contiguous).
+func colView(v *Value) bool {
+	for ; v != nil && (v.Kind == View || v.Kind == Alias); v = v.Base {
+		if v.ColLo != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // deviceOp lowers a node to the device op its catalog entry names: each operand and attribute

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfc/compiler/check"
 	"tfc/compiler/ir"
 	"tfc/compiler/lower"
 	"tfc/compiler/lower/lowertest"
@@ -153,5 +154,118 @@ func TestExprFoldAndGo(t *testing.T) {
 	}
 	if m := lower.Max(lower.Ref("a"), lower.Ref("a"), lower.Ref("b")); m.String() != "max(a, b)" {
 		t.Errorf("max: %s", m)
+	}
+}
+
+// unmergeSrc is a vision graph that norms each head of its rows, as Qwen3's q_norm does, or, with
+// SPLIT, each head of a column slice.
+const unmergeSrc = `family t {
+  model_type "t"
+}
+
+config {
+  D int = hidden_size
+  H int = num_heads
+  HD = D/H
+  require D%H == 0
+}
+
+weights {
+  qkv.weight  [3*D, D]
+  norm.weight [HD]
+}
+
+graph vision(px [N, D], pos [N, 2] i32) -> [N, D] {
+  q = SPLIT
+  return merge(rmsnorm(unmerge(q, factor: H), norm, eps: 1e-6), factor: H)
+}
+`
+
+func TestUnmergeRowView(t *testing.T) {
+	lin := "linear(px, qkv.weight)"
+	src := strings.Replace(unmergeSrc, "3*D, D", "D, D", 1)
+	m, diags := check.Source("t.graph", strings.Replace(src, "SPLIT", lin, 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	p, err := lower.Lower(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var norm *lower.Op
+	for _, op := range p.Graphs[0].Ops() {
+		if op.Kind == "rmsnorm" {
+			norm = op
+		}
+	}
+	if norm == nil {
+		t.Fatal("no rmsnorm")
+	}
+	x := norm.Arg("X")
+	if x.Kind != lower.View || x.Base.Def == nil || x.Base.Def.Kind != "linear" {
+		t.Fatalf("rmsnorm reads %s, not a row view of the linear's output", x.Name)
+	}
+	if got, want := lower.FromDim(x.Rows).String(), "H * N"; got != want {
+		t.Errorf("rows %s, want %s", got, want)
+	}
+	if got, want := lower.FromDim(x.Cols).String(), "D / H"; got != want {
+		t.Errorf("cols %s, want %s", got, want)
+	}
+	if out := p.Graphs[0].Output; out.Kind != lower.View || out.Base != norm.Out {
+		t.Errorf("the result is not a row view of the norm's output")
+	}
+
+	m, diags = check.Source("t.graph", strings.Replace(unmergeSrc, "SPLIT", "split(linear(px, qkv.weight), parts: 3)", 1))
+	if len(diags) == 0 {
+		t.Fatal("a split's three outputs bound to one name checked clean")
+	}
+	src = strings.Replace(unmergeSrc, "q = SPLIT", "q, k, v = split(linear(px, qkv.weight), parts: 3)\n  x = k + v", 1)
+	src = strings.Replace(src, "return merge(", "return x + merge(", 1)
+	m, diags = check.Source("t.graph", src)
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	if _, err := lower.Lower(m); err == nil || !strings.Contains(err.Error(), "column slice") {
+		t.Errorf("unmerge of a column slice lowered (err %v)", err)
+	}
+}
+
+const unfoldSrc = `family t {
+  model_type "t"
+}
+
+config {
+  D int = hidden_size
+}
+
+weights {
+  merging.weight [D, 4*D]
+}
+
+graph vision(px [N, D], pos [N, 2] i32) -> [N/4, D] {
+  require N%4 == 0
+  x = merge(px, factor: 4)
+  return PLAIN + linear(x, unfold(merging.weight, factor: 4))
+}
+`
+
+func TestUnfoldWeight(t *testing.T) {
+	m, diags := check.Source("t.graph", strings.Replace(unfoldSrc, "PLAIN + ", "", 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	p, err := lower.Lower(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := p.Weights[0].Unfold; u == nil || u.String() != "4" {
+		t.Errorf("merging.weight unfolds by %v, want 4", u)
+	}
+	m, diags = check.Source("t.graph", strings.Replace(unfoldSrc, "PLAIN", "linear(x, merging.weight)", 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	if _, err := lower.Lower(m); err == nil || !strings.Contains(err.Error(), "reads it as stored") {
+		t.Errorf("a weight read both unfolded and as stored lowered (err %v)", err)
 	}
 }

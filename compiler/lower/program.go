@@ -70,6 +70,10 @@ type Weight struct {
 	Group  string   // the per-layer family's name in Go ("" for single tensors)
 	Field  string   // the Go field holding the tensor
 	Pos    Pos
+	// Unfold, when set, is the factor f of an unfold view: columns c*f + k are loaded as k*C + c.
+	Unfold   *Expr
+	unfoldAt *Pos // where a graph reads it through unfold
+	plain    *Pos // where a graph reads it without
 }
 
 // Rows and Cols view a weight as the 2-D tensor the device ops take.

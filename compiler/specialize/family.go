@@ -43,7 +43,9 @@ type WeightSpec struct {
 	Count  *lower.Expr   `json:"count,omitempty"`
 	Shape  []*lower.Expr `json:"shape"`
 	Cond   *lower.Expr   `json:"cond,omitempty"`
-	Pos    string        `json:"pos"`
+	// Unfold, when set, is the factor f of an unfold view: column c*f + k loads as k*C + c.
+	Unfold *lower.Expr `json:"unfold,omitempty"`
+	Pos    string      `json:"pos"`
 }
 
 // SizeSpec is a symbolic size of a graph's inputs at its largest: an expression of the limits
@@ -87,7 +89,7 @@ func family(p *lower.Program, out *Program) {
 func runner(p *lower.Program, g *lower.Graph) RunnerSpec {
 	r := RunnerSpec{Name: g.Name, Sites: g.Sites()}
 	for _, w := range p.WeightsOf(g) {
-		s := WeightSpec{Group: w.Group, Field: w.Field, Prefix: w.Prefix, Path: w.Path, Cond: w.Cond, Pos: fmt.Sprintf("%s:%d", w.Pos.File, w.Pos.Line)}
+		s := WeightSpec{Group: w.Group, Field: w.Field, Prefix: w.Prefix, Path: w.Path, Cond: w.Cond, Unfold: w.Unfold, Pos: fmt.Sprintf("%s:%d", w.Pos.File, w.Pos.Line)}
 		if w.Group != "" {
 			s.Count = lower.FromDim(w.Count)
 		}

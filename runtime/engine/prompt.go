@@ -7,6 +7,7 @@ import (
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/image"
 	"tfc/runtime/model"
+	"tfc/runtime/positions"
 	"tfc/runtime/tokenizer"
 )
 
@@ -46,11 +47,28 @@ func (f *Frontend) Fits(info model.Info) error {
 	if info.PixelCols == 0 {
 		return nil
 	}
+	// Pixtral's processor cuts patches in raster order and leaves the merge to the model
+	if pix := info.Image == "pixtral"; pix != f.Image.Pixtral() {
+		return fmt.Errorf("preprocessor_config.json names %s, but the family's image rule is %s; the checkpoint's preprocessor_config.json does not belong to its config.json", processorRule(f.Image), info.Image)
+	} else if pix {
+		if got := f.Image.PatchDim(); got != info.PixelCols {
+			return fmt.Errorf("preprocessor_config.json cuts patches of %d values (patch_size %d), but the vision tower reads %d values a patch; the checkpoint's preprocessor_config.json does not belong to its config.json", got, f.Image.PatchSize, info.PixelCols)
+		}
+		return nil
+	}
 	if got := f.Image.PatchDim(); got != info.PixelCols || f.Image.MergeSize != info.Merge {
 		return fmt.Errorf("preprocessor_config.json cuts patches of %d values (patch_size %d, temporal_patch_size %d) merged %d×%d, but the vision tower reads %d values a patch merged %d×%d; the checkpoint's preprocessor_config.json does not belong to its config.json",
 			got, f.Image.PatchSize, f.Image.TemporalPatchSize, f.Image.MergeSize, f.Image.MergeSize, info.PixelCols, info.Merge, info.Merge)
 	}
 	return nil
+}
+
+// processorRule names the image processor rule c follows.
+func processorRule(c image.Config) string {
+	if c.Pixtral() {
+		return "Pixtral's image processor"
+	}
+	return "Qwen2-VL's image processor"
 }
 
 // Images decodes and preprocesses encoded images; errors name the image by its 1-based index.
@@ -146,7 +164,7 @@ func (f *Frontend) Build(messagesJSON []byte, imgs []*image.Patches, imageToken,
 			return Prompt{}, "", fmt.Errorf("the prompt names more images than the %d sent", len(imgs))
 		}
 		g := imgs[img].GridTHW
-		for k := 0; k < g[0]*g[1]*g[2]/(merge*merge); k++ {
+		for k := 0; k < positions.MergedRows(g, merge); k++ {
 			p.IDs = append(p.IDs, int32(imageToken))
 		}
 		p.Grids = append(p.Grids, g)

@@ -302,7 +302,7 @@ func (s *Scheduler) prepare(r *Request) (*seq, error) {
 	merge := max(s.info.Merge, 1)
 	var rowImage, rowIndex []int
 	for img, g := range r.Grids {
-		k := g[0] * g[1] * g[2] / (merge * merge)
+		k := positions.MergedRows(g, merge)
 		for j := 0; j < k; j++ {
 			rowImage, rowIndex = append(rowImage, img), append(rowIndex, j)
 		}
@@ -893,7 +893,7 @@ func (s *Scheduler) seeAll(batch []*seq) error {
 		at := 0
 		for _, im := range run {
 			g := im.sq.req.Grids[im.j]
-			n := g[0] * g[1] * g[2] / (merge * merge) * s.info.Hidden
+			n := positions.MergedRows(g, merge) * s.info.Hidden
 			if at+n > len(all) {
 				return fmt.Errorf("lanes: the vision tower gave %d rows for %d images", len(all)/max(s.info.Hidden, 1), len(grids))
 			}

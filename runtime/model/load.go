@@ -14,6 +14,8 @@ type Weight struct {
 	Shape []int
 	Dst   *device.Tensor
 	Also  []*device.Tensor // further graphs' views of the same tensor (MergeWeights)
+	// Unfold > 1 loads a [rows, C*Unfold] tensor's column c*Unfold + k at k*C + c (the unfold view).
+	Unfold int
 }
 
 // WeightAt is the manifest entry name of the given shape, loaded into dst.
@@ -91,6 +93,11 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 			rows = w.Shape[0]
 		}
 		t := device.Tensor{Buf: buf, Rows: rows, Cols: n / rows}
+		if w.Unfold > 1 {
+			if data, err = Unfold(data, rows, n/rows, w.Unfold, dt.Size()); err != nil {
+				return fmt.Errorf("tensor %s: %w", w.Name, err)
+			}
+		}
 		if err := a.b.Write(t, data, dt); err != nil {
 			return fmt.Errorf("tensor %s: %w", w.Name, err)
 		}
@@ -100,6 +107,24 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 		}
 	}
 	return nil
+}
+
+// Unfold permutes the columns of a rows×cols matrix of size-byte elements from torch unfold's
+// order (column c*f + k) to merge's (column k*C + c, C = cols/f), in a new slice.
+func Unfold(data []byte, rows, cols, f, size int) ([]byte, error) {
+	if f <= 0 || cols%f != 0 || len(data) != rows*cols*size {
+		return nil, fmt.Errorf("cannot unfold [%d, %d] by %d", rows, cols, f)
+	}
+	out := make([]byte, len(data))
+	c := cols / f
+	for r := 0; r < rows; r++ {
+		row := r * cols * size
+		for j := 0; j < cols; j++ {
+			dst := row + ((j%f)*c+j/f)*size
+			copy(out[dst:dst+size], data[row+j*size:row+(j+1)*size])
+		}
+	}
+	return out, nil
 }
 
 // MergeWeights lists each tensor of ws once, in first-use order: a tensor that several graphs
@@ -117,6 +142,9 @@ func MergeWeights(ws []Weight) ([]Weight, error) {
 		}
 		if fmt.Sprint(out[i].Shape) != fmt.Sprint(w.Shape) {
 			return nil, fmt.Errorf("tensor %s is read as %v and as %v", w.Name, out[i].Shape, w.Shape)
+		}
+		if out[i].Unfold != w.Unfold {
+			return nil, fmt.Errorf("tensor %s is read unfolded by %d and by %d", w.Name, out[i].Unfold, w.Unfold)
 		}
 		out[i].Also = append(out[i].Also, w.Dst)
 	}

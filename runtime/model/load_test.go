@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -62,5 +64,67 @@ func TestWriteInput(t *testing.T) {
 	got := make([]int32, 6)
 	if err := be.Read(x, got); err != nil || got[5] != 6 {
 		t.Fatalf("read %v %v", got, err)
+	}
+}
+
+// TestUnfold: a [2, 6] matrix whose columns are torch unfold's (channel c, window slot k at
+// c*3 + k) comes out in merge's order (k*2 + c), for one- and two-byte elements.
+func TestUnfold(t *testing.T) {
+	in := []byte{
+		0, 10, 20, 1, 11, 21, // row 0: c0k0 c0k1 c0k2 c1k0 c1k1 c1k2
+		100, 110, 120, 101, 111, 121,
+	}
+	want := []byte{0, 1, 10, 11, 20, 21, 100, 101, 110, 111, 120, 121}
+	got, err := Unfold(in, 2, 6, 3, 1)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("Unfold = %v, %v; want %v", got, err, want)
+	}
+	if in[1] != 10 {
+		t.Fatal("Unfold changed its input")
+	}
+	wide := make([]byte, 2*len(in))
+	for i, b := range in {
+		wide[2*i], wide[2*i+1] = b, ^b
+	}
+	got, err = Unfold(wide, 2, 6, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range want {
+		if got[2*i] != b || got[2*i+1] != ^b {
+			t.Fatalf("two-byte Unfold element %d = %d,%d; want %d,%d", i, got[2*i], got[2*i+1], b, ^b)
+		}
+	}
+	if _, err := Unfold(in, 2, 6, 4, 1); err == nil {
+		t.Error("a factor that does not divide the width unfolded")
+	}
+}
+
+// TestUploadUnfold: Upload loads a weight with Unfold set in merge's column order.
+func TestUploadUnfold(t *testing.T) {
+	be := cpu.New()
+	bufs := NewBuffers(be)
+	defer bufs.Free()
+	src := []float32{0, 10, 1, 11, 2, 12} // [1, 6]: c*2 + k for 3 channels, 2 slots
+	data := make([]byte, 4*len(src))
+	for i, v := range src {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	var dst device.Tensor
+	w := WeightAt("w", []int{1, 6}, &dst)
+	w.Unfold = 2
+	get := func(string) ([]byte, device.DType, error) { return data, device.F32, nil }
+	if err := Upload(bufs, []Weight{w}, get, "f", "g"); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 6)
+	if err := be.Read(dst, got); err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{0, 1, 2, 10, 11, 12}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("loaded %v, want %v", got, want)
+		}
 	}
 }

@@ -197,7 +197,15 @@ func (r *Runner[C, W, P]) Weights(prefix map[string]string) ([]Weight, error) {
 		if s.Prefix != "" {
 			name = prefix[s.Prefix] + "." + name
 		}
-		out = append(out, WeightAt(name, shape, dst.FieldByName(s.Field).Addr().Interface().(*device.Tensor)))
+		wt := WeightAt(name, shape, dst.FieldByName(s.Field).Addr().Interface().(*device.Tensor))
+		if s.Unfold != nil {
+			f, err := evalInt(s.Unfold, r.env)
+			if err != nil {
+				return err
+			}
+			wt.Unfold = f
+		}
+		out = append(out, wt)
 		return nil
 	}
 	done := map[string]bool{}
@@ -311,6 +319,15 @@ func (l *Launcher) Images(grids [][3]int, merge int) (patches int, pos, spans []
 		return 0, nil, nil
 	}
 	return n, positions.Vision2D(grids, merge), positions.Spans(grids)
+}
+
+// MergeOrder is, for a vision graph whose patches come in raster order, each merged unit's patch
+// rows (positions.MergeOrder): what gather puts before merge; none after an error.
+func (l *Launcher) MergeOrder(grids [][3]int, merge int) []int32 {
+	if l.err != nil {
+		return nil
+	}
+	return positions.MergeOrder(grids, merge)
 }
 
 // Windows is the window layout of a vision graph's images (positions.WindowLayout) for windows

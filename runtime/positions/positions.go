@@ -98,6 +98,34 @@ func Vision2D(grids []Grid, merge int) []int32 {
 	return pos
 }
 
+// MergedRows is the number of merged units of a (t, h, w) grid: each frame's merge×merge
+// windows, an odd last row or column of patches left out (torch unfold's floor).
+func MergedRows(g Grid, merge int) int { return g[0] * (g[1] / merge) * (g[2] / merge) }
+
+// MergeOrder gives, for patches in raster order, each merged unit's merge×merge patch rows: units
+// in raster order, frame by frame, image by image, a unit's patches row by row; a patch of an odd
+// last row or column is in none ([sum of MergedRows × merge²]).
+func MergeOrder(grids []Grid, merge int) []int32 {
+	var out []int32
+	base := 0
+	for _, g := range grids {
+		t, h, w := g[0], g[1], g[2]
+		for f := 0; f < t; f++ {
+			for bh := 0; bh < h/merge; bh++ {
+				for bw := 0; bw < w/merge; bw++ {
+					for mh := 0; mh < merge; mh++ {
+						for mw := 0; mw < merge; mw++ {
+							out = append(out, int32(base+(bh*merge+mh)*w+bw*merge+mw))
+						}
+					}
+				}
+			}
+			base += h * w
+		}
+	}
+	return out
+}
+
 // Spans gives the cumulative patch offsets of each frame of each grid: full attention runs
 // within a frame ([frames+1]).
 func Spans(grids []Grid) []int32 {

@@ -1,6 +1,7 @@
 package positions
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -112,5 +113,22 @@ func TestWindowLayout(t *testing.T) {
 		if len(w.Order) != 4*len(c.units) || len(w.Inverse) != len(c.units) {
 			t.Errorf("%v: %d order rows and %d inverse rows for %d units", c.grids, len(w.Order), len(w.Inverse), len(c.units))
 		}
+	}
+}
+
+// TestMergeOrder: a 3×5 grid (odd both ways) keeps a 1×2 grid of 2×2 units, the last row and
+// column left out; a second image's rows follow the first's 15.
+func TestMergeOrder(t *testing.T) {
+	grids := []Grid{{1, 3, 5}, {1, 2, 2}}
+	got := MergeOrder(grids, 2)
+	want := []int32{0, 1, 5, 6, 2, 3, 7, 8, 15, 16, 17, 18}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("MergeOrder = %v, want %v", got, want)
+	}
+	if n := MergedRows(grids[0], 2) + MergedRows(grids[1], 2); n*4 != len(got) {
+		t.Errorf("MergedRows sum %d for %d gathered rows", n, len(got))
+	}
+	if n := MergedRows(Grid{2, 4, 6}, 2); n != 12 {
+		t.Errorf("MergedRows of 2 frames of 4×6 = %d, want 12 (t·h·w/merge²)", n)
 	}
 }

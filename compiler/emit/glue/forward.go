@@ -300,6 +300,8 @@ func hostData(role string) (string, string) {
 		return "win.Pos", "I32"
 	case "window_spans":
 		return "win.Spans", "I32"
+	case "merge_order":
+		return "orderData", "I32"
 	case "tokens":
 		return "r.Tokens", "I32"
 	case "positions":
@@ -359,6 +361,11 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		if r != nil && r.Arg("merge") != nil {
 			merge = f.ref(r.Arg("merge"))
 		}
+		// the patches' order: merge windows together (qwen2_vl), or raster order (pixtral)
+		order := merge
+		if r != nil && r.Name == "pixtral" {
+			order = "1"
+		}
 		px := input(g, "pixels")
 		if px == nil {
 			return nil, 0, fmt.Errorf("graph %s has no pixels input", g.Name)
@@ -371,8 +378,18 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		if input(g, "spans") != nil {
 			spans = Id("spanData")
 		}
-		body = append(body, List(Id(n), pos, spans).Op(":=").Id("l").Dot("Images").Call(Id("grids"), Id(merge)))
+		body = append(body, List(Id(n), pos, spans).Op(":=").Id("l").Dot("Images").Call(Id("grids"), Id(order)))
 		defined[n] = true
+		if mo := input(g, "merge_order"); mo != nil {
+			if r == nil || r.Name != "pixtral" {
+				return nil, 0, fmt.Errorf("graph %s reads merge_order, which the pixtral image rule's raster patches need; this family's image rule lists merge windows together already", g.Name)
+			}
+			body = append(body, Id("orderData").Op(":=").Id("l").Dot("MergeOrder").Call(Id("grids"), Id(merge)))
+			if d := lower.FromDim(mo.Cols); d.Op == "ref" && dimSet[d.Name] && !defined[d.Name] {
+				body = append(body, Id(d.Name).Op(":=").Len(Id("orderData")))
+				defined[d.Name] = true
+			}
+		}
 		if windowed(g) {
 			if r == nil || r.Arg("window") == nil {
 				return nil, 0, fmt.Errorf("graph %s reads the window layout; the image rule names no window", g.Name)
