@@ -113,6 +113,10 @@ func CheckKernel(be device.Backend, k hip.Kernel, seed int64) KernelResult {
 	if len(stored) > 0 {
 		res.Bound = stored[0].Bound
 	}
+	kept, err := keepInPlace(be, ops)
+	if err != nil {
+		return fail(1, err)
+	}
 	if err := launchSync(be, k, ops); err != nil {
 		return fail(1, err)
 	}
@@ -130,6 +134,9 @@ func CheckKernel(be device.Backend, k hip.Kernel, seed int64) KernelResult {
 
 	var spent time.Duration
 	for run := 2; run <= Reruns+1; run++ {
+		if err := kept.restore(be, ops, false); err != nil {
+			return fail(3, err)
+		}
 		start := time.Now()
 		if err := launchSync(be, k, ops); err != nil {
 			return fail(3, err)
@@ -148,6 +155,9 @@ func CheckKernel(be device.Backend, k hip.Kernel, seed int64) KernelResult {
 	lo, hi := SubRows(k, m)
 	sub, err := SubLaunch(b, ops, lo, hi)
 	if err != nil {
+		return fail(3, err)
+	}
+	if err := kept.restore(be, sub, true); err != nil {
 		return fail(3, err)
 	}
 	for _, op := range sub {
@@ -356,4 +366,75 @@ func firstLine(err error) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// inPlace holds the first launch's values of every F32 tensor an op of the chain reads and
+// writes (rope's X, scatter's Y, the KV cache), by op and field, so a relaunch starts from them.
+type inPlace map[[2]string]keptTensor
+
+type keptTensor struct {
+	t    device.Tensor
+	data []float32
+}
+
+func keepInPlace(be device.Backend, ops []device.Op) (inPlace, error) {
+	kept := inPlace{}
+	for i, op := range ops {
+		ns, err := device.Operands(op)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range ns {
+			if !n.In || !n.Out || n.T.Buf == nil || n.T.Buf.DType() != device.F32 {
+				continue
+			}
+			data := make([]float32, n.T.Rows*n.T.Cols)
+			if err := be.Read(n.T, data); err != nil {
+				return nil, fmt.Errorf("keeping %s: %w", n.Field, err)
+			}
+			kept[[2]string{fmt.Sprint(i), n.Field}] = keptTensor{n.T, data}
+		}
+	}
+	return kept, nil
+}
+
+// restore writes the kept values back under ops: the whole tensor where ops view it whole (a
+// relaunch); in a sub-launch, the rows of the sub-range where the op's rows operand is the one
+// it writes in place (rope's X), so rows outside keep their results and a cache or a scattered
+// Y, which the sub-launch rewrites as the first launch did, is left alone.
+func (kept inPlace) restore(be device.Backend, ops []device.Op, sub bool) error {
+	for i, op := range ops {
+		ns, err := device.Operands(op)
+		if err != nil {
+			return err
+		}
+		rows := ""
+		if spec, err := device.Spec(op); err == nil {
+			rows = spec.Rows
+		}
+		for _, n := range ns {
+			k, ok := kept[[2]string{fmt.Sprint(i), n.Field}]
+			if !ok || (sub && n.Field != rows) {
+				continue
+			}
+			if !sub {
+				if err := be.Write(k.t, k.data, device.F32); err != nil {
+					return err
+				}
+				continue
+			}
+			stride := k.t.RowStride()
+			if n.T.Buf != k.t.Buf || n.T.Cols != k.t.Cols || n.T.RowStride() != stride || (n.T.Off-k.t.Off)%stride != 0 {
+				continue // not a row range of the kept tensor (a cache the sub-launch shares whole)
+			}
+			r0 := (n.T.Off - k.t.Off) / stride
+			if r0 < 0 || r0+n.T.Rows > k.t.Rows {
+				continue
+			}
+			if err := be.Write(n.T, k.data[r0*k.t.Cols:(r0+n.T.Rows)*k.t.Cols], device.F32); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ package registry
 
 import (
 	"tfc/gen/dotsocr"
+	"tfc/gen/lightonocr"
 	"tfc/gen/qwen25vl"
 	"tfc/gen/qwen2vl"
 	"tfc/runtime/model"
@@ -24,6 +25,7 @@ type Family struct {
 // Families lists every family of graphs/, by file name.
 var Families = []Family{
 	{Name: "dots_ocr", Graph: "graphs/dots_ocr.graph", Kernels: "dotsocr.hip", Fixture: "testdata/dots-ocr-tiny", PageSize: 16},
+	{Name: "lighton_ocr", Graph: "graphs/lighton_ocr.graph", Kernels: "lightonocr.hip", Fixture: "testdata/lighton-ocr-tiny", PageSize: 16},
 	{Name: "qwen2_5_vl", Graph: "graphs/qwen2_5_vl.graph", Kernels: "qwen25vl.hip", Fixture: "testdata/qwen2.5-vl-tiny", PageSize: 16},
 	{Name: "qwen2_vl", Graph: "graphs/qwen2_vl.graph", Kernels: "qwen2vl.hip", Fixture: "testdata/qwen2-vl-tiny", PageSize: 16},
 }
@@ -35,6 +37,7 @@ func register(f *model.Family) {
 }
 func init() {
 	register(&model.Family{Name: "dots_ocr", ModelTypes: []string{"dots_ocr"}, Architectures: []string{"DotsOCRForCausalLM"}, Graph: "graphs/dots_ocr.graph", Kernels: "dotsocr", KernelsPage: 16, OCR: &model.OCR{Prompt: "Please output the layout information from the PDF image, including each layout element's bbox, its category, and the corresponding text content within the bbox.\n\n1. Bbox format: [x1, y1, x2, y2]\n\n2. Layout Categories: The possible categories are ['Caption', 'Footnote', 'Formula', 'List-item', 'Page-footer', 'Page-header', 'Picture', 'Section-header', 'Table', 'Text', 'Title'].\n\n3. Text Extraction & Formatting Rules:\n    - Picture: For the 'Picture' category, the text field should be omitted.\n    - Formula: Format its text as LaTeX.\n    - Table: Format its text as HTML.\n    - All Others (Text, Title, etc.): Format their text as Markdown.\n\n4. Constraints:\n    - The output text must be the original text from the image, with no translation.\n    - All layout elements must be sorted according to human reading order.\n\n5. Final Output: The entire output must be a single JSON object.\n", DPI: 200}, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"vision_tower"}, Probe: ".patch_embed.patchifier.proj.weight", Source: "graphs/dots_ocr.graph:70"}, {Name: "lm", Alts: []string{"model"}, Probe: ".embed_tokens.weight", Source: "graphs/dots_ocr.graph:71"}}, Program: dotsocr.Program, Graphs: []model.GraphDef{dotsocr.Vision, qwen2vl.Decode}})
+	register(&model.Family{Name: "lighton_ocr", ModelTypes: []string{"lighton_ocr"}, Architectures: []string{"LightOnOcrForConditionalGeneration"}, Graph: "graphs/lighton_ocr.graph", Kernels: "lightonocr", KernelsPage: 16, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"model.vision_encoder", "vision_encoder"}, Probe: ".patch_conv.weight", Source: "graphs/lighton_ocr.graph:61"}, {Name: "proj", Alts: []string{"model.vision_projection", "vision_projection"}, Probe: ".norm.weight", Source: "graphs/lighton_ocr.graph:62"}, {Name: "lm", Alts: []string{"model.language_model", "language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/lighton_ocr.graph:63"}}, Program: lightonocr.Program, Graphs: []model.GraphDef{lightonocr.Vision, lightonocr.Decode}})
 	register(&model.Family{Name: "qwen2_5_vl", ModelTypes: []string{"qwen2_5_vl"}, Architectures: []string{"Qwen2_5_VLForConditionalGeneration"}, Graph: "graphs/qwen2_5_vl.graph", Kernels: "qwen25vl", KernelsPage: 16, OCR: &model.OCR{Prompt: "Read all the text in this image.", DPI: 200}, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_5_vl.graph:68"}, {Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_5_vl.graph:69"}}, Program: qwen25vl.Program, Graphs: []model.GraphDef{qwen25vl.Vision, qwen2vl.Decode}})
 	register(&model.Family{Name: "qwen2_vl", ModelTypes: []string{"qwen2_vl"}, Architectures: []string{"Qwen2VLForConditionalGeneration"}, Graph: "graphs/qwen2_vl.graph", Kernels: "qwen2vl", KernelsPage: 16, OCR: &model.OCR{Prompt: "Read all the text in this image.", DPI: 200}, Prefixes: []model.Prefix{{Name: "vis", Alts: []string{"visual", "model.visual"}, Probe: ".patch_embed.proj.weight", Source: "graphs/qwen2_vl.graph:64"}, {Name: "lm", Alts: []string{"model", "model.language_model"}, Probe: ".embed_tokens.weight", Source: "graphs/qwen2_vl.graph:65"}}, Program: qwen2vl.Program, Graphs: []model.GraphDef{qwen2vl.Vision, qwen2vl.Decode}})
 }
