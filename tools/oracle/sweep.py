@@ -290,6 +290,56 @@ class DotsOCR:
         return logits, torch.stack(hidden), vis
 
 
+# ---------------------------------------------------------------- LightOnOCR (transformers)
+
+
+class LightOnOCR(Qwen2VL):
+    """LightOnOcrForConditionalGeneration: the Pixtral processor's padded batch goes to the model with
+    image_sizes; the pixels are recorded as tfc reads them (one row a patch, raster order)."""
+
+    def __init__(self, d, cfg):
+        super().__init__(d, cfg, "LightOnOcrForConditionalGeneration")
+        self.patch = cfg["vision_config"]["patch_size"]
+
+    def prepare(self, case):
+        import torch
+
+        prompt, inputs = super().prepare(case)
+        inputs.pop("mm_token_type_ids", None)
+        if "pixel_values" in inputs:
+            inputs["image_sizes"] = torch.as_tensor(inputs["image_sizes"]).to(torch.int64)
+            sizes = inputs["image_sizes"].tolist()
+            p = self.patch
+            inputs["image_grid_thw"] = torch.tensor([[1, h // p, w // p] for h, w in sizes], dtype=torch.int64)
+        return prompt, inputs
+
+    def pixel_rows(self, inputs):
+        import lighton_ocr
+
+        return lighton_ocr.patch_rows(inputs["pixel_values"].double(), inputs["image_sizes"].tolist(), self.patch)
+
+    def inputs(self, inputs, dtype, extra=None):
+        x = super().inputs(inputs, dtype, extra)
+        x.pop("image_grid_thw", None)
+        return x
+
+    def forward(self, inputs, dtype, output_ids):
+        import torch
+
+        m = self.models[dtype]
+        x = self.inputs(inputs, dtype, output_ids)
+        with torch.inference_mode():
+            out = m(**x, use_cache=False, output_hidden_states=True, return_dict=True)
+        T = inputs["input_ids"].shape[1]
+        vis = None
+        if "pixel_values" in inputs:
+            with torch.inference_mode():
+                o = m.model.get_image_features(pixel_values=inputs["pixel_values"].to(dtype),
+                                               image_sizes=inputs["image_sizes"], return_dict=True)
+            vis = torch.cat(list(o.pooler_output), dim=0)
+        return out.logits[0, T - 1:], torch.stack([h[0] for h in out.hidden_states]), vis
+
+
 # ---------------------------------------------------------------- the sweep
 
 
@@ -302,6 +352,8 @@ def run_config(d, pub, debug, only_cases):
     c = spec["config"]
     if c["family"] == "dots_ocr":
         fam = DotsOCR(d, cfg, pub)
+    elif c["family"] == "lighton_ocr":
+        fam = LightOnOCR(d, cfg)
     else:
         fam = Qwen2VL(d, cfg, TRANSFORMERS_CLASS[c["family"]])
     max_new = c["max_new_tokens"]
@@ -314,6 +366,9 @@ def run_config(d, pub, debug, only_cases):
         case = spec["cases"][name]
         t0 = time.time()
         prompt, inputs = fam.prepare(case)
+        pixels = inputs.get("pixel_values")
+        if pixels is not None and hasattr(fam, "pixel_rows"):
+            pixels = fam.pixel_rows(inputs)
         ids = fam.greedy(inputs, torch.float64, max_new)
         rows, hidden, vis = fam.forward(inputs, torch.float64, ids)
         top, margins = steps_record(rows)
@@ -323,7 +378,7 @@ def run_config(d, pub, debug, only_cases):
         rec = {"case": name, "messages": case["messages"], "images": case["images"], "prompt_text": prompt,
                "prompt_ids": inputs["input_ids"][0].tolist(),
                "image_grid_thw": inputs["image_grid_thw"].tolist() if "image_grid_thw" in inputs else [],
-               "pixel_values": pixel_record(inputs["pixel_values"]) if "pixel_values" in inputs else None,
+               "pixel_values": pixel_record(pixels) if pixels is not None else None,
                "output_ids": ids, "finish_reason": finish, "top5": top, "margins": margins,
                "min_margin": min(margins[: len(ids)]) if ids else None,
                "full_forward_argmax_equals_greedy": argmax == ids,
@@ -332,7 +387,7 @@ def run_config(d, pub, debug, only_cases):
         t = {"hidden_states": hidden.float().contiguous()}
         if vis is not None:
             t["vision_rows"] = vis.float().contiguous()
-            t["pixel_values"] = inputs["pixel_values"].float().contiguous()
+            t["pixel_values"] = pixels.float().contiguous()
         tensors_out[name] = t
         log(f"{c['name']}/{name}: {len(rec['prompt_ids'])} prompt ids, {len(ids)} out ({finish}), "
             f"min margin {rec['min_margin']:.3g}, f32 equal {rec['f32_cpu_equal']}, {time.time() - t0:.1f}s")
