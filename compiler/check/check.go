@@ -198,10 +198,7 @@ func (c *checker) family(f *syntax.Family) {
 				c.errorf(e.Pos, "second ocr_prompt; the first is at line %d (a long prompt is several strings on one entry, joined)", promptAt.Pos.Line)
 				continue
 			}
-			promptAt, ocr.Prompt = e, strings.Join(vals, "")
-			if ocr.Prompt == "" {
-				c.errorf(e.Pos, "ocr_prompt is empty; give the text a page is sent with")
-			}
+			promptAt, ocr.Prompt = e, strings.Join(vals, "") // "": the page is sent alone
 		case "ocr_dpi":
 			if dpiAt != nil {
 				c.errorf(e.Pos, "second ocr_dpi; the first is at line %d", dpiAt.Pos.Line)

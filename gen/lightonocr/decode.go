@@ -9,7 +9,7 @@ import (
 	"tfc/runtime/model"
 )
 
-// Decode is graph decode (graphs/lighton_ocr.graph:130) for every family running it; program.json lists
+// Decode is graph decode (graphs/lighton_ocr.graph:134) for every family running it; program.json lists
 // its weights and buffers.
 var Decode = model.Decoder(Program, "decode", forwardDecode)
 
@@ -31,7 +31,7 @@ type decodeWeights struct {
 // decodePlan holds the offsets, in elements, of graph decode's buffers in its arenas.
 type decodePlan struct{ ImageRows, X, QProj, QNorm, KNorm, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages int }
 
-// forwardDecode runs graph decode (graphs/lighton_ocr.graph:130) through l over the rows of one round and returns the logits of r.LogitRows.
+// forwardDecode runs graph decode (graphs/lighton_ocr.graph:134) through l over the rows of one round and returns the logits of r.LogitRows.
 func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	if r == nil || len(r.Tokens) == 0 {
@@ -60,47 +60,47 @@ func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *
 	rowsPages := device.Tensor{Buf: l.I32, Off: p.RowsPages, Rows: l.Lim.Parallel, Cols: (l.Lim.Context + l.Lim.PageSize - 1) / l.Lim.PageSize}
 	l.Write(rowsPages, r.PageTable, device.I32, "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]")
 	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: R, Cols: c.D}
-	l.Launch(g.K.At(0, "decode_embed", "graphs/lighton_ocr.graph:132"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
+	l.Launch(g.K.At(0, "decode_embed", "graphs/lighton_ocr.graph:136"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
 	if I > 0 {
-		l.Launch(g.K.At(1, "decode_scatter", "graphs/lighton_ocr.graph:132"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
+		l.Launch(g.K.At(1, "decode_scatter", "graphs/lighton_ocr.graph:136"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
 	}
 	for i := 0; i < c.L; i++ {
 		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.D}
-		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/lighton_ocr.graph:135"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/lighton_ocr.graph:139"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
 		qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
-		l.Launch(g.K.At(3, "decode_linear", "graphs/lighton_ocr.graph:136"), "q_proj", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, Y: qProj})
+		l.Launch(g.K.At(3, "decode_linear", "graphs/lighton_ocr.graph:140"), "q_proj", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, Y: qProj})
 		qNorm := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: c.H * R, Cols: c.HD}
 		unmerge := qProj.Reshape(c.H*R, c.HD)
-		l.Launch(g.K.At(4, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:136"), "q_norm", qNorm, device.RMSNorm{X: unmerge, W: w.LmLayers[i].SelfAttnQNormWeight, Y: qNorm, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(4, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:140"), "q_norm", qNorm, device.RMSNorm{X: unmerge, W: w.LmLayers[i].SelfAttnQNormWeight, Y: qNorm, Eps: float32(c.Eps)})
 		kProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.HD * c.KV}
-		l.Launch(g.K.At(5, "decode_linear_k_proj", "graphs/lighton_ocr.graph:137"), "k_proj", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, Y: kProj})
+		l.Launch(g.K.At(5, "decode_linear_k_proj", "graphs/lighton_ocr.graph:141"), "k_proj", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, Y: kProj})
 		kNorm := device.Tensor{Buf: l.F32, Off: p.KNorm, Rows: c.KV * R, Cols: c.HD}
 		unmerge2 := kProj.Reshape(c.KV*R, c.HD)
-		l.Launch(g.K.At(6, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:137"), "k_norm", kNorm, device.RMSNorm{X: unmerge2, W: w.LmLayers[i].SelfAttnKNormWeight, Y: kNorm, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(6, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:141"), "k_norm", kNorm, device.RMSNorm{X: unmerge2, W: w.LmLayers[i].SelfAttnKNormWeight, Y: kNorm, Eps: float32(c.Eps)})
 		q := qNorm.Reshape(R, c.H*c.HD)
-		l.Launch(g.K.At(7, "decode_rope", "graphs/lighton_ocr.graph:138"), "q", q, device.Rope{X: q, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		l.Launch(g.K.At(7, "decode_rope", "graphs/lighton_ocr.graph:142"), "q", q, device.Rope{X: q, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
 		k := kNorm.Reshape(R, c.HD*c.KV)
-		l.Launch(g.K.At(8, "decode_rope_k", "graphs/lighton_ocr.graph:139"), "k", k, device.Rope{X: k, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		l.Launch(g.K.At(8, "decode_rope_k", "graphs/lighton_ocr.graph:143"), "k", k, device.Rope{X: k, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
 		vProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.HD * c.KV}
-		l.Launch(g.K.At(9, "decode_linear_k_proj", "graphs/lighton_ocr.graph:140"), "v_proj", vProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, Y: vProj})
+		l.Launch(g.K.At(9, "decode_linear_k_proj", "graphs/lighton_ocr.graph:144"), "v_proj", vProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, Y: vProj})
 		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
 		rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: l.Lim.PageSize}
-		l.Launch(g.K.At(10, "decode_attention", "graphs/lighton_ocr.graph:140"), "a", a, device.Attention{Q: q, K: k, V: vProj, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
-		l.Launch(g.K.At(11, "decode_linear_res", "graphs/lighton_ocr.graph:141"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
-		l.Launch(g.K.At(12, "decode_rmsnorm", "graphs/lighton_ocr.graph:142"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(10, "decode_attention", "graphs/lighton_ocr.graph:144"), "a", a, device.Attention{Q: q, K: k, V: vProj, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
+		l.Launch(g.K.At(11, "decode_linear_res", "graphs/lighton_ocr.graph:145"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
+		l.Launch(g.K.At(12, "decode_rmsnorm", "graphs/lighton_ocr.graph:146"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
 		upProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
-		l.Launch(g.K.At(13, "decode_linear_up_proj", "graphs/lighton_ocr.graph:143"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
+		l.Launch(g.K.At(13, "decode_linear_up_proj", "graphs/lighton_ocr.graph:147"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
 		gateProj := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: R, Cols: c.F}
-		l.Launch(g.K.At(14, "decode_linear_silu_mul", "graphs/lighton_ocr.graph:143"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
-		l.Launch(g.K.At(15, "decode_linear_res_down_proj", "graphs/lighton_ocr.graph:143"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
-	} // graphs/lighton_ocr.graph:133
+		l.Launch(g.K.At(14, "decode_linear_silu_mul", "graphs/lighton_ocr.graph:147"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
+		l.Launch(g.K.At(15, "decode_linear_res_down_proj", "graphs/lighton_ocr.graph:147"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
+	} // graphs/lighton_ocr.graph:137
 	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
 	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
 	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
 	if S > 0 {
-		l.Launch(g.K.At(16, "decode_gather", "graphs/lighton_ocr.graph:145"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
-		l.Launch(g.K.At(17, "decode_rmsnorm", "graphs/lighton_ocr.graph:145"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
-		l.Launch(g.K.At(18, "decode_linear_logits", "graphs/lighton_ocr.graph:146"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+		l.Launch(g.K.At(16, "decode_gather", "graphs/lighton_ocr.graph:149"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
+		l.Launch(g.K.At(17, "decode_rmsnorm", "graphs/lighton_ocr.graph:149"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(18, "decode_linear_logits", "graphs/lighton_ocr.graph:150"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}
 	return l.Finish(logits)
 }

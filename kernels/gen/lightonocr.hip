@@ -5,7 +5,7 @@
 #include "tfc_kernels.h"
 
 // lightonocr_vision_linear: linear
-// from graphs/lighton_ocr.graph:110
+// from graphs/lighton_ocr.graph:114
 // launch lightonocr_vision_linear: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
     const float* op0_X, int op0_X_ld,
@@ -78,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
 }
 
 // lightonocr_vision_rmsnorm: rmsnorm
-// from graphs/lighton_ocr.graph:110, graphs/lighton_ocr.graph:113, graphs/lighton_ocr.graph:119
+// from graphs/lighton_ocr.graph:114, graphs/lighton_ocr.graph:117, graphs/lighton_ocr.graph:123
 // launch lightonocr_vision_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -105,7 +105,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm(
 }
 
 // lightonocr_vision_linear_rope: linear → rope(alternating)
-// from graphs/lighton_ocr.graph:115, graphs/lighton_ocr.graph:116
+// from graphs/lighton_ocr.graph:119, graphs/lighton_ocr.graph:120
 // launch lightonocr_vision_linear_rope: grid (ceil(M/64), 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
     const float* op0_X, int op0_X_ld,
@@ -155,7 +155,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
 }
 
 // lightonocr_vision_linear_v_proj: linear
-// from graphs/lighton_ocr.graph:117
+// from graphs/lighton_ocr.graph:121
 // launch lightonocr_vision_linear_v_proj: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_v_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_v_proj(
     const float* op0_X, int op0_X_ld,
@@ -228,7 +228,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_v_pro
 }
 
 // lightonocr_vision_attention: attention
-// from graphs/lighton_ocr.graph:117
+// from graphs/lighton_ocr.graph:121
 // launch lightonocr_vision_attention: grid (ceil(M/128) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_attention(
     const float* op0_Q, int op0_Q_ld,
@@ -244,7 +244,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_attention(
 }
 
 // lightonocr_vision_linear_res: linear(res)
-// from graphs/lighton_ocr.graph:118
+// from graphs/lighton_ocr.graph:122
 // launch lightonocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -321,7 +321,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
 }
 
 // lightonocr_vision_linear_up_proj: linear
-// from graphs/lighton_ocr.graph:120
+// from graphs/lighton_ocr.graph:124
 // launch lightonocr_vision_linear_up_proj: grid (ceil(M/64), 1), or (1, 4) as lightonocr_vision_linear_up_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_up_proj(
     const float* op0_X, int op0_X_ld,
@@ -394,7 +394,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_up_pr
 }
 
 // lightonocr_vision_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/lighton_ocr.graph:120
+// from graphs/lighton_ocr.graph:124
 // launch lightonocr_vision_linear_silu_mul: grid (ceil(M/64), 1), or (1, 4) as lightonocr_vision_linear_silu_mul_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -477,7 +477,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
 }
 
 // lightonocr_vision_linear_res_down_proj: linear(res)
-// from graphs/lighton_ocr.graph:120
+// from graphs/lighton_ocr.graph:124
 // launch lightonocr_vision_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -554,7 +554,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
 }
 
 // lightonocr_vision_rmsnorm_norm: rmsnorm
-// from graphs/lighton_ocr.graph:124
+// from graphs/lighton_ocr.graph:128
 // launch lightonocr_vision_rmsnorm_norm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm_norm(
     const float* op0_X, int op0_X_ld,
@@ -581,7 +581,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm_norm
 }
 
 // lightonocr_vision_gather: gather
-// from graphs/lighton_ocr.graph:124
+// from graphs/lighton_ocr.graph:128
 // launch lightonocr_vision_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_gather(
     const float* op0_X, int op0_X_ld,
@@ -598,7 +598,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_gather(
 }
 
 // lightonocr_vision_linear_x: linear
-// from graphs/lighton_ocr.graph:125
+// from graphs/lighton_ocr.graph:129
 // launch lightonocr_vision_linear_x: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_x_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
     const float* op0_X, int op0_X_ld,
@@ -671,7 +671,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
 }
 
 // lightonocr_vision_linear_gelu: linear(gelu)
-// from graphs/lighton_ocr.graph:126
+// from graphs/lighton_ocr.graph:130
 // launch lightonocr_vision_linear_gelu: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
     const float* op0_X, int op0_X_ld,
@@ -746,7 +746,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
 }
 
 // lightonocr_vision_linear_out: linear
-// from graphs/lighton_ocr.graph:126
+// from graphs/lighton_ocr.graph:130
 // launch lightonocr_vision_linear_out: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_out_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
     const float* op0_X, int op0_X_ld,
@@ -819,7 +819,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
 }
 
 // lightonocr_decode_embed: embed
-// from graphs/lighton_ocr.graph:132
+// from graphs/lighton_ocr.graph:136
 // launch lightonocr_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -836,7 +836,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_embed(
 }
 
 // lightonocr_decode_scatter: scatter
-// from graphs/lighton_ocr.graph:132
+// from graphs/lighton_ocr.graph:136
 // launch lightonocr_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -853,7 +853,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_scatter(
 }
 
 // lightonocr_decode_rmsnorm: rmsnorm
-// from graphs/lighton_ocr.graph:135, graphs/lighton_ocr.graph:142, graphs/lighton_ocr.graph:145
+// from graphs/lighton_ocr.graph:139, graphs/lighton_ocr.graph:146, graphs/lighton_ocr.graph:149
 // launch lightonocr_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -880,7 +880,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm(
 }
 
 // lightonocr_decode_linear: linear
-// from graphs/lighton_ocr.graph:136
+// from graphs/lighton_ocr.graph:140
 // launch lightonocr_decode_linear: grid (ceil(M/64), 1), or (1, 2) as lightonocr_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     const float* op0_X, int op0_X_ld,
@@ -953,7 +953,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
 }
 
 // lightonocr_decode_rmsnorm_q_norm: rmsnorm
-// from graphs/lighton_ocr.graph:136, graphs/lighton_ocr.graph:137
+// from graphs/lighton_ocr.graph:140, graphs/lighton_ocr.graph:141
 // launch lightonocr_decode_rmsnorm_q_norm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm_q_norm(
     const float* op0_X, int op0_X_ld,
@@ -980,7 +980,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm_q_no
 }
 
 // lightonocr_decode_linear_k_proj: linear
-// from graphs/lighton_ocr.graph:137, graphs/lighton_ocr.graph:140
+// from graphs/lighton_ocr.graph:141, graphs/lighton_ocr.graph:144
 // launch lightonocr_decode_linear_k_proj: grid (ceil(M/64), 1), or (1, 1) as lightonocr_decode_linear_k_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_proj(
     const float* op0_X, int op0_X_ld,
@@ -1053,7 +1053,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
 }
 
 // lightonocr_decode_rope: rope
-// from graphs/lighton_ocr.graph:138
+// from graphs/lighton_ocr.graph:142
 // launch lightonocr_decode_rope: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope(
     float* op0_X, int op0_X_ld,
@@ -1076,7 +1076,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope(
 }
 
 // lightonocr_decode_rope_k: rope
-// from graphs/lighton_ocr.graph:139
+// from graphs/lighton_ocr.graph:143
 // launch lightonocr_decode_rope_k: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope_k(
     float* op0_X, int op0_X_ld,
@@ -1099,7 +1099,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope_k(
 }
 
 // lightonocr_decode_attention: attention(cache)
-// from graphs/lighton_ocr.graph:140
+// from graphs/lighton_ocr.graph:144
 // launch lightonocr_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch lightonocr_decode_attention: grid (M, 2), or (M, 16) as lightonocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_attention_kvstore(
@@ -1152,7 +1152,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_de
 }
 
 // lightonocr_decode_linear_res: linear(res)
-// from graphs/lighton_ocr.graph:141
+// from graphs/lighton_ocr.graph:145
 // launch lightonocr_decode_linear_res: grid (ceil(M/64), 1), or (1, 3) as lightonocr_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -1229,7 +1229,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
 }
 
 // lightonocr_decode_linear_up_proj: linear
-// from graphs/lighton_ocr.graph:143
+// from graphs/lighton_ocr.graph:147
 // launch lightonocr_decode_linear_up_proj: grid (ceil(M/64), 2), or (1, 6) as lightonocr_decode_linear_up_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_up_proj(
     const float* op0_X, int op0_X_ld,
@@ -1302,7 +1302,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_up_pr
 }
 
 // lightonocr_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/lighton_ocr.graph:143
+// from graphs/lighton_ocr.graph:147
 // launch lightonocr_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 6) as lightonocr_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_mul(
     const float* op0_X, int op0_X_ld,
@@ -1385,7 +1385,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
 }
 
 // lightonocr_decode_linear_res_down_proj: linear(res)
-// from graphs/lighton_ocr.graph:143
+// from graphs/lighton_ocr.graph:147
 // launch lightonocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as lightonocr_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1462,7 +1462,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
 }
 
 // lightonocr_decode_gather: gather
-// from graphs/lighton_ocr.graph:145
+// from graphs/lighton_ocr.graph:149
 // launch lightonocr_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1479,7 +1479,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_gather(
 }
 
 // lightonocr_decode_linear_logits: linear
-// from graphs/lighton_ocr.graph:146
+// from graphs/lighton_ocr.graph:150
 // launch lightonocr_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) as lightonocr_decode_linear_logits_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logits(
     const float* op0_X, int op0_X_ld,

@@ -142,8 +142,11 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 	if e != nil {
 		return nil, e
 	}
-	conv, err := json.Marshal([]map[string]any{{"role": "user", "content": []map[string]any{
-		{"type": "image"}, {"type": "text", "text": s.cfg.OCR.Prompt}}}})
+	content := []map[string]any{{"type": "image"}}
+	if s.cfg.OCR.Prompt != "" { // an empty prompt sends the page alone, as some model cards ask
+		content = append(content, map[string]any{"type": "text", "text": s.cfg.OCR.Prompt})
+	}
+	conv, err := json.Marshal([]map[string]any{{"role": "user", "content": content}})
 	if err != nil {
 		return nil, &apiError{status: http.StatusInternalServerError, typ: "server_error", msg: err.Error()}
 	}
