@@ -8,7 +8,8 @@
 #   tools/gpu/full-size.sh [OUTDIR]          (OUTDIR defaults to $OUT, else out/full-size)
 # environment: BACKEND (cuda), FULL_SIZE_WORK (scratch for the 4.5 GB checkpoint, /tmp/tfc-full-size),
 #   FULL_SIZE_BUDGET (seconds for the whole run, 530), FULL_SIZE_CANDIDATE (weight draw; full_size.py's default is the recorded one),
-#   FULL_SIZE_RECORDED (set: build the checkpoint only and compare with the references and transformers' timings recorded in docs/receipts).
+#   FULL_SIZE_RECORDED (set: build the checkpoint only and compare with the references and transformers' timings recorded in docs/receipts),
+#   TFC_PRECISION (f32 or bf16: tfc generate and bench run in that precision; empty: tfc's default).
 # Writes under OUTDIR: hf-reference.json, hf-timings.json, tfc-generate.json, tfc-bench.json,
 # summary.json, receipt.md and run.log. A tfc step that fails or runs out of time is recorded and
 # the run goes on.
@@ -18,6 +19,8 @@ work=${FULL_SIZE_WORK:-/tmp/tfc-full-size}
 budget=${FULL_SIZE_BUDGET:-530}
 backend=${BACKEND:-cuda}
 candidate=${FULL_SIZE_CANDIDATE:-}
+precision=()
+[ -n "${TFC_PRECISION:-}" ] && precision=(--precision "$TFC_PRECISION")
 t0=$(date +%s)
 mkdir -p "$out" "$work"
 : >"$out/run.log"
@@ -34,7 +37,7 @@ allow() {
 [ -x bin/tfc ] || { log "bin/tfc is missing: build it first (CGO_ENABLED=0 go build -o bin/tfc ./cmd/tfc)"; exit 2; }
 [ -f testdata/tokenizer/qwen/tokenizer.json ] || { log "testdata/tokenizer/qwen/tokenizer.json is missing: run make testdata"; exit 2; }
 log "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
-log "tfc: $(sha256sum bin/tfc | cut -c1-64); work $work; out $out; budget ${budget}s"
+log "tfc: $(sha256sum bin/tfc | cut -c1-64); work $work; out $out; budget ${budget}s; precision ${TFC_PRECISION:-default}"
 
 args=(reference --work "$work" --out "$out")
 [ -n "$candidate" ] && args+=(--candidate "$candidate")
@@ -63,7 +66,7 @@ for c in text image; do
 		echo skipped >"$work/tfc-$c.rc"
 		continue
 	fi
-	gen=(--model "$ckpt" --prompt "$(case_field $c user_text)" --max-tokens 64 --ignore-eos --json --backend "$backend")
+	gen=(--model "$ckpt" --prompt "$(case_field $c user_text)" --max-tokens 64 --ignore-eos --json --backend "$backend" "${precision[@]}")
 	while read -r img; do [ -n "$img" ] && gen+=(--image "$work/$img"); done < <(case_field $c images)
 	log "tfc generate: $c"
 	timeout "$(allow 120 100)" bin/tfc generate "${gen[@]}" >"$work/tfc-$c.json" 2>"$work/tfc-$c.err"
@@ -74,7 +77,7 @@ done
 rm -f "$out/tfc-bench.json"
 if [ -d "$ckpt" ]; then
 	log "tfc bench: batch 1 and 8, 512 prompt tokens, 128 new tokens; vision on the 1000x1400 page"
-	timeout "$(allow 200 20)" bin/tfc bench "$ckpt" --backend "$backend" --batch 1,8 --prompt-tokens 512 --new-tokens 128 \
+	timeout "$(allow 200 20)" bin/tfc bench "$ckpt" --backend "$backend" "${precision[@]}" --batch 1,8 --prompt-tokens 512 --new-tokens 128 \
 		--image "$work/images/page-1000x1400.png" --repeat 5 --out "$out/tfc-bench.json" 2>&1 >/dev/null | tee -a "$out/run.log"
 	log "tfc bench: exit ${PIPESTATUS[0]}"
 fi
