@@ -16,7 +16,9 @@
 // the others (smallest first) to another, both from zero; the tile's scores are their sum, and
 // a tile's P·V is added to the output in F32 (o·alpha + tile), so the tensor cores never carry a
 // long sum. The softmax is the F32 online softmax of tfc_attend: a row's running max m, scores
-// s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new).
+// s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new). In BF16
+// precision Q, K, V and (rounded after its sum) P are BF16-exact, so hi·hi alone is taken: the
+// same bits as the six products for a sixth of the work.
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
@@ -64,11 +66,13 @@ __device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) 
 // bl + b2: hi·hi into big, the five smaller ones into small, smallest first.
 __device__ __forceinline__ void tfc_mma_split6(float (&big)[4], float (&small)[4], const unsigned (&a)[3][4],
                                                const unsigned (&bh)[2], const unsigned (&bl)[2], const unsigned (&b2)[2]) {
+#if !TFC_BF16  // in BF16 precision both operands are BF16-exact: the smaller products are zeros
   tfc_mma_bf16(small, a[2], bh);
   tfc_mma_bf16(small, a[0], b2);
   tfc_mma_bf16(small, a[1], bl);
   tfc_mma_bf16(small, a[1], bh);
   tfc_mma_bf16(small, a[0], bl);
+#endif
   tfc_mma_bf16(big, a[0], bh);
 }
 
@@ -230,9 +234,10 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < NK; ++n) {
-          s[n][2 * i] = expf(s[n][2 * i] - mu);
-          s[n][2 * i + 1] = expf(s[n][2 * i + 1] - mu);
-          sum += s[n][2 * i] + s[n][2 * i + 1];
+          const float p0 = expf(s[n][2 * i] - mu), p1 = expf(s[n][2 * i + 1] - mu);
+          sum += p0 + p1;
+          s[n][2 * i] = tfc_rnd(p0);  // P·V takes p rounded in BF16 precision; the sum is F32
+          s[n][2 * i + 1] = tfc_rnd(p1);
         }
         l[i] = l[i] * alpha[i] + sum;
       }
@@ -309,7 +314,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = rw + 8 * (e / 2), d = 8 * n + 2 * t + e % 2;
-      if (r < nq && d < HD) tfc_st(Y + (size_t)(r0 + r) * ldy + qcol + d, o[n][e] / l[e / 2]);
+      if (r < nq && d < HD) tfc_st(Y + (size_t)(r0 + r) * ldy + qcol + d, tfc_rnd(o[n][e] / l[e / 2]));
     }
 }
 #endif
