@@ -123,9 +123,9 @@ func reuse(t Tensor) Tensor {
 
 var pointwise = []string{"activate", "add", "mul", "glu", "copy"}
 
-// In BF16 precision a backend also rounds every F32 value written to it (torch's model holds BF16
-// weights and casts its float32 inputs, e.g. the pixel patches, to them), so every activation a
-// graph starts from is BF16-exact, and the data-movement ops keep it so.
+// In BF16 precision a backend also rounds every F32 value written to it but NaN (torch's model
+// holds BF16 weights and casts its float32 inputs, e.g. the pixel patches, to them), so every
+// activation a graph starts from is BF16-exact, and the data-movement ops keep it so.
 
 // Ops is the catalog, in the order the generated code lists it.
 var Ops = []Op{

@@ -211,9 +211,10 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 	return fmt.Errorf("write: source %T; pass []float32, []int32 or []byte", src)
 }
 
-// input is x as written into a buffer of dt: rounded to BF16 in BF16 precision.
+// input is x as written into a buffer of dt: rounded to BF16 in BF16 precision (a NaN is kept
+// as written, so that a poisoned output stays recognisable).
 func (be *Backend) input(dt device.DType, x float32) float32 {
-	return rnd(be.prec == device.BF16Precision && dt == device.F32, x)
+	return rnd(be.prec == device.BF16Precision && dt == device.F32 && x == x, x)
 }
 
 // Read copies t into dst: []float32 for float tensors, []int32 for I32 ones.

@@ -278,10 +278,13 @@ func WithPrecision(srcs fs.FS, family string, p device.Precision) (fs.FS, error)
 	return out, nil
 }
 
-// RoundF32ToBF16 rounds the little-endian float32 values of host to BF16 in place.
+// RoundF32ToBF16 rounds the little-endian float32 values of host to BF16 in place; a NaN is kept
+// as written (the contract's poison stays recognisable).
 func RoundF32ToBF16(host []byte) {
 	for i := 0; i+4 <= len(host); i += 4 {
-		v := device.RoundBF16(math.Float32frombits(binary.LittleEndian.Uint32(host[i:])))
-		binary.LittleEndian.PutUint32(host[i:], math.Float32bits(v))
+		x := math.Float32frombits(binary.LittleEndian.Uint32(host[i:]))
+		if x == x {
+			binary.LittleEndian.PutUint32(host[i:], math.Float32bits(device.RoundBF16(x)))
+		}
 	}
 }
