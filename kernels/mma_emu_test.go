@@ -38,7 +38,8 @@ func TestMMAEmulated(t *testing.T) {
 }
 
 // TestAttentionEmulated runs tfc_attention_spans the same way (testdata/mmaemu/attn.cpp): the
-// tensor-core path CUDA takes, and the portable path (EMU_PORTABLE) other targets take.
+// tensor-core path CUDA takes, and the portable path (EMU_PORTABLE) other targets take, each in
+// F32 and in BF16 precision.
 func TestAttentionEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about two minutes")
@@ -51,6 +52,14 @@ func TestAttentionEmulated(t *testing.T) {
 	t.Run("portable", func(t *testing.T) {
 		t.Parallel()
 		runEmulated(t, "attn.cpp", "-DEMU_PORTABLE")
+	})
+	t.Run("cuda bf16", func(t *testing.T) {
+		t.Parallel()
+		runEmulated(t, "attn.cpp", "-DTFC_BF16=1")
+	})
+	t.Run("portable bf16", func(t *testing.T) {
+		t.Parallel()
+		runEmulated(t, "attn.cpp", "-DEMU_PORTABLE", "-DTFC_BF16=1")
 	})
 }
 

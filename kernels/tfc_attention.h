@@ -89,12 +89,13 @@ __device__ __forceinline__ void tfc_attend(const float* qs, int nq, const TK* K,
 // query head h; every row attends to all rows of its span. Blocks past the last group exit.
 // Under CUDA the group runs on the tensor cores (tfc_attention_mma, at the end of this file);
 // elsewhere it runs through tfc_attend in sub-groups of 8 rows.
+// TERMS is how many BF16 terms of each operand the tensor cores take (TFC_MMA_TERMS).
 #if TFC_CUDA
-template <int HD, int QG, int MUT, typename TQ, typename TK, typename TV, typename TY>
+template <int HD, int QG, int MUT, int TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale);
 #endif
-template <int HD, int QG, int BKV, int THREADS, int MUT, typename TQ, typename TK, typename TV, typename TY>
+template <int HD, int QG, int BKV, int THREADS, int MUT, int TERMS = TFC_MMA_TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y, int ldy,
                                     const int* spans, int S, int heads, int kvheads, float scale) {
   const int b = blockIdx.x, h = blockIdx.y;
@@ -112,7 +113,7 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
   if (r0 < 0) return;
   const int kh = h / (heads / kvheads);
 #if TFC_CUDA
-  tfc_attention_mma<HD, QG, MUT>(Q, ldq, K, ldk, V, ldv, Y, ldy, h, kh, s0, s1, r0, scale);
+  tfc_attention_mma<HD, QG, MUT, TERMS>(Q, ldq, K, ldk, V, ldv, Y, ldy, h, kh, s0, s1, r0, scale);
 #else
   constexpr int SG = 8;  // rows of a sub-group
   __shared__ float qs[SG * HD], os[SG * HD], ls[SG];

@@ -10,6 +10,16 @@
 #define TFC_BF16 0
 #endif
 
+// TFC_MMA_TERMS is how many BF16 terms of each F32 operand the tensor-core products take: 3 in F32
+// precision; 1 in BF16 precision, where every operand is BF16-exact, so lo and lo2 are zero and
+// hi alone gives the same bits as three terms (their products would add zeros) for a third of the
+// tensor work (a sixth in attention).
+#if TFC_BF16
+#define TFC_MMA_TERMS 1
+#else
+#define TFC_MMA_TERMS 3
+#endif
+
 // tfc_rnd is a rounding point: v rounded to the nearest BF16 (ties to even; NaN stays a quiet
 // NaN) in BF16 precision, v itself in F32 precision.
 __device__ __forceinline__ float tfc_rnd(float v) {

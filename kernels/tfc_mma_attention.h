@@ -17,8 +17,8 @@
 // a tile's P·V is added to the output in F32 (o·alpha + tile), so the tensor cores never carry a
 // long sum. The softmax is the F32 online softmax of tfc_attend: a row's running max m, scores
 // s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new). In BF16
-// precision Q, K, V and (rounded after its sum) P are BF16-exact, so hi·hi alone is taken: the
-// same bits as the six products for a sixth of the work.
+// precision Q, K, V and (rounded after its sum) P are BF16-exact, so hi·hi alone is taken
+// (TERMS 1): the same bits as the six products for a sixth of the work.
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
@@ -63,20 +63,22 @@ __device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) 
 #endif
 
 // tfc_mma_split6 adds the six kept products of two split operands, a = a0 + a1 + a2 and b = bh +
-// bl + b2: hi·hi into big, the five smaller ones into small, smallest first.
+// bl + b2: hi·hi into big, the five smaller ones into small, smallest first. With one term
+// (BF16-exact operands) only hi·hi.
+template <int TERMS>
 __device__ __forceinline__ void tfc_mma_split6(float (&big)[4], float (&small)[4], const unsigned (&a)[3][4],
                                                const unsigned (&bh)[2], const unsigned (&bl)[2], const unsigned (&b2)[2]) {
-#if !TFC_BF16  // in BF16 precision both operands are BF16-exact: the smaller products are zeros
-  tfc_mma_bf16(small, a[2], bh);
-  tfc_mma_bf16(small, a[0], b2);
-  tfc_mma_bf16(small, a[1], bl);
-  tfc_mma_bf16(small, a[1], bh);
-  tfc_mma_bf16(small, a[0], bl);
-#endif
+  if (TERMS == 3) {
+    tfc_mma_bf16(small, a[2], bh);
+    tfc_mma_bf16(small, a[0], b2);
+    tfc_mma_bf16(small, a[1], bl);
+    tfc_mma_bf16(small, a[1], bh);
+    tfc_mma_bf16(small, a[0], bl);
+  }
   tfc_mma_bf16(big, a[0], bh);
 }
 
-template <int HD, int QG, int MUT, typename TQ, typename TK, typename TV, typename TY>
+template <int HD, int QG, int MUT, int TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale) {
   using shape = tfc_attn_mma_shape<HD>;
@@ -198,7 +200,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
             tfc_ldsm_x2(bh, a);
             tfc_ldsm_x2(bl, a + 2 * PL);
             tfc_ldsm_x2(b2, a + 4 * PL);
-            tfc_mma_split6(sb[n], ss[n], qf[ks], bh, bl, b2);
+            tfc_mma_split6<TERMS>(sb[n], ss[n], qf[ks], bh, bl, b2);
           }
         const bool kany = tbad[0] == t0;
 #pragma unroll
@@ -264,7 +266,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
           tfc_ldsm_x2_trans(bh, a);
           tfc_ldsm_x2_trans(bl, a + 2 * PL);
           tfc_ldsm_x2_trans(b2, a + 4 * PL);
-          tfc_mma_split6(cb, cs, pf[kk], bh, bl, b2);
+          tfc_mma_split6<TERMS>(cb, cs, pf[kk], bh, bl, b2);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (cb[e] + cs[e]);

@@ -19,7 +19,7 @@
 // relative error of up to 2^-16 on every product, too close to the contract's 4e-5 bound of a
 // linear; the third term costs a third more tensor-core work and leaves no representation error.
 // In BF16 precision activations are BF16-exact, lo and lo2 are zero, and hi alone is taken
-// (TFC_MMA_TERMS below): the same bits for a third of the tensor work.
+// (TFC_MMA_TERMS, tfc_math.h): the same bits for a third of the tensor work.
 // ±Inf and NaN go in hi alone (NaN made quiet), so they reach the outputs as the reference's.
 //
 // Order of accumulation, fixed for every output: k in steps of 16 from 0 (K padded with zeros to
@@ -37,16 +37,7 @@
 // flight while the tensor cores work on this one, and one barrier a step separates them.
 #define TFC_MMA_BK 32
 #define TFC_MMA_LD (TFC_MMA_BK + 8)
-
-// TFC_MMA_TERMS is how many BF16 terms of each activation the products take: 3 in F32
-// precision; 1 in BF16 precision, where every activation is BF16-exact, so lo and lo2 are zero
-// and hi alone gives the same bits as three terms (their products would add zeros) for a third
-// of the tensor work. The stage layout is the same either way.
-#if TFC_BF16
-#define TFC_MMA_TERMS 1
-#else
-#define TFC_MMA_TERMS 3
-#endif
+// The stage layout is the same whether the products take one term of X or three.
 
 // tfc_mma_smem is the LDS (in floats) tfc_gemm_mma needs: two stages, then the C tile.
 template <int BM, int BN>
