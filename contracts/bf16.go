@@ -106,6 +106,9 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 					es += at(ex, i*k+t) * math.Abs(w[j*k+t])
 				}
 				if b != nil {
+					if o.Round == device.RoundProduct {
+						s, es = rb(s), es+ulp16(s)
+					}
 					s += b[j]
 				}
 				v, ev := actBF16(o.Act, rb(s), es+ulp16(s))

@@ -58,6 +58,9 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			if o.Flags["has_res"] {
 				l.Res = b.Act(dt(o, "Res"), m, n)
 			}
+			if o.Flags["round_product"] {
+				l.Round = device.RoundProduct
+			}
 			l.Y = b.Out(dt(o, "Y"), m, n)
 			op, last = l, l.Y
 		case "rope":

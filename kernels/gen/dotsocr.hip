@@ -4,7 +4,7 @@
 #include "tfc_hip.h"
 #include "tfc_kernels.h"
 
-// dotsocr_vision_linear_bias: linear(bias)
+// dotsocr_vision_linear_bias: linear(bias, round_product)
 // from graphs/dots_ocr.graph:121
 // launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
@@ -39,7 +39,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_rnd(v) + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -76,7 +76,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_rnd(v) + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

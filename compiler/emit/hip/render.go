@@ -227,7 +227,7 @@ func kinds(k Kernel) string {
 	for _, o := range k.Ops {
 		d := o.Kind
 		var attrs []string
-		for _, f := range []string{"has_bias", "has_res", "cache", "per_axis", "alternating", "internal"} {
+		for _, f := range []string{"has_bias", "has_res", "cache", "per_axis", "alternating", "round_product", "internal"} {
 			if o.Flags[f] {
 				attrs = append(attrs, strings.TrimPrefix(f, "has_"))
 			}

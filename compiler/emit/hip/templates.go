@@ -261,7 +261,9 @@ func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
 	for _, i := range ops {
 		o := g.k.Ops[i]
 		if i == 0 {
-			if o.Flags["has_bias"] {
+			if o.Flags["has_bias"] && o.Flags["round_product"] {
+				g.line("v = tfc_rnd(tfc_rnd(v) + tfc_ld(op0_B + n));")
+			} else if o.Flags["has_bias"] {
 				g.line("v = tfc_rnd(v + tfc_ld(op0_B + n));")
 			} else {
 				g.line("v = tfc_rnd(v);")

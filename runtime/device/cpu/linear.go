@@ -65,7 +65,7 @@ func (be *Backend) linear(o device.Linear) error {
 	if err := be.resolve(op, ins, []operand{{"Y", &y}}, "Res>Y"); err != nil {
 		return err
 	}
-	be.gemm(x, w, b, res, y, epi{act: o.Act, out: be.rounds(op, "out"), actR: be.rounds(op, "act"), res: be.rounds(op, "res")})
+	be.gemm(x, w, b, res, y, epi{act: o.Act, prod: o.Round == device.RoundProduct && be.rounds(op, "product"), out: be.rounds(op, "out"), actR: be.rounds(op, "act"), res: be.rounds(op, "res")})
 	return nil
 }
 

@@ -220,8 +220,8 @@ func (be *Backend) gemmPacked(workers int, x, w, b, res, y view, a epi) {
 
 // epi is a linear's epilogue: its activation, and which of its rounding points are on.
 type epi struct {
-	act            device.Act
-	out, actR, res bool
+	act                  device.Act
+	prod, out, actR, res bool
 }
 
 // epilogue adds the bias, applies the activation, adds the residual, and stores Y[i0:i1, j0:j1]
@@ -239,6 +239,7 @@ func epilogue(acc []float32, ldc int, sb, sr, so *[]float32, b, res, y view, a e
 		out := (*so)[:nc]
 		copy(out, acc[i*ldc:i*ldc+nc])
 		if bias != nil {
+			roundAll(a.prod, out)
 			for j := range out {
 				out[j] += bias[j]
 			}

@@ -17,7 +17,7 @@ var roundCases = map[string]roundCase{
 	"linear": func(b *contracts.Builder) (device.Op, []device.Tensor) {
 		y := b.Out(device.F32, 4, 24)
 		return device.Linear{X: b.Normal(device.F32, 4, 64, 1), W: b.Normal(device.BF16, 24, 64, 0.2), B: b.Normal(device.F32, 1, 24, 0.5),
-			Res: b.Normal(device.F32, 4, 24, 1), Y: y, Act: device.ActSiLU}, []device.Tensor{y}
+			Res: b.Normal(device.F32, 4, 24, 1), Y: y, Act: device.ActSiLU, Round: device.RoundProduct}, []device.Tensor{y}
 	},
 	"rmsnorm": func(b *contracts.Builder) (device.Op, []device.Tensor) {
 		y, sum := b.Out(device.F32, 4, 48), b.Out(device.F32, 4, 48)
