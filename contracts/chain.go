@@ -58,6 +58,9 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			if o.Flags["has_res"] {
 				l.Res = b.Act(dt(o, "Res"), m, n)
 			}
+			if o.Flags["round_product"] {
+				l.Round = device.RoundProduct
+			}
 			l.Y = b.Out(dt(o, "Y"), m, n)
 			op, last = l, l.Y
 		case "rope":
@@ -212,16 +215,29 @@ func expectOps(be device.Backend, name string, ops []device.Op, internal func(i 
 	if err != nil {
 		return nil, err
 	}
+	prec := device.PrecisionOf(be)
+	var slack hostMirror // BF16 precision: each element's slack, as the ops' references leave it
+	var slackRead Read
+	if prec == device.BF16Precision {
+		slack = hostMirror{}
+		for b, v := range mirror {
+			slack[b] = make([]float64, len(v))
+		}
+		slackRead = slack.read
+	}
 	var stored []Stored
 	tol := 0.0
 	for i, op := range ops {
-		want, err := Expect(op, mirror.read)
+		want, err := ExpectIn(op, mirror.read, prec, slackRead)
 		if err != nil {
 			return nil, fmt.Errorf("%s: reference of %s: %w", name, op.OpName(), err)
 		}
 		for _, w := range want {
 			tol += w.Tolerance()
 			mirror.store(w)
+			if slack != nil {
+				slack.storeSlack(w)
+			}
 			if internal(i) {
 				continue
 			}
@@ -242,13 +258,17 @@ func expectOps(be device.Backend, name string, ops []device.Op, internal func(i 
 		// later ops may have rewritten part of the tensor: the mirror holds its final state
 		stored[i].Want, _ = mirror.read(stored[i].T)
 		stored[i].Bound = 4 * tol
+		if slack != nil {
+			stored[i].Slack, _ = slack.read(stored[i].T)
+		}
 	}
 	return stored, nil
 }
 
 // Verify compares got, read back from s.T after the launch: an element still holding the
 // poison was never written; NaN must meet NaN and ±Inf the same infinity; finite values must
-// lie within s.Bound of the row's largest finite reference magnitude. It returns the largest
+// lie within s.Bound of the row's largest finite reference magnitude (beyond their Slack, in
+// BF16 precision). It returns the largest
 // relative error seen and which gate failed (2: not written, 4: wrong NaN/Inf class, 1: error).
 func (s Stored) Verify(got []float64) (worst float64, gate int, err error) {
 	r, c := s.T.Rows, s.T.Cols
@@ -276,7 +296,13 @@ func (s Stored) Verify(got []float64) (worst float64, gate int, err error) {
 			if classOf(w) != "finite" {
 				continue
 			}
+			if s.Slack != nil && dt == device.F32 && rb(g) != g {
+				return worst, 1, fmt.Errorf("%s[%d,%d] = %.9g is not BF16-exact: a rounding point is missing", s.Name, i, j, g)
+			}
 			e := math.Abs(g-w) / scale
+			if s.Slack != nil {
+				e = math.Max(0, math.Abs(g-w)-s.Slack[i*c+j]) / scale
+			}
 			worst = math.Max(worst, e)
 			if e > s.Bound {
 				return worst, 1, fmt.Errorf("%s[%d,%d] = %.9g, want %.9g: error %.3g of the row's scale exceeds %.3g", s.Name, i, j, g, w, e, s.Bound)
@@ -368,6 +394,16 @@ func (m hostMirror) store(o Output) {
 	for r := 0; r < o.T.Rows; r++ {
 		for c := 0; c < o.T.Cols; c++ {
 			v[o.T.Off+r*o.T.RowStride()+c] = Round(o.T.Buf.DType(), o.Want[r*o.T.Cols+c])
+		}
+	}
+}
+
+// storeSlack writes a reference output's slack into a slack mirror (zeros where it has none).
+func (m hostMirror) storeSlack(o Output) {
+	v := m[o.T.Buf]
+	for r := 0; r < o.T.Rows; r++ {
+		for c := 0; c < o.T.Cols; c++ {
+			v[o.T.Off+r*o.T.RowStride()+c] = at(o.Slack, r*o.T.Cols+c)
 		}
 	}
 }

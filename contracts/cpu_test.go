@@ -109,3 +109,49 @@ func TestContractCatchesBrokenBackends(t *testing.T) {
 		t.Errorf("the unbroken backend failed: %v", err)
 	}
 }
+
+// TestCPUContractBF16 runs every contract case on the CPU backend in BF16 precision, against the
+// reference that rounds where the catalog says, with each Linear kernel the CPU has.
+func TestCPUContractBF16(t *testing.T) {
+	s := seed(t)
+	for _, k := range cpu.Kernels() {
+		be := cpu.New(cpu.Kernel(k), cpu.Precision(device.BF16Precision))
+		t.Run(be.Describe(), func(t *testing.T) { runCases(t, be, s) })
+	}
+}
+
+// unrounded is a broken backend: it says BF16 precision but computes in F32.
+type unrounded struct{ *cpu.Backend }
+
+func (unrounded) Precision() device.Precision { return device.BF16Precision }
+
+// TestContractCatchesMissingRounding requires a backend that skips the rounding points, and a
+// BF16 one that drops a bias, to fail.
+func TestContractCatchesMissingRounding(t *testing.T) {
+	s := seed(t)
+	be := unrounded{cpu.New()}
+	b := &contracts.Builder{Backend: be, Rng: rand.New(rand.NewSource(s))}
+	defer b.Free()
+	x := b.Act(device.F32, 4, 16)
+	op := device.Linear{X: x, W: b.Normal(device.BF16, 8, 16, 0.3), B: b.Normal(device.F32, 1, 8, 1), Y: b.Out(device.F32, 4, 8)}
+	if b.Err() != nil {
+		t.Fatal(b.Err())
+	}
+	if _, err := contracts.Check(be, op); err == nil {
+		t.Error("a backend that skips the rounding points passed the BF16 contract")
+	} else {
+		t.Logf("caught: %v", err)
+	}
+	bf := cpu.New(cpu.Precision(device.BF16Precision))
+	b2 := &contracts.Builder{Backend: bf, Rng: rand.New(rand.NewSource(s))}
+	defer b2.Free()
+	op2 := device.Linear{X: b2.Act(device.F32, 4, 16), W: b2.Normal(device.BF16, 8, 16, 0.3), B: b2.Normal(device.F32, 1, 8, 1), Y: b2.Out(device.F32, 4, 8)}
+	if b2.Err() != nil {
+		t.Fatal(b2.Err())
+	}
+	if _, err := contracts.Check(wrongBias{bf}, op2); err == nil {
+		t.Error("a BF16 backend that drops the bias passed the contract")
+	} else {
+		t.Logf("caught: %v", err)
+	}
+}

@@ -32,4 +32,11 @@
 // Rope's angle is the float32 product pos·inv_freq with inv_freq = 1/theta^e in float32, the
 // way transformers forms it even when the model runs in float64; the reference then rotates in
 // float64. Everything else is exact real arithmetic rounded once to float64.
+//
+// In BF16 precision (ExpectIn, a backend whose device.PrecisionOf is BF16Precision) the
+// reference rounds to BF16 at each op's catalog rounding points, and each output element gets a
+// slack: one BF16 ulp of the value at every rounding point that feeds it, carried through what
+// follows, for a point where the backend's F32 value and the float64 value round apart (bf16.go).
+// Gate 1 allows the slack beyond the class bound and requires every stored F32 value to be
+// BF16-exact; gates 2 to 4 stay exact.
 package contracts

@@ -92,3 +92,23 @@ func TestLoadFamilyUnknown(t *testing.T) {
 		t.Errorf("err = %v, want one naming the known families", err)
 	}
 }
+
+// TestFamilyContractOnCPUBF16 is TestFamilyContractOnCPU in BF16 precision: every kernel of
+// each family through gates 1 to 4 against the reference that rounds at the catalog's points,
+// and every host control red.
+func TestFamilyContractOnCPUBF16(t *testing.T) {
+	s := seed(t)
+	for _, name := range contracts.Families() {
+		t.Run(name, func(t *testing.T) {
+			f, err := contracts.LoadFamily(name, "..")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			r := contracts.Run(contracts.CPUTarget(f, cpu.Precision(device.BF16Precision)), f, s, &log)
+			if !r.OK() {
+				t.Errorf("%s\n%s", r.Summary(), log.String())
+			}
+		})
+	}
+}

@@ -104,7 +104,7 @@ func Check(be device.Backend, op device.Op) (Result, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	read := HostRead(be)
-	want, err := Expect(op, read)
+	want, err := ExpectIn(op, read, device.PrecisionOf(be), nil)
 	if err != nil {
 		return nil, fmt.Errorf("reference: %w", err)
 	}

@@ -16,8 +16,8 @@ import (
 // applied to the launch of one kernel instead of to its HIP text.
 const (
 	// BatchDependent nudges the first element of every output of the last op by one unit in
-	// the last place when an operand of the first op starts past the first row of its buffer:
-	// a row's bits depend on its batch position (gate 3).
+	// the last place (of BF16 in BF16 precision) when an operand of the first op starts past the
+	// first row of its buffer: a row's bits depend on its batch position (gate 3).
 	BatchDependent = "batch-dependent"
 	// NaNFlush writes 0 over every NaN the kernel stores (gate 4).
 	NaNFlush = "nan-flush"
@@ -64,6 +64,9 @@ type mutant struct {
 	temps  []device.Buffer
 }
 
+// Precision is the wrapped backend's.
+func (b *mutant) Precision() device.Precision { return device.PrecisionOf(b.Backend) }
+
 func (b *mutant) Launch(k *device.Kernel, ops ...device.Op) error {
 	if k.Name != b.kernel || len(ops) == 0 {
 		return b.Backend.Launch(k, ops...)
@@ -101,6 +104,9 @@ func (b *mutant) Launch(k *device.Kernel, ops ...device.Op) error {
 				return false
 			}
 			v[0] = math.Nextafter32(v[0], float32(math.Inf(1)))
+			if b.Precision() == device.BF16Precision { // one BF16 ulp, which a write keeps
+				v[0] = float32(rb(float64(v[0])) + ulp16(float64(v[0])))
+			}
 			return true
 		})
 	case NaNFlush:
@@ -265,9 +271,10 @@ func pastFirstRow(op device.Op) bool {
 	return false
 }
 
-// CPUTarget is the CPU backend under contract, its controls planted on the host (HostControls).
-func CPUTarget(f Family) Target {
-	be := cpu.New()
+// CPUTarget is the CPU backend (made with opts) under contract, its controls planted on the host
+// (HostControls).
+func CPUTarget(f Family, opts ...cpu.Option) Target {
+	be := cpu.New(opts...)
 	return Target{Name: "cpu", Backend: be, Controls: HostControls(f),
 		Plant: func(c Control) (device.Backend, func(), error) {
 			m, err := HostPlant(be, c)

@@ -162,6 +162,15 @@ func Rope(x []float64, r, width int, pos []int, heads, headDim int, theta float3
 	return y, nil
 }
 
+// attendFunc is one query head's attention over the given key rows: its output and, in BF16
+// precision, each output's slack (nil in F32 precision).
+type attendFunc func(q []float64, keys, values [][]float64, scale float64) (out, slack []float64)
+
+// attendF32 is attend as an attendFunc.
+func attendF32(q []float64, keys, values [][]float64, scale float64) ([]float64, []float64) {
+	return attend(q, keys, values, scale), nil
+}
+
 // attend returns softmax(q·keys·scale)·values for one query head over the given key rows.
 func attend(q []float64, keys, values [][]float64, scale float64) []float64 {
 	s := make([]float64, len(keys))
@@ -191,11 +200,17 @@ func attend(q []float64, keys, values [][]float64, scale float64) []float64 {
 // AttentionFull is attention without a cache: q [r, heads*hd], k and v [r, kvHeads*hd], spans
 // cumulative row offsets; each row attends to every row of its span.
 func AttentionFull(q, k, v []float64, r, heads, kvHeads, hd int, scale float64, spans []int) ([]float64, error) {
+	y, _, err := attentionFull(q, k, v, r, heads, kvHeads, hd, scale, spans, attendF32)
+	return y, err
+}
+
+// attentionFull is AttentionFull with each head's attention by att, and its slacks.
+func attentionFull(q, k, v []float64, r, heads, kvHeads, hd int, scale float64, spans []int, att attendFunc) (y, slack []float64, err error) {
 	if err := checkSpans(spans, r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kw := kvHeads * hd
-	y := make([]float64, r*heads*hd)
+	y, slack = make([]float64, r*heads*hd), make([]float64, r*heads*hd)
 	for s := 0; s+1 < len(spans); s++ {
 		lo, hi := spans[s], spans[s+1]
 		for i := lo; i < hi; i++ {
@@ -206,11 +221,13 @@ func AttentionFull(q, k, v []float64, r, heads, kvHeads, hd int, scale float64, 
 					keys = append(keys, k[j*kw+g*hd:j*kw+(g+1)*hd])
 					vals = append(vals, v[j*kw+g*hd:j*kw+(g+1)*hd])
 				}
-				copy(y[i*heads*hd+h*hd:], attend(q[i*heads*hd+h*hd:i*heads*hd+(h+1)*hd], keys, vals, scale))
+				o, e := att(q[i*heads*hd+h*hd:i*heads*hd+(h+1)*hd], keys, vals, scale)
+				copy(y[i*heads*hd+h*hd:], o)
+				copy(slack[i*heads*hd+h*hd:], e)
 			}
 		}
 	}
-	return y, nil
+	return y, slack, nil
 }
 
 func checkSpans(spans []int, r int) error {
@@ -254,20 +271,27 @@ func (p Pages) Row(seq, pos int) (int, error) {
 // sequence. It returns y and the updated caches.
 func AttentionCached(q, k, v []float64, r, heads, kvHeads, hd int, scale float64, rowSeq, rowPos []int, pages Pages,
 	cacheK, cacheV []float64, roundK, roundV func(float64) float64) (y, newK, newV []float64, err error) {
+	y, _, newK, newV, err = attentionCached(q, k, v, r, heads, kvHeads, hd, scale, rowSeq, rowPos, pages, cacheK, cacheV, roundK, roundV, attendF32)
+	return y, newK, newV, err
+}
+
+// attentionCached is AttentionCached with each head's attention by att, and its slacks.
+func attentionCached(q, k, v []float64, r, heads, kvHeads, hd int, scale float64, rowSeq, rowPos []int, pages Pages,
+	cacheK, cacheV []float64, roundK, roundV func(float64) float64, att attendFunc) (y, slack, newK, newV []float64, err error) {
 	kw := kvHeads * hd
 	newK = append([]float64(nil), cacheK...)
 	newV = append([]float64(nil), cacheV...)
 	for i := 0; i < r; i++ {
 		row, err := pages.Row(rowSeq[i], rowPos[i])
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		for t := 0; t < kw; t++ {
 			newK[row*kw+t] = roundK(k[i*kw+t])
 			newV[row*kw+t] = roundV(v[i*kw+t])
 		}
 	}
-	y = make([]float64, r*heads*hd)
+	y, slack = make([]float64, r*heads*hd), make([]float64, r*heads*hd)
 	for i := 0; i < r; i++ {
 		for h := 0; h < heads; h++ {
 			g := h / (heads / kvHeads)
@@ -275,15 +299,17 @@ func AttentionCached(q, k, v []float64, r, heads, kvHeads, hd int, scale float64
 			for p := 0; p <= rowPos[i]; p++ {
 				row, err := pages.Row(rowSeq[i], p)
 				if err != nil {
-					return nil, nil, nil, err
+					return nil, nil, nil, nil, err
 				}
 				keys = append(keys, newK[row*kw+g*hd:row*kw+(g+1)*hd])
 				vals = append(vals, newV[row*kw+g*hd:row*kw+(g+1)*hd])
 			}
-			copy(y[i*heads*hd+h*hd:], attend(q[i*heads*hd+h*hd:i*heads*hd+(h+1)*hd], keys, vals, scale))
+			o, e := att(q[i*heads*hd+h*hd:i*heads*hd+(h+1)*hd], keys, vals, scale)
+			copy(y[i*heads*hd+h*hd:], o)
+			copy(slack[i*heads*hd+h*hd:], e)
 		}
 	}
-	return y, newK, newV, nil
+	return y, slack, newK, newV, nil
 }
 
 // Add returns a + b elementwise.

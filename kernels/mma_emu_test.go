@@ -14,7 +14,7 @@ import (
 // mma.sync from the PTX ISA's fragment layouts with a fiber for each GPU thread, and main.cpp
 // checks the tiles against a float64 reference (see its comment), once for each setting of the
 // small-row layout's knobs below (tfc_mma_gemm.h's TFC_ROWS_*; TFC_ROWS_NC only compiles here, as
-// the host's load stands in for ld.global.nc). It needs a C++20 compiler.
+// the host's load stands in for ld.global.nc), and once in BF16 precision. It needs a C++20 compiler.
 func TestMMAEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about half a minute a setting")
@@ -24,6 +24,7 @@ func TestMMAEmulated(t *testing.T) {
 		nil,
 		{"-DTFC_ROWS_PIPE=2", "-DTFC_ROWS_NC=1"},
 		{"-DTFC_ROWS_PIPE=3", "-DTFC_ROWS_TILE_CHUNKS=2", "-DTFC_ROWS_NC=2"},
+		{"-DTFC_BF16=1"},
 	} {
 		name := strings.Join(flags, " ")
 		if name == "" {
@@ -37,7 +38,8 @@ func TestMMAEmulated(t *testing.T) {
 }
 
 // TestAttentionEmulated runs tfc_attention_spans the same way (testdata/mmaemu/attn.cpp): the
-// tensor-core path CUDA takes, and the portable path (EMU_PORTABLE) other targets take.
+// tensor-core path CUDA takes, and the portable path (EMU_PORTABLE) other targets take, each in
+// F32 and in BF16 precision.
 func TestAttentionEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about two minutes")
@@ -50,6 +52,14 @@ func TestAttentionEmulated(t *testing.T) {
 	t.Run("portable", func(t *testing.T) {
 		t.Parallel()
 		runEmulated(t, "attn.cpp", "-DEMU_PORTABLE")
+	})
+	t.Run("cuda bf16", func(t *testing.T) {
+		t.Parallel()
+		runEmulated(t, "attn.cpp", "-DTFC_BF16=1")
+	})
+	t.Run("portable bf16", func(t *testing.T) {
+		t.Parallel()
+		runEmulated(t, "attn.cpp", "-DEMU_PORTABLE", "-DTFC_BF16=1")
 	})
 }
 

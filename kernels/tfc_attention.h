@@ -1,5 +1,6 @@
 // tfc_attention.h: attention over spans (vision) and over the paged KV cache (decoder), online softmax in
-// F32, and the KV cache store.
+// F32, and the KV cache store. In BF16 precision the weights p = exp(s - m) go into P·V rounded
+// to BF16 (m the running max, as flash kernels take it; their sum stays F32) and the output is rounded.
 #pragma once
 #include "tfc_math.h"
 #include "tfc_reduce.h"
@@ -65,7 +66,7 @@ __device__ __forceinline__ void tfc_attend(const float* qs, int nq, const TK* K,
       float l = ls[g] * alpha;
       for (int j = 0; j < nt; ++j) {
         const float p = expf(ps[g * BKV + j] - m);
-        ps[g * BKV + j] = p;
+        ps[g * BKV + j] = tfc_rnd(p);
         l += p;
       }
       ms[g] = m;
@@ -88,12 +89,13 @@ __device__ __forceinline__ void tfc_attend(const float* qs, int nq, const TK* K,
 // query head h; every row attends to all rows of its span. Blocks past the last group exit.
 // Under CUDA the group runs on the tensor cores (tfc_attention_mma, at the end of this file);
 // elsewhere it runs through tfc_attend in sub-groups of 8 rows.
+// TERMS is how many BF16 terms of each operand the tensor cores take (TFC_MMA_TERMS).
 #if TFC_CUDA
-template <int HD, int QG, int MUT, typename TQ, typename TK, typename TV, typename TY>
+template <int HD, int QG, int MUT, int TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale);
 #endif
-template <int HD, int QG, int BKV, int THREADS, int MUT, typename TQ, typename TK, typename TV, typename TY>
+template <int HD, int QG, int BKV, int THREADS, int MUT, int TERMS = TFC_MMA_TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y, int ldy,
                                     const int* spans, int S, int heads, int kvheads, float scale) {
   const int b = blockIdx.x, h = blockIdx.y;
@@ -111,7 +113,7 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
   if (r0 < 0) return;
   const int kh = h / (heads / kvheads);
 #if TFC_CUDA
-  tfc_attention_mma<HD, QG, MUT>(Q, ldq, K, ldk, V, ldv, Y, ldy, h, kh, s0, s1, r0, scale);
+  tfc_attention_mma<HD, QG, MUT, TERMS>(Q, ldq, K, ldk, V, ldv, Y, ldy, h, kh, s0, s1, r0, scale);
 #else
   constexpr int SG = 8;  // rows of a sub-group
   __shared__ float qs[SG * HD], os[SG * HD], ls[SG];
@@ -126,7 +128,7 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
     tfc_attend<HD, SG, BKV, THREADS, MUT>(qs, nq, K, ldk, V, ldv, kh * HD, s1 - s0, scale, tfc_span_keys{s0}, os, ls);
     for (int e = threadIdx.x; e < nq * HD; e += THREADS) {
       const int g = e / HD, d = e % HD;
-      tfc_st(Y + (size_t)(rs + g) * ldy + h * HD + d, os[e] / ls[g]);
+      tfc_st(Y + (size_t)(rs + g) * ldy + h * HD + d, tfc_rnd(os[e] / ls[g]));
     }
     __syncthreads();  // the next sub-group's tfc_attend rewrites os and ls
   }
@@ -220,10 +222,10 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[(HD + 31) / 32],
 #pragma unroll
       for (int j = 0; j < U; ++j) {
         if (u0 + j < n) {
-          const float p = expf(__fadd_rn(s[j], -mref));
+          const float p = expf(__fadd_rn(s[j], -mref)), pr = tfc_rnd(p);
           l = __fadd_rn(l, p);
 #pragma unroll
-          for (int i = 0; i < D; ++i) o[i] = fmaf(p, vv[j][i], o[i]);
+          for (int i = 0; i < D; ++i) o[i] = fmaf(pr, vv[j][i], o[i]);
         }
       }
       m = mb;
@@ -246,7 +248,7 @@ __device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d) {
     lsum = fmaf(l(g), f, lsum);
     osum = fmaf(o(g, d), f, osum);
   }
-  return __fdiv_rn(osum, lsum);
+  return tfc_rnd(__fdiv_rn(osum, lsum));
 }
 
 template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
@@ -336,7 +338,7 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
   __syncthreads();
   const tfc_paged_keys<PS> keys{page_table + (size_t)seq * ldpt};
   tfc_attend<HD, 1, BKV, THREADS, MUT>(qs, 1, Kc, ldkc, Vc, ldvc, (h / QG) * HD, pos + 1, scale, keys, os, ls);
-  for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, os[d] / ls[0]);
+  for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, tfc_rnd(os[d] / ls[0]));
 }
 #endif
 

@@ -16,7 +16,9 @@
 // the others (smallest first) to another, both from zero; the tile's scores are their sum, and
 // a tile's P·V is added to the output in F32 (o·alpha + tile), so the tensor cores never carry a
 // long sum. The softmax is the F32 online softmax of tfc_attend: a row's running max m, scores
-// s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new).
+// s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new). In BF16
+// precision Q, K, V and (rounded after its sum) P are BF16-exact, so hi·hi alone is taken
+// (TERMS 1): the same bits as the six products for a sixth of the work.
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
@@ -61,18 +63,22 @@ __device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) 
 #endif
 
 // tfc_mma_split6 adds the six kept products of two split operands, a = a0 + a1 + a2 and b = bh +
-// bl + b2: hi·hi into big, the five smaller ones into small, smallest first.
+// bl + b2: hi·hi into big, the five smaller ones into small, smallest first. With one term
+// (BF16-exact operands) only hi·hi.
+template <int TERMS>
 __device__ __forceinline__ void tfc_mma_split6(float (&big)[4], float (&small)[4], const unsigned (&a)[3][4],
                                                const unsigned (&bh)[2], const unsigned (&bl)[2], const unsigned (&b2)[2]) {
-  tfc_mma_bf16(small, a[2], bh);
-  tfc_mma_bf16(small, a[0], b2);
-  tfc_mma_bf16(small, a[1], bl);
-  tfc_mma_bf16(small, a[1], bh);
-  tfc_mma_bf16(small, a[0], bl);
+  if (TERMS == 3) {
+    tfc_mma_bf16(small, a[2], bh);
+    tfc_mma_bf16(small, a[0], b2);
+    tfc_mma_bf16(small, a[1], bl);
+    tfc_mma_bf16(small, a[1], bh);
+    tfc_mma_bf16(small, a[0], bl);
+  }
   tfc_mma_bf16(big, a[0], bh);
 }
 
-template <int HD, int QG, int MUT, typename TQ, typename TK, typename TV, typename TY>
+template <int HD, int QG, int MUT, int TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale) {
   using shape = tfc_attn_mma_shape<HD>;
@@ -194,7 +200,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
             tfc_ldsm_x2(bh, a);
             tfc_ldsm_x2(bl, a + 2 * PL);
             tfc_ldsm_x2(b2, a + 4 * PL);
-            tfc_mma_split6(sb[n], ss[n], qf[ks], bh, bl, b2);
+            tfc_mma_split6<TERMS>(sb[n], ss[n], qf[ks], bh, bl, b2);
           }
         const bool kany = tbad[0] == t0;
 #pragma unroll
@@ -230,9 +236,10 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < NK; ++n) {
-          s[n][2 * i] = expf(s[n][2 * i] - mu);
-          s[n][2 * i + 1] = expf(s[n][2 * i + 1] - mu);
-          sum += s[n][2 * i] + s[n][2 * i + 1];
+          const float p0 = expf(s[n][2 * i] - mu), p1 = expf(s[n][2 * i + 1] - mu);
+          sum += p0 + p1;
+          s[n][2 * i] = tfc_rnd(p0);  // P·V takes p rounded in BF16 precision; the sum is F32
+          s[n][2 * i + 1] = tfc_rnd(p1);
         }
         l[i] = l[i] * alpha[i] + sum;
       }
@@ -259,7 +266,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
           tfc_ldsm_x2_trans(bh, a);
           tfc_ldsm_x2_trans(bl, a + 2 * PL);
           tfc_ldsm_x2_trans(b2, a + 4 * PL);
-          tfc_mma_split6(cb, cs, pf[kk], bh, bl, b2);
+          tfc_mma_split6<TERMS>(cb, cs, pf[kk], bh, bl, b2);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (cb[e] + cs[e]);
@@ -309,7 +316,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = rw + 8 * (e / 2), d = 8 * n + 2 * t + e % 2;
-      if (r < nq && d < HD) tfc_st(Y + (size_t)(r0 + r) * ldy + qcol + d, o[n][e] / l[e / 2]);
+      if (r < nq && d < HD) tfc_st(Y + (size_t)(r0 + r) * ldy + qcol + d, tfc_rnd(o[n][e] / l[e / 2]));
     }
 }
 #endif

@@ -2,6 +2,7 @@
 // F32 activations split exactly into three BF16 terms), and its small-row layout (tfc_gemm_mma_rows).
 #pragma once
 #include "tfc_gemm.h"
+#include "tfc_math.h"
 
 #if TFC_CUDA
 // ---------------------------------------------------------------------------------------------
@@ -17,6 +18,8 @@
 // operands; the error is the accumulation's alone. Two terms would keep 16 of x's 24 bits, a
 // relative error of up to 2^-16 on every product, too close to the contract's 4e-5 bound of a
 // linear; the third term costs a third more tensor-core work and leaves no representation error.
+// In BF16 precision activations are BF16-exact, lo and lo2 are zero, and hi alone is taken
+// (TFC_MMA_TERMS, tfc_math.h): the same bits for a third of the tensor work.
 // ±Inf and NaN go in hi alone (NaN made quiet), so they reach the outputs as the reference's.
 //
 // Order of accumulation, fixed for every output: k in steps of 16 from 0 (K padded with zeros to
@@ -34,6 +37,7 @@
 // flight while the tensor cores work on this one, and one barrier a step separates them.
 #define TFC_MMA_BK 32
 #define TFC_MMA_LD (TFC_MMA_BK + 8)
+// The stage layout is the same whether the products take one term of X or three.
 
 // tfc_mma_smem is the LDS (in floats) tfc_gemm_mma needs: two stages, then the C tile.
 template <int BM, int BN>
@@ -139,7 +143,7 @@ __device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], 
 
 // tfc_mma_store writes the registers tfc_mma_load read into the stage at s: X split into its
 // three planes [3][BM][TFC_MMA_LD], then W [BN][TFC_MMA_LD].
-template <int BM, int BN, int A4, int B8, int MUT>
+template <int BM, int BN, int A4, int B8, int MUT, int TERMS>
 __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&ra)[A4], const uint4 (&rb)[B8]) {
   constexpr int BK = TFC_MMA_BK, LD = TFC_MMA_LD;
   tfc_fill_skew<MUT>();
@@ -153,6 +157,7 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
     tfc_split3(ra[i].z, h[2], l[2], l2[2]);
     tfc_split3(ra[i].w, h[3], l[3], l2[3]);
     *reinterpret_cast<uint2*>(s + r * LD + k) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+    if (TERMS == 1) continue;
     *reinterpret_cast<uint2*>(s + (BM + r) * LD + k) = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
     *reinterpret_cast<uint2*>(s + (2 * BM + r) * LD + k) = make_uint2(l2[0] | l2[1] << 16, l2[2] | l2[3] << 16);
   }
@@ -163,7 +168,7 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
   }
 }
 
-template <int BM, int BN, int N, int K, int MUT, typename COLS>
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   constexpr int BK = TFC_MMA_BK, LD = TFC_MMA_LD;
   constexpr int WM = BM / 16, WN = 8 / WM;            // warps along rows and columns
@@ -174,6 +179,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
   static_assert(BN % 8 == 0, "BN must be a multiple of 8");
   static_assert(TFC_KC % BK == 0, "chunks hold whole steps");
   static_assert(tfc_mma_smem<BM, BN>::floats * 4 <= 48 * 1024, "the tile's LDS must fit a block's static 48 KiB");
+  static_assert(TERMS == 1 || TERMS == 3, "an activation is taken as one BF16 term or three");
   unsigned short* const sm = reinterpret_cast<unsigned short*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp % WM, wn = warp / WM;
   // shared byte addresses of this lane's ldmatrix rows in stage 0: A (hi; lo and lo2 follow
@@ -193,7 +199,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
   float4 ra[A4];
   uint4 rb[B8];
   tfc_mma_load<BM, BN, N>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, 0, kend);
-  tfc_mma_store<BM, BN, A4, B8, MUT>(sm, ra, rb);
+  tfc_mma_store<BM, BN, A4, B8, MUT, TERMS>(sm, ra, rb);
   tfc_fill_barrier<MUT>();
 #pragma unroll 1
   for (int s = 0; s < KT; ++s) {
@@ -203,7 +209,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
     for (int kk = 0; kk < BK; kk += 16) {
       unsigned a[3][4];  // hi, lo, lo2 of rows 16wm.., k kk..kk+15
 #pragma unroll
-      for (int p = 0; p < 3; ++p) tfc_ldsm_x4(a[p], a0 + st + 2 * (p * BM * LD + kk));
+      for (int p = 0; p < TERMS; ++p) tfc_ldsm_x4(a[p], a0 + st + 2 * (p * BM * LD + kk));
       unsigned bb[4];  // when every warp has NT whole tiles, tiles i and i+1 load together
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
@@ -218,8 +224,10 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
         } else {
           tfc_ldsm_x2(b, b0 + st + 2 * (j * 8 * LD + kk));
         }
-        tfc_mma_bf16(plo[i], a[2], b);
-        tfc_mma_bf16(plo[i], a[1], b);
+        if (TERMS == 3) {
+          tfc_mma_bf16(plo[i], a[2], b);
+          tfc_mma_bf16(plo[i], a[1], b);
+        }
         tfc_mma_bf16(phi[i], a[0], b);
       }
     }
@@ -233,7 +241,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
         }
     }
     if (s + 1 < KT) {
-      tfc_mma_store<BM, BN, A4, B8, MUT>(sm + ((s + 1) & 1) * STAGE, ra, rb);
+      tfc_mma_store<BM, BN, A4, B8, MUT, TERMS>(sm + ((s + 1) & 1) * STAGE, ra, rb);
       tfc_fill_barrier<MUT>();
     }
   }
@@ -372,7 +380,7 @@ __device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 1
 // a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi products of X's rows
 // m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo. X is split once a step
 // for all T tiles; its values for the U chunks are loaded before the first product.
-template <int KPAD, int NC, int U, int T, int WPT>
+template <int KPAD, int NC, int U, int T, int WPT, int TERMS>
 __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigned (&b)[U][T][TFC_KC / 16][2], const float* X,
                                                   int ldx, bool xvec, int M, int m0, int c0, int kend) {
   constexpr int KS = TFC_KC / 16;
@@ -443,8 +451,10 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigne
       }
 #pragma unroll
       for (int i = 0; i < T; ++i) {
-        tfc_mma_bf16(plo[i], a[2], b[u][i][s]);
-        tfc_mma_bf16(plo[i], a[1], b[u][i][s]);
+        if (TERMS == 3) {
+          tfc_mma_bf16(plo[i], a[2], b[u][i][s]);
+          tfc_mma_bf16(plo[i], a[1], b[u][i][s]);
+        }
         tfc_mma_bf16(phi[i], a[0], b[u][i][s]);
       }
     }
@@ -466,7 +476,7 @@ constexpr int tfc_mma_floats = tfc_mma_smem<BM, BN>::floats > tfc_mma_rows_smem<
                                           ? tfc_mma_rows_smem<BM, BN>::floats
                                           : tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats);
 
-template <int BM, int BN, int N, int K, int MUT, typename COLS>
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_mma_rows_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
@@ -495,7 +505,7 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
           if (NW % P != 0 && c >= NC) continue;
           tfc_mma_rows_load<N, KPAD, NC, U, 1, 1>(b[(p + P - 1) % P], W, ldw, wvec, cols, j, c + (P - 1) * U, kend);
           float sum[U][1][4];
-          tfc_mma_rows_sums<KPAD, NC, U, 1, 1>(sum, b[p], X, ldxm, xvec, M, m0, c, kend);
+          tfc_mma_rows_sums<KPAD, NC, U, 1, 1, TERMS>(sum, b[p], X, ldxm, xvec, M, m0, c, kend);
 #pragma unroll
           for (int u = 0; u < U; ++u)
             if (c + u < NC)
@@ -534,7 +544,7 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
         if (gi < G) {
           tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[(p + P - 1) % P], W, ldw, wvec, cols, gi * T, c0 + (P - 1) * WAVE + cq, kend);
           float sum[U][T][4];
-          tfc_mma_rows_sums<KPAD, NC, U, T, WPT>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
+          tfc_mma_rows_sums<KPAD, NC, U, T, WPT, TERMS>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
           tfc_fill_skew<MUT>();
 #pragma unroll
           for (int u = 0; u < U; ++u) {

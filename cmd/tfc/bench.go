@@ -17,7 +17,7 @@ import (
 
 func init() {
 	var o bench.Options
-	var backend, batches, out string
+	var backend, precision, batches, out string
 	c := &cobra.Command{
 		Use:   "bench DIR",
 		Short: "Measure decode tokens/s and the vision tower's time on one backend; prints JSON",
@@ -41,7 +41,7 @@ replay off.`,
 			if o.Batches, err = parseBatches(batches); err != nil {
 				return err
 			}
-			if o.Backend, err = newBackend(backend); err != nil {
+			if o.Backend, err = newBackend(backend, precision); err != nil {
 				return err
 			}
 			o.Log = cmd.ErrOrStderr()
@@ -65,6 +65,7 @@ replay off.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
+	addPrecision(fl, &precision)
 	fl.StringVar(&batches, "batch", "1", "sequences decoding together, a comma list (e.g. 1,8); empty skips decode")
 	fl.IntVar(&o.PromptTokens, "prompt-tokens", 512, "prompt length of each sequence")
 	fl.IntVar(&o.NewTokens, "new-tokens", 128, "tokens each sequence generates")

@@ -19,12 +19,13 @@ import (
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/device/cuda"
+	"tfc/runtime/device/gpu"
 	hipdev "tfc/runtime/device/hip"
 	"tfc/runtime/engine"
 )
 
 func init() {
-	var backend, family, root, receipt, ckpt string
+	var backend, precision, family, root, receipt, ckpt string
 	var seed int64
 	c := &cobra.Command{
 		Use:   "contract [--model DIR | --family F]",
@@ -47,7 +48,7 @@ for that checkpoint's config, at its real shapes, as serving it would build them
 			}
 			failed := false
 			for _, name := range names {
-				ok, err := runContract(cmd, backend, name, ckpt, root, receipt, seed)
+				ok, err := runContract(cmd, backend, precision, name, ckpt, root, receipt, seed)
 				if err != nil {
 					return err
 				}
@@ -61,6 +62,7 @@ for that checkpoint's config, at its real shapes, as serving it would build them
 	}
 	fl := c.Flags()
 	fl.StringVar(&backend, "backend", "cpu", "backend under contract: cpu, cuda or hip")
+	fl.StringVar(&precision, "precision", "f32", "the backend's precision: f32, or bf16, where the float64 reference rounds at the catalog's rounding points and gate 1 allows one BF16 ulp of the value at each (gates 2-4 stay exact)")
 	fl.StringVar(&family, "family", "", "generated family whose kernels are checked, specialised as kernels/ embeds them (default: every family)")
 	fl.StringVar(&ckpt, "model", "", "checkpoint folder: check its family's kernels specialised for its config.json")
 	fl.Int64Var(&seed, "seed", 0, "seed of the random inputs (0: from the clock)")
@@ -72,18 +74,22 @@ for that checkpoint's config, at its real shapes, as serving it would build them
 // runContract checks one family (or the family of the checkpoint in ckpt) on a backend, prints
 // its report and SUMMARY line and writes its receipt when asked; ok is false when a kernel fails
 // or a control stays green.
-func runContract(cmd *cobra.Command, backend, family, ckpt, root, receipt string, seed int64) (ok bool, err error) {
+func runContract(cmd *cobra.Command, backend, precision, family, ckpt, root, receipt string, seed int64) (ok bool, err error) {
 	f, err := contractFamily(family, ckpt, root)
 	if err != nil {
 		return false, err
 	}
-	t, m, closeAll, err := contractTarget(backend, f)
+	prec, err := device.ParsePrecision(precision)
+	if err != nil {
+		return false, err
+	}
+	t, m, closeAll, err := contractTarget(backend, prec, f)
 	if err != nil {
 		return false, err
 	}
 	defer closeAll()
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "contract %s on %s (%s), seed %d\n", f.Name, t.Name, m.Backend, seed)
+	fmt.Fprintf(out, "contract %s on %s (%s), precision %s, seed %d\n", f.Name, t.Name, m.Backend, prec, seed)
 	r := contracts.Run(t, f, seed, out)
 	if receipt != "" {
 		if m.Binary, err = contracts.BinarySHA256(); err != nil {
@@ -94,7 +100,7 @@ func runContract(cmd *cobra.Command, backend, family, ckpt, root, receipt string
 		if ckpt != "" {
 			what = "--model " + ckpt
 		}
-		m.Command = fmt.Sprintf("tfc contract --backend %s %s --seed %d --receipt docs/receipts", backend, what, seed)
+		m.Command = fmt.Sprintf("tfc contract --backend %s --precision %s %s --seed %d --receipt docs/receipts", backend, prec, what, seed)
 		path, err := contracts.WriteReceipt(receipt, r, m, time.Now())
 		if err != nil {
 			return false, fmt.Errorf("writing the receipt: %w", err)
@@ -127,36 +133,42 @@ func contractFamily(name, dir, root string) (contracts.Family, error) {
 }
 
 // contractTarget opens the backend under contract and says how to plant its controls.
-func contractTarget(name string, f contracts.Family) (contracts.Target, contracts.Machine, func(), error) {
+func contractTarget(name string, prec device.Precision, f contracts.Family) (contracts.Target, contracts.Machine, func(), error) {
 	srcs, err := contracts.Sources(f)
 	if err != nil {
 		return contracts.Target{}, contracts.Machine{}, nil, err
 	}
 	switch name {
 	case "cpu":
-		t := contracts.CPUTarget(f)
+		t := contracts.CPUTarget(f, cpu.Precision(prec))
 		m := contracts.Machine{Device: contracts.CPUModel(), Backend: t.Backend.(*cpu.Backend).Describe(), Compiler: runtime.Version() + " (the CPU backend runs no generated source)"}
 		return t, m, func() {}, nil
 	case "cuda":
-		be, err := cuda.New(cuda.Sources(srcs))
+		be, err := cuda.New(cuda.Sources(srcs), cuda.Precision(prec))
 		if err != nil {
 			return contracts.Target{}, contracts.Machine{}, nil, err
 		}
 		t, done, err := mutantTarget("cuda-"+be.Arch(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
-			return cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache))
+			return cuda.New(cuda.Sources(srcs), cuda.CacheDir(cache), cuda.Precision(prec))
 		}, func(srcs fs.FS, cache string) error {
+			if prec != device.F32Precision { // the build a backend in prec makes, so that it finds it cached
+				var err error
+				if srcs, err = gpu.WithPrecision(srcs, f.Source, prec); err != nil {
+					return err
+				}
+			}
 			return cuda.Prebuild(srcs, f.Source, be.Arch(), cache)
 		})
 
 		m := contracts.Machine{Device: be.Describe() + ", " + cudaDriver(be), Backend: be.Describe(), Compiler: nvccVersion() + ", -arch=" + be.Arch()}
 		return t, m, done, err
 	case "hip":
-		be, err := hipdev.New(hipdev.Sources(srcs))
+		be, err := hipdev.New(hipdev.Sources(srcs), hipdev.Precision(prec))
 		if err != nil {
 			return contracts.Target{}, contracts.Machine{}, nil, err
 		}
 		t, done, err := mutantTarget("hip-"+be.Target(), be, f, func(srcs fs.FS, cache string) (gpuBackend, error) {
-			return hipdev.New(hipdev.Sources(srcs), hipdev.CacheDir(cache), hipdev.Target(be.Target()))
+			return hipdev.New(hipdev.Sources(srcs), hipdev.CacheDir(cache), hipdev.Target(be.Target()), hipdev.Precision(prec))
 		}, nil)
 		m := contracts.Machine{Device: be.Describe(), Backend: be.Describe(), Compiler: "clang/hipcc for " + be.Target()}
 		return t, m, done, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"tfc/runtime/chattemplate"
 	"tfc/runtime/device"
@@ -24,6 +25,7 @@ import (
 // generateFlags are the one-shot generation settings.
 type generateFlags struct {
 	model, prompt, backend string
+	precision              string
 	images                 []string
 	maxTokens, context     int
 	temperature, topP      float64
@@ -72,25 +74,36 @@ func init() {
 	fl.Float64Var(&f.topP, "top-p", 1, "sample from the smallest set of tokens whose probability reaches p")
 	fl.Uint64Var(&f.seed, "seed", 0, "sampling seed")
 	fl.StringVar(&f.backend, "backend", "cpu", "device backend: cpu, cuda (NVIDIA, through the HIP sources) or hip (AMD)")
+	addPrecision(fl, &f.precision)
 	fl.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past end-of-sequence ids, to --max-tokens")
 	fl.BoolVar(&f.json, "json", false, "print prompt_ids, output_ids, text, finish_reason and token_sha256 as one JSON object")
 	c.MarkFlagRequired("model")
 	addCommand(c)
 }
 
-// newBackend opens the named backend.
-func newBackend(name string) (device.Backend, error) {
+// precisionHelp says what --precision does, the same on every command that runs a model.
+const precisionHelp = "activation precision: f32 (F32 activations, the exactness reference) or bf16 (activations rounded to BF16 where the publisher's torch run rounds them, F32 accumulation in every kernel); f32 is the default on every backend until bf16 passes its GPU gates"
+
+// addPrecision adds --precision to a command that runs a model.
+func addPrecision(fl *pflag.FlagSet, p *string) { fl.StringVar(p, "precision", "f32", precisionHelp) }
+
+// newBackend opens the named backend in the named precision (bf16 or f32).
+func newBackend(name, precision string) (device.Backend, error) {
+	prec, err := device.ParsePrecision(precision)
+	if err != nil {
+		return nil, err
+	}
 	switch name {
 	case "cpu":
-		return cpu.New(), nil
+		return cpu.New(cpu.Precision(prec)), nil
 	case "cuda":
-		b, err := cuda.New()
+		b, err := cuda.New(cuda.Precision(prec))
 		if err != nil {
 			return nil, err
 		}
 		return b, nil
 	case "hip":
-		b, err := hip.New()
+		b, err := hip.New(hip.Precision(prec))
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +136,7 @@ func runGenerate(f generateFlags) (*generateOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBackend(f.backend)
+	b, err := newBackend(f.backend, f.precision)
 	if err != nil {
 		return nil, err
 	}

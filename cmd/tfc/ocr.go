@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	var url, dir, outDir, apiKey, backend, pages string
+	var url, dir, outDir, apiKey, backend, precision, pages string
 	var o server.Options
 	c := &cobra.Command{
 		Use:   "ocr FILE... (--url URL | --model DIR)",
@@ -60,7 +60,7 @@ DIR/NAME.md a file.`,
 			} else {
 				o.Dir = dir
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-				o.Backend = func() (device.Backend, error) { return newBackend(backend) }
+				o.Backend = func() (device.Backend, error) { return newBackend(backend, precision) }
 				srv, closeServer, err := server.Open(o)
 				if err != nil {
 					return err
@@ -103,6 +103,7 @@ DIR/NAME.md a file.`,
 	fl.StringVar(&outDir, "out", "", "write FILE's markdown to DIR/NAME.md instead of stdout")
 	fl.StringVar(&pages, "pages", "", "0-based pages to read, e.g. 0,2 (default: every page)")
 	fl.StringVar(&backend, "backend", "cpu", "with --model: device backend, cpu, cuda or hip")
+	addPrecision(fl, &precision)
 	fl.IntVar(&o.Parallel, "parallel", 4, "with --model: pages decoding at once")
 	fl.IntVar(&o.Context, "context", 0, "with --model: tokens per page, prompt and output (default 8192, or the checkpoint's max_position_embeddings when smaller; a 200 DPI letter page is about 4,800 image tokens)")
 	fl.IntVar(&o.MaxPages, "max-pages", server.DefaultMaxPages, "with --model: most pages a document may have")

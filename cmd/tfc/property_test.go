@@ -86,7 +86,7 @@ func TestRandomConfigs(t *testing.T) {
 				if _, err := contracts.Sources(f); err != nil {
 					t.Fatalf("rendering: %v", err)
 				}
-				target, _, done, err := contractTarget("cpu", f)
+				target, _, done, err := contractTarget("cpu", device.F32Precision, f)
 				if err != nil {
 					t.Fatal(err)
 				}

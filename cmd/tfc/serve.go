@@ -18,7 +18,7 @@ import (
 
 func init() {
 	var o server.Options
-	var backend string
+	var backend, precision string
 	var cacheMiB, visionMiB int64
 	var keyFile string
 	c := &cobra.Command{
@@ -46,7 +46,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 			o.APIKey = key
 			o.CacheBytes, o.VisionCache = cacheMiB<<20, visionMiB<<20
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			o.Backend = func() (device.Backend, error) { return newBackend(backend) }
+			o.Backend = func() (device.Backend, error) { return newBackend(backend, precision) }
 			if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 				o.Progress = loadBar()
 			}
@@ -64,6 +64,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
 	fl.BoolVar(&o.NoRepetitionStop, "no-repetition-stop", false, "let outputs that repeat a period run on to max_tokens (requests may still ask for the stop with repetition_stop)")
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
+	addPrecision(fl, &precision)
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\" (default $TFC_API_KEY, which keeps it out of ps)")
 	fl.StringVar(&keyFile, "api-key-file", "", "read the key from this file (its first line), out of the command line and the environment")
 	fl.BoolVar(&o.NoDrafts, "no-drafts", false, "turn copy drafts off")

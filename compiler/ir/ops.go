@@ -50,6 +50,7 @@ type AttrSpec struct {
 	Default  string   // the default as written in the docs, when not Required
 	Doc      string
 	Field    string // the device op's field it becomes; "" when only the checker reads it
+	Sparse   bool   // AttrEnum: left out of the device op unless written (its first word is the field's zero value)
 }
 
 // OpSpec is a catalog entry of the language: operands, attributes, the doc line and the device op
@@ -103,7 +104,9 @@ var catalog = map[Op]*OpSpec{
 	OpLinear: {Op: OpLinear, Device: "linear", Doc: "x·Wᵀ + bias over the last dimension", Args: []ArgSpec{
 		{Role: "x", Kinds: tensor, DType: F32, Field: "X"},
 		{Role: "weight", Kinds: weight, Field: "W"},
-		{Role: "bias", Kinds: weight, Optional: true, Field: "B"}}},
+		{Role: "bias", Kinds: weight, Optional: true, Field: "B"}},
+		Attrs: []AttrSpec{{Name: "round", Kind: AttrEnum, Enum: []string{"sum", "product"}, Default: "sum", Field: "Round", Sparse: true,
+			Doc: "where BF16 precision rounds: sum rounds x·Wᵀ + bias once (torch's linear); product rounds x·Wᵀ, then adds the bias and rounds again (torch's BF16 convolution)"}}},
 	OpRMSNorm: {Op: OpRMSNorm, Device: "rmsnorm", Doc: "root-mean-square norm of each row, scaled by weight", Args: []ArgSpec{
 		{Role: "x", Kinds: tensor, DType: F32, Field: "X"},
 		{Role: "weight", Kinds: weight, Field: "W"}},

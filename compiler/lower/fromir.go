@@ -565,6 +565,8 @@ func (t *translator) deviceOp(n *ir.Node, spec *ir.OpSpec) {
 		v := t.attr(n, a.Name)
 		switch {
 		case v != nil:
+		case a.Kind == ir.AttrEnum && a.Sparse:
+			continue
 		case a.Kind == ir.AttrEnum:
 			v = Enum(a.Enum[0])
 		case spec.Attr(a.Default) != nil:

@@ -118,6 +118,10 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 			}
 		}
 		switch op.Kind { // what only one template reads
+		case "linear":
+			if op.Attr("Round") != nil && op.Attr("Round").Name == "product" {
+				o.Flags["round_product"] = true
+			}
 		case "rope":
 			o.Sections = op.Attr("Sections")
 			o.Flags["per_axis"] = op.Attr("Mode") != nil && op.Attr("Mode").Name == "per_axis"

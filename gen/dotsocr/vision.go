@@ -39,7 +39,7 @@ func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *
 	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
 	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
 	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x})
+	l.Launch(g.K.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x, Round: device.RoundProduct})
 	x2 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
 	l.Launch(g.K.At(1, "vision_rmsnorm", "graphs/dots_ocr.graph:122"), "x", x2, device.RMSNorm{X: x, W: w.VisPatchEmbedPatchifierNormWeight, Y: x2, Eps: float32(c.Veps)})
 	for i := 0; i < c.VL; i++ {

@@ -4,7 +4,7 @@
 #include "tfc_hip.h"
 #include "tfc_kernels.h"
 
-// dotsocr_vision_linear_bias: linear(bias)
+// dotsocr_vision_linear_bias: linear(bias, round_product)
 // from graphs/dots_ocr.graph:121
 // launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
@@ -39,7 +39,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(tfc_rnd(v) + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -76,7 +76,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(tfc_rnd(v) + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -103,7 +103,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-05f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -147,6 +147,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     if (!((n >= 0 && n < 32) || (n >= 32 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -158,7 +159,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
       smem[r * (bn + 1) + c] = x;
@@ -173,7 +174,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
     }
@@ -216,6 +217,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     if (!((n >= 0 && n < 32) || (n >= 32 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -227,7 +229,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
       smem[r * (bn + 1) + c] = x;
@@ -242,7 +244,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
     }
@@ -300,7 +302,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -337,7 +340,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -376,6 +380,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -411,6 +416,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -452,8 +458,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -492,8 +499,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -533,7 +541,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -570,7 +579,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -606,6 +616,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
   for (int c = threadIdx.x; c < D; c += 256) {
     float v = (row[c] - mean) * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
     v += tfc_ld(op0_B + c);
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -645,8 +656,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -683,8 +694,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -724,7 +735,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -761,7 +772,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -822,7 +833,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -860,7 +871,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -872,7 +883,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
       const int a = 0;
       const float f = powf(1e+06f, -2.f * j / 8);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
     }
@@ -912,7 +923,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 16))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -924,7 +935,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
       const int a = 0;
       const float f = powf(1e+06f, -2.f * j / 8);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
     }
@@ -966,7 +977,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1003,7 +1014,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1096,7 +1107,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1133,7 +1145,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1172,6 +1185,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1207,6 +1221,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1248,8 +1263,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1288,8 +1304,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1329,7 +1346,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1366,7 +1384,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1422,6 +1441,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1457,6 +1477,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits_r
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

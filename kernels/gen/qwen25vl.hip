@@ -38,6 +38,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -73,6 +74,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -116,7 +118,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -156,7 +158,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 40) || (n >= 40 && n < 80))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -168,7 +170,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 5)) / (a == 0 ? 5 : 5));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 10, y);
       smem[r * (bn + 1) + c] = x;
@@ -183,7 +185,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 5)) / (a == 0 ? 5 : 5));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c + 10, y);
     }
@@ -242,8 +244,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -281,8 +283,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -322,7 +324,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -359,7 +361,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -402,9 +404,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -444,9 +446,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -487,8 +489,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -526,8 +528,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -567,8 +569,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -605,8 +607,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -646,7 +648,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ml
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -683,7 +685,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ml
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -761,7 +763,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -804,7 +806,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -816,7 +818,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -858,7 +860,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -870,7 +872,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -915,7 +917,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 16))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -927,7 +929,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -969,7 +971,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 16))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -981,7 +983,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -1023,7 +1025,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1060,7 +1062,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1153,7 +1155,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1190,7 +1193,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1229,6 +1233,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1264,6 +1269,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1305,8 +1311,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_mu
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1345,8 +1352,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_mu
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1386,7 +1394,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1423,7 +1432,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1479,6 +1489,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_logits(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1514,6 +1525,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_logits_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

@@ -38,6 +38,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -73,6 +74,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -108,6 +110,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
   for (int c = threadIdx.x; c < D; c += 256) {
     float v = (row[c] - mean) * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
     v += tfc_ld(op0_B + c);
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -152,7 +155,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32) || (n >= 32 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -164,7 +167,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
       smem[r * (bn + 1) + c] = x;
@@ -179,7 +182,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
     }
@@ -223,7 +226,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32) || (n >= 32 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -235,7 +238,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
       smem[r * (bn + 1) + c] = x;
@@ -250,7 +253,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
     }
@@ -309,8 +312,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -348,8 +351,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -389,8 +392,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_quick_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_quick_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -427,8 +430,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_quick_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_quick_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -469,8 +472,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -508,8 +511,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -549,8 +552,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -587,8 +590,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -628,7 +631,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -665,7 +668,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -726,7 +729,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -769,7 +772,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -781,7 +784,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -823,7 +826,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 64))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -835,7 +838,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -880,7 +883,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -892,7 +895,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -934,7 +937,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -946,7 +949,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 16);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -988,7 +991,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1025,7 +1028,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1118,7 +1121,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1155,7 +1159,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1194,6 +1199,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1229,6 +1235,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1270,8 +1277,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1310,8 +1318,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_mul
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1351,7 +1360,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1388,7 +1398,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1444,6 +1455,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_logits(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1479,6 +1491,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_logits_r
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }

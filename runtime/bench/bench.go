@@ -57,6 +57,7 @@ type Options struct {
 // Report is what tfc bench prints.
 type Report struct {
 	Backend     string `json:"backend"`
+	Precision   string `json:"precision"`
 	Device      string `json:"device,omitempty"`
 	Checkpoint  string `json:"checkpoint"`
 	Family      string `json:"family"`
@@ -152,7 +153,7 @@ func Run(o Options) (*Report, error) {
 		prof = p
 	}
 	counter, _ := o.Backend.(launchCounter)
-	rep := &Report{Backend: o.Backend.Name(), Checkpoint: filepath.Clean(o.Dir)}
+	rep := &Report{Backend: o.Backend.Name(), Precision: device.PrecisionOf(o.Backend).String(), Checkpoint: filepath.Clean(o.Dir)}
 	if d, ok := o.Backend.(interface{ Describe() string }); ok {
 		rep.Device = d.Describe()
 	}

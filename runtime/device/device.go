@@ -8,6 +8,7 @@ package device
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -42,6 +43,60 @@ func (d DType) Size() int {
 		return 2
 	}
 	return 4
+}
+
+// Precision is how a backend keeps activations: F32Precision (every activation F32, the
+// exactness reference) or BF16Precision (activations BF16 exactly where the publisher's modeling
+// code keeps them BF16 under torch, at the rounding points package catalog lists for each op,
+// with F32 arithmetic between them). Memory layout is the same in both: F32 buffers, whose values
+// are BF16-exact in BF16Precision.
+type Precision uint8
+
+const (
+	F32Precision Precision = iota
+	BF16Precision
+)
+
+func (p Precision) String() string {
+	if p == BF16Precision {
+		return "bf16"
+	}
+	return "f32"
+}
+
+// ParsePrecision reads a Precision by its String name.
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "f32":
+		return F32Precision, nil
+	case "bf16":
+		return BF16Precision, nil
+	}
+	return 0, fmt.Errorf("unknown precision %q; use bf16 or f32", s)
+}
+
+// RoundBF16 rounds x to the nearest BF16 value (ties to even) and returns it as a float32; a NaN
+// stays a quiet NaN of the same sign. It is a rounding point of BF16Precision.
+func RoundBF16(x float32) float32 {
+	u := math.Float32bits(x)
+	if u&0x7fffffff > 0x7f800000 {
+		return math.Float32frombits((u | 0x400000) & 0xffff0000)
+	}
+	u += 0x7fff + (u>>16)&1
+	return math.Float32frombits(u & 0xffff0000)
+}
+
+// Precisioned is a backend that runs in a Precision other than F32Precision when asked.
+type Precisioned interface {
+	Precision() Precision
+}
+
+// PrecisionOf is b's precision: F32Precision unless b says otherwise.
+func PrecisionOf(b Backend) Precision {
+	if p, ok := b.(Precisioned); ok {
+		return p.Precision()
+	}
+	return F32Precision
 }
 
 // Buffer is a backend allocation of Len elements of one DType.

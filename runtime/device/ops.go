@@ -23,6 +23,14 @@ func (a Act) String() string {
 	return [...]string{"none", "silu", "gelu", "gelu_tanh", "quick_gelu"}[a]
 }
 
+// LinearRound says where a linear with a bias rounds in BF16 precision.
+type LinearRound uint8
+
+const (
+	RoundSum     LinearRound = iota // X·Wᵀ + B rounded once (torch's linear)
+	RoundProduct                    // X·Wᵀ rounded, then + B rounded (torch's BF16 convolution)
+)
+
 // RopeMode says how a rope op picks each rotary pair's frequency and position axis.
 type RopeMode uint8
 

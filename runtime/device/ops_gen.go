@@ -5,12 +5,13 @@ package device
 // Linear: Y = act(X·Wᵀ + B) + Res. X [M,K], W [N,K] (F32, BF16 or F16), B [1,N] optional,
 // Res [M,N] optional (added after the activation), Y [M,N]. Y may alias Res.
 type Linear struct {
-	X   Tensor
-	W   Tensor
-	B   Tensor
-	Res Tensor
-	Y   Tensor
-	Act Act
+	X     Tensor
+	W     Tensor
+	B     Tensor
+	Res   Tensor
+	Y     Tensor
+	Act   Act
+	Round LinearRound
 }
 
 // RMSNorm: Y = x / sqrt(mean(x²) + Eps) * W, per row. X, Y [M,D], W [1,D].

@@ -191,6 +191,7 @@ var deviceOps = map[string]string{
 var enums = map[string]string{
 	"silu": "ActSiLU", "gelu": "ActGELU", "gelu_tanh": "ActGELUTanh", "quick_gelu": "ActQuickGELU", "none": "ActNone",
 	"sections": "RopeSections", "per_axis": "RopePerAxis", "alternating": "RopeAlternating",
+	"sum": "RoundSum", "product": "RoundProduct",
 }
 
 func (f *fwd) attr(field string, x *lower.Expr) Code {

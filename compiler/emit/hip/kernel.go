@@ -25,7 +25,7 @@ type Op struct {
 	Ints   map[string]int
 	Floats map[string]float64
 	Act    string            // activation name, as runtime/device.Act's String returns it
-	Flags  map[string]bool   // has_bias, has_res, cache, per_axis, alternating, internal
+	Flags  map[string]bool   // has_bias, has_res, cache, per_axis, alternating, round_product, internal
 	DTypes map[string]string // operand field → "F32", "BF16" or "F16"; absent means F32
 }
 

@@ -227,7 +227,7 @@ func kinds(k Kernel) string {
 	for _, o := range k.Ops {
 		d := o.Kind
 		var attrs []string
-		for _, f := range []string{"has_bias", "has_res", "cache", "per_axis", "alternating", "internal"} {
+		for _, f := range []string{"has_bias", "has_res", "cache", "per_axis", "alternating", "round_product", "internal"} {
 			if o.Flags[f] {
 				attrs = append(attrs, strings.TrimPrefix(f, "has_"))
 			}
@@ -360,24 +360,25 @@ func isPointwise(kind string) bool {
 // firstInput is the chain's input operand of a pointwise op: its first tensor.
 func firstInput(kind string) string { return catalog.Find(kind).Tensors[0].Path }
 
-// pointwiseStep renders op i applied to the chain value v at (m, c), storing its Y unless internal.
+// pointwiseStep renders op i applied to the chain value v at (m, c), storing its Y unless internal;
+// tfc_rnd marks the op's rounding points (package catalog's Round), identity in F32 precision.
 func (g *gen) pointwiseStep(i int, m, c string) {
 	o := g.k.Ops[i]
 	switch o.Kind {
 	case "add":
-		g.line("v += %s;", load(i, "B", m, c))
+		g.line("v = tfc_rnd(v + %s);", load(i, "B", m, c))
 	case "mul":
-		g.line("v *= %s;", load(i, "B", m, c))
+		g.line("v = tfc_rnd(v * %s);", load(i, "B", m, c))
 	case "activate":
 		if f := acts[o.actName()]; f != "" {
-			g.line("v = %s(v);", f)
+			g.line("v = tfc_rnd(%s(v));", f)
 		}
 	case "glu":
 		f := acts[o.actName()]
 		if f == "" {
-			g.line("v *= %s;", load(i, "Up", m, c))
+			g.line("v = tfc_rnd(v * %s);", load(i, "Up", m, c))
 		} else {
-			g.line("v = %s(v) * %s;", f, load(i, "Up", m, c))
+			g.line("v = tfc_rnd(tfc_rnd(%s(v)) * %s);", f, load(i, "Up", m, c))
 		}
 	}
 	if !o.Flags["internal"] {

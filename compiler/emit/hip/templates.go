@@ -261,14 +261,18 @@ func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
 	for _, i := range ops {
 		o := g.k.Ops[i]
 		if i == 0 {
-			if o.Flags["has_bias"] {
-				g.line("v += tfc_ld(op0_B + n);")
+			if o.Flags["has_bias"] && o.Flags["round_product"] {
+				g.line("v = tfc_rnd(tfc_rnd(v) + tfc_ld(op0_B + n));")
+			} else if o.Flags["has_bias"] {
+				g.line("v = tfc_rnd(v + tfc_ld(op0_B + n));")
+			} else {
+				g.line("v = tfc_rnd(v);")
 			}
 			if a := acts[o.actName()]; a != "" {
-				g.line("v = %s(v);", a)
+				g.line("v = tfc_rnd(%s(v));", a)
 			}
 			if o.Flags["has_res"] {
-				g.line("v += %s;", load(0, "Res", "m", "n"))
+				g.line("v = tfc_rnd(v + %s);", load(0, "Res", "m", "n"))
 			}
 			if !o.Flags["internal"] {
 				g.line("%s", f.storeUnlessRoped(i, store(0, "Y", "m", "n", "v")))
@@ -331,7 +335,7 @@ func (f *gemm) ropePass(g *gen, i int, last bool) error {
 	if err := ropeAngle(g, o); err != nil {
 		return err
 	}
-	g.line("tfc_rotate(x, y, (float)op%d_Pos[(size_t)m * op%d_Pos_ld + a], f);", i, i)
+	g.line("tfc_rotate<%t>(x, y, (float)op%d_Pos[(size_t)m * op%d_Pos_ld + a], f);", !o.Flags["per_axis"], i, i)
 	col := fmt.Sprintf("n0 - %d + c", lo)
 	if lo == 0 {
 		col = "n0 + c"
@@ -457,7 +461,7 @@ func (f *rowNorm) body(g *gen) error {
 		g.pointwiseStep(i, "m", "c")
 	}
 	if o.Kind == "rmsnorm" && o.Flags["has_res"] {
-		g.line("v += %s;", load(j, "Res", "m", "c"))
+		g.line("v = tfc_rnd(v + %s);", load(j, "Res", "m", "c"))
 		g.line("%s", store(j, "Sum", "m", "c", "v"))
 	}
 	g.line("row[c] = v;")
@@ -468,7 +472,7 @@ func (f *rowNorm) body(g *gen) error {
 		g.line("for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += %d) part = fmaf(row[c], row[c], part);", threads)
 		g.line("const float inv = rsqrtf(tfc_block_sum<%d, MUT>(part, red) / D + %s);", threads, eps)
 		g.open("for (int c = threadIdx.x; c < D; c += %d)", threads)
-		g.line("float v = row[c] * inv * %s;", wt)
+		g.line("float v = tfc_rnd(tfc_rnd(row[c] * inv) * %s);", wt)
 	} else {
 		g.line("for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += %d) part += row[c];", threads)
 		g.line("const float mean = tfc_block_sum<%d, MUT>(part, red) / D;", threads)
@@ -483,6 +487,7 @@ func (f *rowNorm) body(g *gen) error {
 		if o.Flags["has_bias"] {
 			g.line("v += tfc_ld(op%d_B + c);", j)
 		}
+		g.line("v = tfc_rnd(v);")
 	}
 	if !o.Flags["internal"] {
 		g.line("%s", store(j, "Y", "m", "c", "v"))
@@ -557,7 +562,7 @@ func (f *rope) body(g *gen) error {
 	if err := ropeAngle(g, o); err != nil {
 		return err
 	}
-	g.line("tfc_rotate(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);")
+	g.line("tfc_rotate<%t>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);", !o.Flags["per_axis"])
 	g.line("tfc_st(p + j, x);")
 	g.line("tfc_st(p + j + HALF, y);")
 	g.close()

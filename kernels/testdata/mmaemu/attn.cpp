@@ -5,7 +5,8 @@
 // span (lengths 1 to 300, head_dim 16, 80 and 128, GQA, strided rows) within F32 accuracy, a
 // row's bits the same wherever its span sits in the batch, NaN and ±Inf in Q, K or V coming out
 // as the reference's, and the off-by-one, dropped-scale, wrong-stride and missing-barrier
-// controls changing the result. It prints "N passed, N failed".
+// controls changing the result. Built with TFC_BF16=1 it checks BF16 precision instead (bf16
+// below). It prints "N passed, N failed".
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -48,8 +49,9 @@ static Batch make(std::vector<int> lens, int heads, int kvh, int hd, int qpad, u
   return b;
 }
 
-// run launches the emitter's grid (groups of QG rows plus one a span, by heads) into y [R, heads*hd].
-template <int HD, int MUT>
+// run launches the emitter's grid (groups of QG rows plus one a span, by heads) into y [R, heads*hd],
+// the tensor cores taking TERMS BF16 terms of each operand.
+template <int HD, int MUT, int TERMS = TFC_MMA_TERMS>
 static std::vector<float> run(const Batch& b, float scale) {
   const int S = (int)b.spans.size() - 1, ldy = b.heads * HD;
   std::vector<float> y((size_t)b.rows() * ldy, NAN);
@@ -70,7 +72,7 @@ static std::vector<float> run(const Batch& b, float scale) {
     for (int x = 0; x < gx; ++x) {
       std::memset(sm, 0xff, bytes);  // stale LDS: NaN
       emu_run(sm, x, h, [=] {
-        tfc_attention_spans<HD, QG, 32, 256, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, spans, S, heads, kvh, scale);
+        tfc_attention_spans<HD, QG, 32, 256, MUT, TERMS>(Q, ldq, K, ldk, V, ldk, Y, ldy, spans, S, heads, kvh, scale);
       });
     }
   return y;
@@ -209,11 +211,43 @@ static void controls() {
   check(ok >= 0 && ok < 5e-6, "the controls' case passes unmutated");
 }
 
+// bf16 checks BF16 precision on BF16-exact Q, K and V: on the tensor cores one term of each
+// operand gives the six products' bits (P is rounded before P·V); every output is BF16-exact;
+// and it lies within a few BF16 roundings of the float64 attention.
+template <int HD>
+static void bf16(const char* name, std::vector<int> lens, int heads, int kvh) {
+  char what[160];
+  const float scale = 1.f / std::sqrt((float)HD);
+  Batch b = make(lens, heads, kvh, HD, 0, 41 + HD, 2.f);
+  for (auto* t : {&b.q, &b.k, &b.v})
+    for (auto& x : *t) x = tfc_rnd(x);
+  const auto y = run<HD, TFC_MUT_NONE, 1>(b, scale);
+#if TFC_CUDA
+  const auto six = run<HD, TFC_MUT_NONE, 3>(b, scale);
+  std::snprintf(what, sizeof what, "%s: one term gives the six products' bits", name);
+  check(std::memcmp(y.data(), six.data(), y.size() * 4) == 0, what);
+#endif
+  bool exact = true;
+  for (float x : y) exact = exact && (x != x || tfc_rnd(x) == x);
+  std::snprintf(what, sizeof what, "%s: every output is BF16-exact", name);
+  check(exact, what);
+  const double e = worst(b, y, reference(b, scale));
+  std::snprintf(what, sizeof what, "%s: worst %.3g against float64, within a few BF16 roundings", name, e);
+  check(e >= 0 && e < 0x1p-6, what);
+  std::printf("  %s\n", what);
+}
+
 int main() {
 #if TFC_CUDA
   std::printf("tensor-core path (TFC_CUDA)\n");
 #else
   std::printf("portable path\n");
+#endif
+#if TFC_BF16
+  bf16<16>("bf16 hd=16 gqa 2:1, spans 1 7 64 100", {1, 7, 64, 100}, 2, 1);
+  bf16<80>("bf16 hd=80, spans 33 140", {33, 140}, 1, 1);
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
 #endif
   suite<16>("hd=16 gqa 2:1, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 2, 1, 0, true);
   suite<16>("hd=16 strided Q, spans 129 3", {129, 3}, 2, 2, 5, true);

@@ -4,7 +4,8 @@
 // shape the emitter uses, K with and without tails, aligned and strided rows), that the split of
 // an activation into three BF16 terms is exact, that a row's bits are the same in a 5-row launch
 // of 16-column tiles as in a 40-row launch, that ±Inf and NaN come out as the reference's, and
-// that the off-by-one, wrong-stride and missing-barrier controls change the result. It prints
+// that the off-by-one, wrong-stride and missing-barrier controls change the result, and that on
+// BF16-exact activations (BF16 precision) one product a step gives the three products' bits. It prints
 // "N passed, N failed".
 #include <cstdio>
 #include <random>
@@ -28,8 +29,9 @@ static tfc_bf16 to_bf16(float x) {
   return tfc_bf16{(unsigned short)(u >> 16)};
 }
 
-// run launches the tile grid of a BM×BN tfc_gemm_mma over M rows into Y [M, N] (row stride N).
-template <int BM, int BN, int N, int K, int MUT>
+// run launches the tile grid of a BM×BN tfc_gemm_mma over M rows into Y [M, N] (row stride N),
+// taking TERMS BF16 terms of each activation.
+template <int BM, int BN, int N, int K, int MUT, int TERMS = 3>
 static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
   constexpr int floats = tfc_mma_smem<BM, BN>::floats;
   std::vector<float4> store((floats + 3) / 4 + 1);
@@ -39,14 +41,14 @@ static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, floa
       std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
       const int m0 = bx * BM, n0 = by * BN;
       emu_run(reinterpret_cast<unsigned char*>(smem), bx, by,
-              [=] { tfc_gemm_mma<BM, BN, N, K, MUT>(smem, X, ldx, W, ldw, M, m0, n0); });
+              [=] { tfc_gemm_mma<BM, BN, N, K, MUT, TERMS>(smem, X, ldx, W, ldw, M, m0, n0); });
       for (int r = 0; r < BM && m0 + r < M; ++r)
         for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)(m0 + r) * N + n0 + c] = smem[r * (BN + 1) + c];
     }
 }
 
 // run_rows launches tfc_gemm_mma_rows (the small-row layout) over M <= 16 rows into Y [M, N].
-template <int BM, int BN, int N, int K, int MUT>
+template <int BM, int BN, int N, int K, int MUT, int TERMS = 3>
 static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
   constexpr int floats = tfc_mma_floats<BM, BN>;
   std::vector<float4> store((floats + 3) / 4 + 1);
@@ -55,7 +57,7 @@ static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M,
     std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
     const int n0 = by * BN;
     emu_run(reinterpret_cast<unsigned char*>(smem), 0, by,
-            [=] { tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, X, ldx, W, ldw, M, 0, n0); });
+            [=] { tfc_gemm_mma_rows<BM, BN, N, K, MUT, TERMS>(smem, X, ldx, W, ldw, M, 0, n0); });
     for (int r = 0; r < M; ++r)
       for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)r * N + n0 + c] = smem[r * (BN + 1) + c];
   }
@@ -133,6 +135,30 @@ static void suite(const char* name) {
       check(std::memcmp(small.data(), y.data() + (size_t)20 * N, small.size() * 4) == 0 &&
                 std::memcmp(wide.data(), y.data() + (size_t)20 * N, wide.size() * 4) == 0,
             what);
+    }
+    {  // BF16 precision: on BF16-exact activations one product a step keeps the bits of three
+      Case e = c;
+      for (auto& v : e.x) {
+        const tfc_bf16 h = to_bf16(v);
+        v = tfc_ld(&h);
+      }
+      std::vector<float> three((size_t)M * N, NAN), one((size_t)M * N, NAN);
+      run<BM, BN, N, K, TFC_MUT_NONE, 3>(e.x.data(), ldx, e.w.data(), ldw, M, three.data());
+      run<BM, BN, N, K, TFC_MUT_NONE, 1>(e.x.data(), ldx, e.w.data(), ldw, M, one.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: one BF16 term gives three terms' bits on BF16-exact rows", name, strided);
+      check(std::memcmp(three.data(), one.data(), three.size() * 4) == 0, what);
+      std::vector<float> rthree((size_t)5 * N, NAN), rone((size_t)5 * N, NAN);
+      run_rows<BM, BN, N, K, TFC_MUT_NONE, 3>(e.x.data() + (size_t)20 * ldx, ldx, e.w.data(), ldw, 5, rthree.data());
+      run_rows<BM, BN, N, K, TFC_MUT_NONE, 1>(e.x.data() + (size_t)20 * ldx, ldx, e.w.data(), ldw, 5, rone.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: the small-row layout's one term keeps its bits too", name, strided);
+      check(std::memcmp(rthree.data(), rone.data(), rthree.size() * 4) == 0 &&
+                std::memcmp(rone.data(), three.data() + (size_t)20 * N, rone.size() * 4) == 0,
+            what);
+      if (!strided) {  // control: on the unrounded rows one term is not three
+        run<BM, BN, N, K, TFC_MUT_NONE, 1>(c.x.data(), ldx, c.w.data(), ldw, M, one.data());
+        std::snprintf(what, sizeof what, "%s: one term on F32 rows drops their low bits", name);
+        check(std::memcmp(y.data(), one.data(), y.size() * 4) != 0, what);
+      }
     }
     if (strided) continue;
     {  // the small-row layout's controls change its result

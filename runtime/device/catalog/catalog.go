@@ -21,6 +21,29 @@ type Op struct {
 	Scale     string // the field the dropped-scale control neutralises (a float set to 1, a tensor to ones)
 	// Consts are the constants a kernel of the op is specialised for, as its template names them.
 	Consts []Const
+	// Round lists the op's rounding points in BF16 precision, in order: the values rounded to
+	// BF16 (nearest, ties to even) where torch's module rounds them under the publisher's BF16
+	// run; arithmetic between them is F32. An op without any moves BF16-exact values unchanged.
+	Round []Round
+}
+
+// Round is one rounding point of an op in BF16 precision.
+type Round struct {
+	Name string // as the backends and the reference name it (e.g. linear's "out")
+	Doc  string // the value rounded, and when the point applies
+}
+
+// Rounds names the rounding points of the op called name, in order.
+func Rounds(name string) []string {
+	o := Find(name)
+	if o == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range o.Round {
+		out = append(out, r.Name)
+	}
+	return out
 }
 
 // Const is one constant of a kernel: a tensor's rows or columns, or an attribute.
@@ -100,28 +123,40 @@ func reuse(t Tensor) Tensor {
 
 var pointwise = []string{"activate", "add", "mul", "glu", "copy"}
 
+// In BF16 precision a backend also rounds every F32 value written to it but NaN (torch's model
+// holds BF16 weights and casts its float32 inputs, e.g. the pixel patches, to them), so every
+// activation a graph starts from is BF16-exact, and the data-movement ops keep it so.
+
 // Ops is the catalog, in the order the generated code lists it.
 var Ops = []Op{
 	{Name: "linear", Type: "Linear", Class: Reduction, Role: Producer, Rows: "X",
 		Doc: []string{"Linear: Y = act(X·Wᵀ + B) + Res. X [M,K], W [N,K] (F32, BF16 or F16), B [1,N] optional,",
 			"Res [M,N] optional (added after the activation), Y [M,N]. Y may alias Res."},
 		Tensors:   []Tensor{in("X"), weight("W"), optional(weight("B"), "has_bias"), optional(reuse(in("Res")), "has_res"), out("Y")},
-		Attrs:     []Attr{{"Act", "Act"}},
+		Attrs:     []Attr{{"Act", "Act"}, {"Round", "LinearRound"}},
 		Epilogues: []string{"rope", "activate", "add", "mul", "copy"},
-		Consts:    []Const{{"N", "W", RowCount}, {"K", "X", Cols}}},
+		Consts:    []Const{{"N", "W", RowCount}, {"K", "X", Cols}},
+		Round: []Round{{"product", "X·Wᵀ, when Round is RoundProduct and B is present (a BF16 convolution adds its bias after rounding)"},
+			{"out", "X·Wᵀ + B, the linear's output (with RoundSum the bias is added before rounding)"},
+			{"act", "act(·), when Act is set (QuickGELU, x·sigmoid(1.702x) in transformers, rounds after each of its three ops)"},
+			{"res", "· + Res, when Res is present (the residual add)"}}},
 	{Name: "rmsnorm", Type: "RMSNorm", Class: Reduction, Role: Producer, Rows: "X", Scale: "W",
 		Doc: []string{"RMSNorm: Y = x / sqrt(mean(x²) + Eps) * W, per row. X, Y [M,D], W [1,D].",
 			"With Res present, x = X + Res is formed first and also stored to Sum (the residual stream)."},
 		Tensors:   []Tensor{in("X"), optional(in("Res"), "has_res"), optional(out("Sum"), "has_res"), weight("W"), out("Y")},
 		Attrs:     []Attr{{"Eps", "float32"}},
 		Epilogues: pointwise,
-		Consts:    []Const{{"D", "X", Cols}, {"eps", "Eps", FloatAttr}}},
+		Consts:    []Const{{"D", "X", Cols}, {"eps", "Eps", FloatAttr}},
+		Round: []Round{{"sum", "X + Res, when Res is present (the residual stream, stored to Sum)"},
+			{"norm", "x / sqrt(mean(x²) + Eps), computed in F32 (Qwen2RMSNorm's hidden.to(input_dtype))"},
+			{"out", "W · that (Qwen2RMSNorm's weight * hidden)"}}},
 	{Name: "layernorm", Type: "LayerNorm", Class: Reduction, Role: Producer, Rows: "X", Scale: "W",
 		Doc:       []string{"LayerNorm: Y = (x - mean) / sqrt(var + Eps) * W + B, per row; var is the biased variance."},
 		Tensors:   []Tensor{in("X"), weight("W"), optional(weight("B"), "has_bias"), out("Y")},
 		Attrs:     []Attr{{"Eps", "float32"}},
 		Epilogues: pointwise,
-		Consts:    []Const{{"D", "X", Cols}, {"eps", "Eps", FloatAttr}}},
+		Consts:    []Const{{"D", "X", Cols}, {"eps", "Eps", FloatAttr}},
+		Round:     []Round{{"out", "the result, computed in F32 with W and B (torch's layer_norm rounds once)"}}},
 	{Name: "rope", Type: "Rope", Class: Elementwise, Role: Solo, Rows: "X",
 		Doc: []string{"Rope rotates each head of X in place by the angles of its row's positions, in the",
 			"rotate-half layout: for pair j, (x[j], x[j+HeadDim/2]) → (x·cos − y·sin, y·cos + x·sin).",
@@ -129,7 +164,10 @@ var Ops = []Op{
 			"even in a float64 model, inv_freq = 1/Theta^e and the angle pos·inv_freq are float32 values."},
 		Tensors: []Tensor{inout("X"), {Path: "Pos", In: true, Index: true, Per: PerRow}},
 		Attrs:   []Attr{{"Heads", "int"}, {"HeadDim", "int"}, {"Theta", "float32"}, {"Sections", "[]int"}, {"Mode", "RopeMode"}},
-		Consts:  []Const{{"heads", "Heads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"theta", "Theta", FloatAttr}}},
+		Consts:  []Const{{"heads", "Heads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"theta", "Theta", FloatAttr}},
+		Round: []Round{{"table", "cos and sin of the angle, except in RopePerAxis (the text rotary casts them to the activations' dtype)"},
+			{"terms", "x·cos and y·sin, except in RopePerAxis (products of BF16 tensors)"},
+			{"out", "the rotated pair (RopePerAxis: the vision rotary computes in F32 and casts once)"}}},
 	{Name: "attention", Type: "Attention", Class: Reduction, Role: Solo, Rows: "Q", Scale: "Scale",
 		Doc: []string{"Attention writes softmax(Q·Kᵀ·Scale)·V per head into Y. Q [R, Heads*HeadDim], K and V",
 			"[R, KVHeads*HeadDim] (column slices allowed); query head h reads KV head h/(Heads/KVHeads).",
@@ -143,25 +181,31 @@ var Ops = []Op{
 			{Path: "Rows.RowSeq", In: true, Index: true, WithCache: 1, Per: PerCol}, {Path: "Rows.RowPos", In: true, Index: true, WithCache: 1, Per: PerCol},
 			{Path: "Rows.PageTable", In: true, Index: true, WithCache: 1}},
 		Attrs:  []Attr{{"Heads", "int"}, {"KVHeads", "int"}, {"HeadDim", "int"}, {"Scale", "float32"}, {"Cache", "*KVCache"}, {"Rows", "*Rows"}},
-		Consts: []Const{{"heads", "Heads", IntAttr}, {"kv_heads", "KVHeads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"scale", "Scale", FloatAttr}}},
+		Consts: []Const{{"heads", "Heads", IntAttr}, {"kv_heads", "KVHeads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"scale", "Scale", FloatAttr}},
+		Round: []Round{{"p", "the softmax weights exp(s − max) before P·V, scores and their sum F32 (as flash and SDPA kernels do)"},
+			{"out", "the output, P·V over the F32 sum of weights"}}},
 	{Name: "add", Type: "Add", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Add: Y = A + B, elementwise over equal shapes."},
 		Tensors: []Tensor{reuse(in("A")), reuse(in("B")), out("Y")},
-		Consts:  []Const{{"N", "Y", Cols}}},
+		Consts:  []Const{{"N", "Y", Cols}},
+		Round:   []Round{{"out", "A + B"}}},
 	{Name: "mul", Type: "Mul", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Mul: Y = A * B, elementwise over equal shapes."},
 		Tensors: []Tensor{reuse(in("A")), reuse(in("B")), out("Y")},
-		Consts:  []Const{{"N", "Y", Cols}}},
+		Consts:  []Const{{"N", "Y", Cols}},
+		Round:   []Round{{"out", "A · B"}}},
 	{Name: "activate", Type: "Activate", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Activate: Y = act(X)."},
 		Tensors: []Tensor{reuse(in("X")), out("Y")},
 		Attrs:   []Attr{{"Act", "Act"}},
-		Consts:  []Const{{"N", "Y", Cols}}},
+		Consts:  []Const{{"N", "Y", Cols}},
+		Round:   []Round{{"out", "act(X) (QuickGELU: after each of its three ops)"}}},
 	{Name: "glu", Type: "GLU", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"GLU: Y = act(Gate) * Up (SwiGLU with ActSiLU). Gate, Up, Y [M,F]."},
 		Tensors: []Tensor{reuse(in("Gate")), reuse(in("Up")), out("Y")},
 		Attrs:   []Attr{{"Act", "Act"}},
-		Consts:  []Const{{"N", "Y", Cols}}},
+		Consts:  []Const{{"N", "Y", Cols}},
+		Round:   []Round{{"act", "act(Gate), when Act is set"}, {"out", "· × Up"}}},
 	{Name: "embed", Type: "Embed", Class: Exact, Role: Solo, Rows: "Y",
 		Doc:     []string{"Embed: Y[r] = Table[Ids[r]]. Ids [1,R] I32, Table [V,D], Y [R,D]. An id outside [0,V) is an error."},
 		Tensors: []Tensor{rowIndex("Ids"), weight("Table"), out("Y")},

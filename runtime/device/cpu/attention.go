@@ -183,8 +183,9 @@ func (be *Backend) attendCache(o device.Attention, q, k, v, y view) error {
 }
 
 // softmaxInPlace turns the dot products s into exp(s·scale − max), rounded from float64, and
-// returns their sum in key order; a NaN anywhere makes the max, and so every weight, NaN.
-func softmaxInPlace(s []float32, scale float32) float32 {
+// returns their sum in key order; a NaN anywhere makes the max, and so every weight, NaN. With
+// rp the weights are then rounded to BF16 (the sum is of the F32 weights).
+func softmaxInPlace(s []float32, scale float32, rp bool) float32 {
 	mx := float32(math.Inf(-1))
 	for j := range s {
 		s[j] *= scale
@@ -197,6 +198,7 @@ func softmaxInPlace(s []float32, scale float32) float32 {
 		s[j] = float32(math.Exp(float64(s[j] - mx)))
 		sum += s[j]
 	}
+	roundAll(rp, s)
 	return sum
 }
 
@@ -204,6 +206,7 @@ func softmaxInPlace(s []float32, scale float32) float32 {
 // where each key lives in k and v.
 func (be *Backend) attendRows(o device.Attention, q, k, v, y view, keys func(r int) (int, keyRows)) {
 	hd, group := o.HeadDim, o.Heads/o.KVHeads
+	rP, rOut := be.rounds("attention", "p"), be.rounds("attention", "out")
 	be.chunks(q.rows, 1, func(lo, hi int) {
 		tq, tk, tv := make([]float32, q.cols), make([]float32, k.cols), make([]float32, v.cols)
 		out := make([]float32, y.cols)
@@ -226,7 +229,7 @@ func (be *Backend) attendRows(o device.Attention, q, k, v, y view, keys func(r i
 					}
 					s[j] = d
 				}
-				sum := softmaxInPlace(s, o.Scale)
+				sum := softmaxInPlace(s, o.Scale, rP)
 				oh := out[h*hd : (h+1)*hd]
 				clear(oh)
 				for j, e := range s {
@@ -236,7 +239,7 @@ func (be *Backend) attendRows(o device.Attention, q, k, v, y view, keys func(r i
 					}
 				}
 				for t := range oh {
-					oh[t] /= sum
+					oh[t] = rnd(rOut, oh[t]/sum)
 				}
 			}
 			y.storeRow(r, out)

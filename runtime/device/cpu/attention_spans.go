@@ -11,6 +11,7 @@ func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans 
 	kern := be.kern
 	mr, nr := kern.mr, kern.nr
 	hd, group := o.HeadDim, o.Heads/o.KVHeads
+	rP, rOut := be.rounds("attention", "p"), be.rounds("attention", "out")
 	hdPad := (hd + nr - 1) / nr * nr
 	for s := 0; s+1 < len(spans); s++ {
 		lo, hi := int(spans[s]), int(spans[s+1])
@@ -40,7 +41,7 @@ func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans 
 				}
 				sums := make([]float32, rows)
 				for r := 0; r < rows; r++ {
-					sums[r] = softmaxInPlace(sc[r*nkPad:r*nkPad+nk], o.Scale)
+					sums[r] = softmaxInPlace(sc[r*nkPad:r*nkPad+nk], o.Scale, rP)
 				}
 				for c := 0; c < hdPad/nr; c++ {
 					kern.run(nk, sc, nkPad, vp[c*nk*nr:(c+1)*nk*nr], out[c*nr:], hdPad)
@@ -48,7 +49,7 @@ func (be *Backend) attendSpansKernel(o device.Attention, q, k, v, y view, spans 
 				for r := 0; r < rows; r++ {
 					oh := out[r*hdPad : r*hdPad+hd]
 					for t := range oh {
-						oh[t] /= sums[r]
+						oh[t] = rnd(rOut, oh[t]/sums[r])
 					}
 					y.storeSeg(r0+r, h*hd, oh)
 				}
@@ -66,6 +67,7 @@ func (be *Backend) attendCacheKernel(o device.Attention, q, ck, cv, y view, seqs
 	kern := be.kern
 	mr, nr := kern.mr, kern.nr
 	hd, group := o.HeadDim, o.Heads/o.KVHeads
+	rP, rOut := be.rounds("attention", "p"), be.rounds("attention", "out")
 	wide := 4 * nr // the one-row kernel's width: four panels
 	hdPad := (hd + wide - 1) / wide * wide
 	// the launch's rows by sequence, in order
@@ -111,14 +113,14 @@ func (be *Backend) attendCacheKernel(o device.Attention, q, ck, cv, y view, seqs
 					r := rows[b0+i]
 					keys := int(poss[r]) + 1
 					sr := sc[i*nkPad : i*nkPad+keys]
-					sum := softmaxInPlace(sr, o.Scale)
+					sum := softmaxInPlace(sr, o.Scale, rP)
 					clear(out)
 					for c := 0; c < hdPad/wide; c++ {
 						kern.row(keys, sr, vp[c*4*nk*nr:], nk*nr, out[c*wide:])
 					}
 					oh := out[:hd]
 					for t := range oh {
-						oh[t] /= sum
+						oh[t] = rnd(rOut, oh[t]/sum)
 					}
 					y.storeSeg(r, h*hd, oh)
 				}

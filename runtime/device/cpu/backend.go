@@ -27,6 +27,8 @@ type Backend struct {
 	firstErr error
 	kern     *microKernel // nil: the Go kernels
 	packs    packCache
+	prec     device.Precision
+	skip     string // a rounding point ("op.point") left out, for the tests' controls
 }
 
 // Option configures a Backend.
@@ -34,6 +36,13 @@ type Option func(*Backend)
 
 // Workers sets how many goroutines an op may use (default GOMAXPROCS).
 func Workers(n int) Option { return func(b *Backend) { b.workers = max(n, 1) } }
+
+// Precision sets how activations are kept (default F32Precision). In BF16Precision every F32
+// value written is rounded to BF16 and every op rounds at its catalog rounding points.
+func Precision(p device.Precision) Option { return func(b *Backend) { b.prec = p } }
+
+// Precision is the backend's precision.
+func (be *Backend) Precision() device.Precision { return be.prec }
 
 // PureGo makes Linear use the Go kernels even where an assembly FMA kernel exists.
 func PureGo() Option { return func(b *Backend) { b.kern = nil } }
@@ -74,7 +83,10 @@ func New(opts ...Option) *Backend {
 	return b
 }
 
-var _ device.Backend = (*Backend)(nil)
+var (
+	_ device.Backend     = (*Backend)(nil)
+	_ device.Precisioned = (*Backend)(nil)
+)
 
 // buffer holds its elements in the slice of its dtype: f32, u16 (BF16/F16 bits) or i32.
 type buffer struct {
@@ -99,6 +111,9 @@ func (be *Backend) Describe() string {
 	k := "go"
 	if be.kern != nil {
 		k = be.kern.name
+	}
+	if be.prec != device.F32Precision {
+		return fmt.Sprintf("cpu/%s/%d/%s", k, be.workers, be.prec)
 	}
 	return fmt.Sprintf("cpu/%s/%d", k, be.workers)
 }
@@ -160,7 +175,7 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 			return fmt.Errorf("write: []float32 into an I32 tensor; write []int32")
 		}
 		for i := range s {
-			v.set(at(i), s[i])
+			v.set(at(i), be.input(v.dt, s[i]))
 		}
 		return nil
 	case []byte:
@@ -179,7 +194,7 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 			case device.I32:
 				v.b.i32[at(i)] = int32(binary.LittleEndian.Uint32(s[4*i:]))
 			case device.F32:
-				v.set(at(i), math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:])))
+				v.set(at(i), be.input(v.dt, math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))))
 			case device.BF16, device.F16:
 				h := binary.LittleEndian.Uint16(s[2*i:])
 				if v.dt == srcType {
@@ -194,6 +209,12 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 		return nil
 	}
 	return fmt.Errorf("write: source %T; pass []float32, []int32 or []byte", src)
+}
+
+// input is x as written into a buffer of dt: rounded to BF16 in BF16 precision (a NaN is kept
+// as written, so that a poisoned output stays recognisable).
+func (be *Backend) input(dt device.DType, x float32) float32 {
+	return rnd(be.prec == device.BF16Precision && dt == device.F32 && x == x, x)
 }
 
 // Read copies t into dst: []float32 for float tensors, []int32 for I32 ones.

@@ -32,12 +32,13 @@ func (be *Backend) binary(op string, at, bt, yt device.Tensor, f func(a, b float
 		return err
 	}
 	n := a.cols
+	rOut := be.rounds(op, "out")
 	be.chunks(a.rows, rowGrain(n), func(lo, hi int) {
 		ta, tb, out := make([]float32, n), make([]float32, n), make([]float32, n)
 		for r := lo; r < hi; r++ {
 			ar, br := a.f32(r, ta), b.f32(r, tb)
 			for j := range out {
-				out[j] = f(ar[j], br[j])
+				out[j] = rnd(rOut, f(ar[j], br[j]))
 			}
 			y.storeRow(r, out)
 		}
@@ -65,11 +66,12 @@ func (be *Backend) activate(o device.Activate) error {
 		return err
 	}
 	n := x.cols
+	rOut := be.rounds(op, "out")
 	be.chunks(x.rows, rowGrain(n), func(lo, hi int) {
 		tx, out := make([]float32, n), make([]float32, n)
 		for r := lo; r < hi; r++ {
 			for j, v := range x.f32(r, tx) {
-				out[j] = act(o.Act, v)
+				out[j] = actRounded(o.Act, v, rOut)
 			}
 			y.storeRow(r, out)
 		}
@@ -104,12 +106,13 @@ func (be *Backend) glu(o device.GLU) error {
 		return err
 	}
 	n := g.cols
+	rAct, rOut := be.rounds(op, "act"), be.rounds(op, "out")
 	be.chunks(g.rows, rowGrain(n), func(lo, hi int) {
 		tg, tu, out := make([]float32, n), make([]float32, n), make([]float32, n)
 		for r := lo; r < hi; r++ {
 			gr, ur := g.f32(r, tg), u.f32(r, tu)
 			for j := range out {
-				out[j] = act(o.Act, gr[j]) * ur[j]
+				out[j] = rnd(rOut, actRounded(o.Act, gr[j], rAct)*ur[j])
 			}
 			y.storeRow(r, out)
 		}

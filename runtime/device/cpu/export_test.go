@@ -9,3 +9,6 @@ func PeakLoop() (name string, run func(n int), flopsPerIter int) {
 	k := ks[0]
 	return k.name, k.peak, k.peakFlops
 }
+
+// SkipRound leaves out one rounding point ("op.point") in BF16 precision: a planted control.
+func SkipRound(point string) Option { return func(b *Backend) { b.skip = point } }

@@ -65,7 +65,7 @@ func (be *Backend) linear(o device.Linear) error {
 	if err := be.resolve(op, ins, []operand{{"Y", &y}}, "Res>Y"); err != nil {
 		return err
 	}
-	be.gemm(x, w, b, res, y, o.Act)
+	be.gemm(x, w, b, res, y, epi{act: o.Act, prod: o.Round == device.RoundProduct && be.rounds(op, "product"), out: be.rounds(op, "out"), actR: be.rounds(op, "act"), res: be.rounds(op, "res")})
 	return nil
 }
 
@@ -85,7 +85,7 @@ func grow(s []float32, n int) []float32 {
 // smallGEMM is the work (multiply-adds) below which a linear runs on one goroutine.
 const smallGEMM = 1 << 18
 
-func (be *Backend) gemm(x, w, b, res, y view, a device.Act) {
+func (be *Backend) gemm(x, w, b, res, y view, a epi) {
 	workers := be.workers
 	if x.rows*x.cols*w.rows < smallGEMM {
 		workers = 1
@@ -108,7 +108,7 @@ func (be *Backend) gemm(x, w, b, res, y view, a device.Act) {
 
 // gemmTask computes Y[i0:i1, j0:j1] from W packed in four-column panels [K][4] (j0 is a
 // multiple of four).
-func gemmTask(s *gemmScratch, x view, wp []float32, b, res, y view, a device.Act, i0, i1, j0, j1 int) {
+func gemmTask(s *gemmScratch, x view, wp []float32, b, res, y view, a epi, i0, i1, j0, j1 int) {
 	k := x.cols
 	mr, nc := i1-i0, j1-j0
 	ng := (nc + 3) / 4

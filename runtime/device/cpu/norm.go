@@ -54,13 +54,14 @@ func (be *Backend) rmsnorm(o device.RMSNorm) error {
 	}
 	wr := w.f32(0, make([]float32, d))
 	eps := float64(o.Eps)
+	rSum, rNorm, rOut := be.rounds(op, "sum"), be.rounds(op, "norm"), be.rounds(op, "out")
 	be.chunks(m, rowGrain(d), func(lo, hi int) {
 		tx, tr, s, out := make([]float32, d), make([]float32, d), make([]float32, d), make([]float32, d)
 		for r := lo; r < hi; r++ {
 			copy(s, x.f32(r, tx))
 			if res.present() {
 				for j, v := range res.f32(r, tr) {
-					s[j] += v
+					s[j] = rnd(rSum, s[j]+v)
 				}
 				if sum.present() {
 					sum.storeRow(r, s)
@@ -75,7 +76,7 @@ func (be *Backend) rmsnorm(o device.RMSNorm) error {
 			}
 			rs := float32(1 / math.Sqrt(ss/float64(d)+eps))
 			for j, v := range s {
-				out[j] = (v * rs) * wr[j]
+				out[j] = rnd(rOut, rnd(rNorm, v*rs)*wr[j])
 			}
 			y.storeRow(r, out)
 		}
@@ -117,6 +118,7 @@ func (be *Backend) layernorm(o device.LayerNorm) error {
 	}
 	wr, br := w.f32(0, make([]float32, d)), b.f32(0, make([]float32, d))
 	eps := float64(o.Eps)
+	rOut := be.rounds(op, "out")
 	be.chunks(m, rowGrain(d), func(lo, hi int) {
 		tx, out := make([]float32, d), make([]float32, d)
 		for r := lo; r < hi; r++ {
@@ -134,7 +136,7 @@ func (be *Backend) layernorm(o device.LayerNorm) error {
 			rs := float32(1 / math.Sqrt(vr/float64(d)+eps))
 			mf := float32(mean)
 			for j, v := range xr {
-				out[j] = (v-mf)*rs*wr[j] + br[j]
+				out[j] = rnd(rOut, (v-mf)*rs*wr[j]+br[j])
 			}
 			y.storeRow(r, out)
 		}

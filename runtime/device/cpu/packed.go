@@ -138,7 +138,7 @@ var packPool = sync.Pool{New: func() any { return new(packScratch) }}
 // gemmPacked runs Y = act(X·Wᵀ + B) + Res with the assembly kernel. Rows are padded with zeros
 // to whole row panels and columns to whole column panels, so every element of Y, whatever the
 // launch's row count, is computed by the same kernel with the same chain of operations.
-func (be *Backend) gemmPacked(workers int, x, w, b, res, y view, a device.Act) {
+func (be *Backend) gemmPacked(workers int, x, w, b, res, y view, a epi) {
 	kern := be.kern
 	mr, nr := kern.mr, kern.nr
 	m, k, n := x.rows, x.cols, w.rows
@@ -218,9 +218,15 @@ func (be *Backend) gemmPacked(workers int, x, w, b, res, y view, a device.Act) {
 	})
 }
 
+// epi is a linear's epilogue: its activation, and which of its rounding points are on.
+type epi struct {
+	act                  device.Act
+	prod, out, actR, res bool
+}
+
 // epilogue adds the bias, applies the activation, adds the residual, and stores Y[i0:i1, j0:j1]
-// from acc (row stride ldc, column 0 = j0).
-func epilogue(acc []float32, ldc int, sb, sr, so *[]float32, b, res, y view, a device.Act, i0, i1, j0, j1 int) {
+// from acc (row stride ldc, column 0 = j0), rounding to BF16 at the points a says.
+func epilogue(acc []float32, ldc int, sb, sr, so *[]float32, b, res, y view, a epi, i0, i1, j0, j1 int) {
 	nc := j1 - j0
 	var bias []float32
 	if b.present() {
@@ -233,13 +239,15 @@ func epilogue(acc []float32, ldc int, sb, sr, so *[]float32, b, res, y view, a d
 		out := (*so)[:nc]
 		copy(out, acc[i*ldc:i*ldc+nc])
 		if bias != nil {
+			roundAll(a.prod, out)
 			for j := range out {
 				out[j] += bias[j]
 			}
 		}
-		if a != device.ActNone {
+		roundAll(a.out, out)
+		if a.act != device.ActNone {
 			for j, v := range out {
-				out[j] = act(a, v)
+				out[j] = actRounded(a.act, v, a.actR)
 			}
 		}
 		if res.present() {
@@ -247,6 +255,7 @@ func epilogue(acc []float32, ldc int, sb, sr, so *[]float32, b, res, y view, a d
 			for j := range out {
 				out[j] += rr[j]
 			}
+			roundAll(a.res, out)
 		}
 		y.storeSeg(i0+i, j0, out)
 	}

@@ -75,14 +75,16 @@ func (be *Backend) rope(o device.Rope) error {
 		return err
 	}
 	half := o.HeadDim / 2
+	perAxis := o.Mode == device.RopePerAxis
+	rTable, rTerms, rOut := be.rounds(op, "table") && !perAxis, be.rounds(op, "terms") && !perAxis, be.rounds(op, "out")
 	be.chunks(x.rows, rowGrain(x.cols), func(lo, hi int) {
 		cs, sn, tmp := make([]float32, half), make([]float32, half), make([]float32, x.cols)
 		for r := lo; r < hi; r++ {
 			p := pos.ints(r)
 			for j := range cs {
 				ang := float32(p[axis[j]]) * inv[j]
-				cs[j] = float32(math.Cos(float64(ang)))
-				sn[j] = float32(math.Sin(float64(ang)))
+				cs[j] = rnd(rTable, float32(math.Cos(float64(ang))))
+				sn[j] = rnd(rTable, float32(math.Sin(float64(ang))))
 			}
 			row := x.f32(r, tmp)
 			for h := 0; h < o.Heads; h++ {
@@ -90,8 +92,8 @@ func (be *Backend) rope(o device.Rope) error {
 				b := row[h*o.HeadDim+half : (h+1)*o.HeadDim]
 				for j := range a {
 					u, v := a[j], b[j]
-					a[j] = u*cs[j] - v*sn[j]
-					b[j] = v*cs[j] + u*sn[j]
+					a[j] = rnd(rOut, rnd(rTerms, u*cs[j])-rnd(rTerms, v*sn[j]))
+					b[j] = rnd(rOut, rnd(rTerms, v*cs[j])+rnd(rTerms, u*sn[j]))
 				}
 			}
 			if x.dt != device.F32 {

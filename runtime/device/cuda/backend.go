@@ -43,6 +43,7 @@ type Backend struct {
 	srcs     fs.FS // the sources New reads; the library holds them, specialised, afterwards
 	comp     nvccBuild
 	noGraphs bool
+	prec     device.Precision
 }
 
 // Option configures a Backend.
@@ -58,6 +59,9 @@ func Sources(fsys fs.FS) Option { return func(b *Backend) { b.srcs = fsys } }
 func CacheDir(dir string) Option {
 	return func(b *Backend) { b.comp.cache = gpu.Cache{Dir: dir, Ext: ".cubin"} }
 }
+
+// Precision sets how activations are kept (default F32Precision); see gpu.Config.
+func Precision(p device.Precision) Option { return func(b *Backend) { b.prec = p } }
 
 // Graphs turns the replay of repeated launch runs as CUDA graphs on (the default) or off;
 // TFC_GPU_GRAPHS=0 in the environment turns it off too.
@@ -94,7 +98,7 @@ func New(opts ...Option) (*Backend, error) {
 	}
 	b.comp.arch = b.arch
 	b.Backend, err = gpu.NewBackend(gpu.Config{Name: "cuda", Driver: drv, Thread: th, Library: lib,
-		Build: b.build, Image: "cubin", Release: b.release, NoGraphs: b.noGraphs})
+		Build: b.build, Image: "cubin", Release: b.release, NoGraphs: b.noGraphs, Precision: b.prec})
 	if err != nil {
 		th.Do(b.release)
 		th.Stop()

@@ -23,6 +23,10 @@ type Config struct {
 	Image string
 	// Release, when given, runs on the thread last at Close (e.g. to release the context).
 	Release func() error
+	// Precision is how activations are kept: in BF16Precision every family's source is built
+	// with TFC_BF16 defined to 1 (the kernels' rounding points and one-term tensor-core
+	// products) and every F32 value written is rounded to BF16.
+	Precision device.Precision
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
 	NoGraphs bool
 	// RunLen is how many launches a run holds before it goes to the driver (TFC_GPU_GRAPH_RUN
@@ -245,6 +249,9 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", be.cfg.Name, err)
 	}
+	if be.cfg.Precision == device.BF16Precision && b.DT == device.F32 {
+		RoundF32ToBF16(host)
+	}
 	if n == 0 {
 		return nil
 	}
@@ -326,6 +333,9 @@ func (be *Backend) address(buf device.Buffer) (uint64, error) {
 	return b.Ptr, nil
 }
 
+// Precision is the backend's precision.
+func (be *Backend) Precision() device.Precision { return be.cfg.Precision }
+
 // SpecializeFamily makes src the source of kernels/gen/<family>.hip on this backend, built (and
 // cached by its hash) on the family's next first launch. Once the family's module is loaded,
 // other source is refused.
@@ -340,6 +350,12 @@ func (l *loader) LoadModule(srcs fs.FS, family string) (uintptr, error) {
 	be := (*Backend)(l)
 	if be.cfg.Build == nil {
 		return 0, fmt.Errorf("%s: this backend cannot build %s", be.cfg.Name, family)
+	}
+	if be.cfg.Precision != device.F32Precision {
+		var err error
+		if srcs, err = WithPrecision(srcs, family, be.cfg.Precision); err != nil {
+			return 0, fmt.Errorf("%s: %w", be.cfg.Name, err)
+		}
 	}
 	image, err := be.cfg.Build(srcs, family)
 	if err != nil {

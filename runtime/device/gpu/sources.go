@@ -3,9 +3,11 @@ package gpu
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -247,5 +249,42 @@ func (c Cache) Store(key string, data []byte) {
 	cerr := tmp.Close()
 	if werr != nil || cerr != nil || os.Rename(tmp.Name(), dst) != nil {
 		os.Remove(tmp.Name())
+	}
+}
+
+// PrecisionMacro is the line a family's source starts with in p, or "" in F32Precision (the
+// headers default TFC_BF16 to 0).
+func PrecisionMacro(p device.Precision) string {
+	if p == device.BF16Precision {
+		return "#define TFC_BF16 1\n"
+	}
+	return ""
+}
+
+// WithPrecision returns srcs with the family file starting with p's macro line, so that the
+// build, and its cache key, see the precision.
+func WithPrecision(srcs fs.FS, family string, p device.Precision) (fs.FS, error) {
+	out := memFS{}
+	names, err := SourceFiles(srcs, family)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if out[n], err = fs.ReadFile(srcs, n); err != nil {
+			return nil, err
+		}
+	}
+	out[family] = append([]byte(PrecisionMacro(p)), out[family]...)
+	return out, nil
+}
+
+// RoundF32ToBF16 rounds the little-endian float32 values of host to BF16 in place; a NaN is kept
+// as written (the contract's poison stays recognisable).
+func RoundF32ToBF16(host []byte) {
+	for i := 0; i+4 <= len(host); i += 4 {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(host[i:]))
+		if x == x {
+			binary.LittleEndian.PutUint32(host[i:], math.Float32bits(device.RoundBF16(x)))
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/kernels"
+	"tfc/runtime/device"
 )
 
 // kernelDecl matches an extern "C" kernel and its parameter list in generated HIP.
@@ -97,6 +98,32 @@ func TestCacheKey(t *testing.T) {
 		if k == base {
 			t.Errorf("a changed %s kept the key", name)
 		}
+	}
+}
+
+// TestWithPrecision: BF16 precision starts the family's file with its macro, which changes the
+// cache key; the headers stay as they are.
+func TestWithPrecision(t *testing.T) {
+	src := fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte("a")}}
+	bf, err := WithPrecision(src, "a.hip", device.BF16Precision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.ReadFile(bf, "a.hip"); string(got) != "#define TFC_BF16 1\na" {
+		t.Errorf("a.hip in BF16 precision is %q", got)
+	}
+	if got, _ := fs.ReadFile(bf, "tfc_hip.h"); string(got) != "h" {
+		t.Errorf("tfc_hip.h in BF16 precision is %q", got)
+	}
+	k0, _ := CacheKey("v", "sm_90", src, "a.hip")
+	k1, _ := CacheKey("v", "sm_90", bf, "a.hip")
+	if k0 == k1 {
+		t.Error("BF16 precision kept the cache key")
+	}
+	host := []byte{0x00, 0x10, 0x81, 0x3f} // 1.0078125 + 2^-12: rounds down to 1.0078125
+	RoundF32ToBF16(host)
+	if host[0] != 0 || host[1] != 0 || host[2] != 0x81 || host[3] != 0x3f {
+		t.Errorf("rounded to % x", host)
 	}
 }
 

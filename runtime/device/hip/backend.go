@@ -41,6 +41,7 @@ type Backend struct {
 	srcs     fs.FS // the sources New reads; the library holds them, specialised, afterwards
 	build    builder
 	noGraphs bool
+	prec     device.Precision
 }
 
 // Option configures a Backend.
@@ -59,6 +60,9 @@ func CacheDir(dir string) Option {
 
 // Target builds for the given gfx target instead of the one the card reports.
 func Target(gfx string) Option { return func(b *Backend) { b.build.target = gfx } }
+
+// Precision sets how activations are kept (default F32Precision); see gpu.Config.
+func Precision(p device.Precision) Option { return func(b *Backend) { b.prec = p } }
 
 // Graphs turns the replay of repeated launch runs as HIP graphs on (the default) or off;
 // TFC_GPU_GRAPHS=0 in the environment turns it off too.
@@ -96,7 +100,7 @@ func New(opts ...Option) (*Backend, error) {
 		b.build.target = baseTarget(b.arch)
 	}
 	b.Backend, err = gpu.NewBackend(gpu.Config{Name: "hip", Driver: a, Thread: th, Library: lib,
-		Build: b.buildModule, Image: b.build.target + " code object", NoGraphs: b.noGraphs})
+		Build: b.buildModule, Image: b.build.target + " code object", NoGraphs: b.noGraphs, Precision: b.prec})
 	if err != nil {
 		th.Stop()
 		return nil, err

@@ -38,6 +38,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -73,6 +74,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -108,6 +110,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
   for (int c = threadIdx.x; c < D; c += 256) {
     float v = (row[c] - mean) * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
     v += tfc_ld(op0_B + c);
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -152,7 +155,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 1280) || (n >= 1280 && n < 2560))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -164,7 +167,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
       smem[r * (bn + 1) + c] = x;
@@ -179,7 +182,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
     }
@@ -223,7 +226,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 1280) || (n >= 1280 && n < 2560))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -235,7 +238,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
       smem[r * (bn + 1) + c] = x;
@@ -250,7 +253,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
       const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
-      tfc_rotate(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
     }
@@ -309,8 +312,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -348,8 +351,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -389,8 +392,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_quick_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_quick_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -427,8 +430,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_quick_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_quick_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -470,8 +473,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -510,8 +513,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
-    v = tfc_gelu(v);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -549,8 +552,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_norm_gelu(
   for (int c = threadIdx.x; c < D; c += 256) {
     float v = (row[c] - mean) * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
     v += tfc_ld(op0_B + c);
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
-    v = tfc_gelu_tanh(v);
+    v = tfc_rnd(tfc_gelu_tanh(v));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + c, v);
   }
 }
@@ -625,7 +629,7 @@ extern "C" __global__ __launch_bounds__(256) void add_rmsnorm(
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
     float v = tfc_ld(op0_A + (size_t)m * tfc_stride<MUT>(op0_A_ld) + c);
-    v += tfc_ld(op0_B + (size_t)m * op0_B_ld + c);
+    v = tfc_rnd(v + tfc_ld(op0_B + (size_t)m * op0_B_ld + c));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
     row[c] = v;
   }
@@ -633,7 +637,7 @@ extern "C" __global__ __launch_bounds__(256) void add_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op1_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op1_W + c)));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + c, v);
   }
 }
@@ -656,7 +660,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
     float v = tfc_ld(op0_X + (size_t)m * tfc_stride<MUT>(op0_X_ld) + c);
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + c);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + c));
     tfc_st(op0_Sum + (size_t)m * op0_Sum_ld + c, v);
     row[c] = v;
   }
@@ -664,7 +668,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -707,7 +711,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 1536))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -719,7 +723,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 128);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -761,7 +765,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 1536))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -773,7 +777,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 128);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -818,7 +822,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 256))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -830,7 +834,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 128);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -872,7 +876,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     if (!((n >= 0 && n < 256))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -884,7 +888,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
       const float f = powf(1e+06f, -2.f * j / 128);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
     }
@@ -926,7 +930,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -963,7 +967,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_B + n);
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -985,7 +989,7 @@ extern "C" __global__ __launch_bounds__(256) void mrope(
     float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);
     const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
     const float f = powf(1e+06f, -2.f * j / 128);
-    tfc_rotate(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
+    tfc_rotate<true>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
     tfc_st(p + j, x);
     tfc_st(p + j + HALF, y);
   }
@@ -1079,7 +1083,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1116,7 +1121,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1155,7 +1161,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1191,7 +1198,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1233,7 +1241,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1272,7 +1281,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1290,7 +1300,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
   const int m = blockIdx.x, c = blockIdx.y * 256 + threadIdx.x;
   if (m >= M || c >= tfc_bound<MUT>(N)) return;
   float v = tfc_ld(op0_Gate + (size_t)m * tfc_stride<MUT>(op0_Gate_ld) + c);
-  v = tfc_silu(v) * tfc_ld(op0_Up + (size_t)m * op0_Up_ld + c);
+  v = tfc_rnd(tfc_rnd(tfc_silu(v)) * tfc_ld(op0_Up + (size_t)m * op0_Up_ld + c));
   tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
 }
 
@@ -1329,7 +1339,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1366,7 +1377,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1391,9 +1403,9 @@ extern "C" __global__ __launch_bounds__(256) void elementwise_chain(
   const int m = blockIdx.x, c = blockIdx.y * 256 + threadIdx.x;
   if (m >= M || c >= tfc_bound<MUT>(N)) return;
   float v = tfc_ld(op0_A + (size_t)m * tfc_stride<MUT>(op0_A_ld) + c);
-  v += tfc_ld(op0_B + (size_t)m * op0_B_ld + c);
-  v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + c);
-  v = tfc_gelu_tanh(v);
+  v = tfc_rnd(v + tfc_ld(op0_B + (size_t)m * op0_B_ld + c));
+  v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + c));
+  v = tfc_rnd(tfc_gelu_tanh(v));
   tfc_st(op3_Y + (size_t)m * op3_Y_ld + c, v);
 }
 
@@ -1419,7 +1431,7 @@ extern "C" __global__ __launch_bounds__(256) void final_norm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -1458,6 +1470,7 @@ extern "C" __global__ __launch_bounds__(256) void lm_head(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1493,6 +1506,7 @@ extern "C" __global__ __launch_bounds__(256) void lm_head_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
