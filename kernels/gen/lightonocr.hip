@@ -38,6 +38,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -73,6 +74,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -99,7 +101,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-05f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -136,6 +138,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     if (!((n >= 0 && n < 40))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
@@ -147,7 +150,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
       const float f = powf(10000.0f, -2.f * (2 * (j - (a == 0 ? 0 : 5)) + a) / 20);
-      tfc_rotate(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 10, y);
     }
@@ -188,6 +191,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_v_pro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -223,6 +227,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_v_pro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -278,7 +283,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -315,7 +321,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -354,6 +361,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_up_pr
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -389,6 +397,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_up_pr
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -430,8 +439,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -470,8 +480,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -511,7 +522,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -548,7 +560,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -575,7 +588,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm_norm
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -631,6 +644,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -666,6 +680,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -704,7 +719,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_gelu(v);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -740,7 +756,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_gelu(v);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_gelu(v));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -779,6 +796,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -814,6 +832,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -874,7 +893,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -913,6 +932,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -948,6 +968,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -974,7 +995,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm_q_no
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) part = fmaf(row[c], row[c], part);
   const float inv = rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-06f);
   for (int c = threadIdx.x; c < D; c += 256) {
-    float v = row[c] * inv * tfc_scale<MUT>(tfc_ld(op0_W + c));
+    float v = tfc_rnd(tfc_rnd(row[c] * inv) * tfc_scale<MUT>(tfc_ld(op0_W + c)));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, v);
   }
 }
@@ -1013,6 +1034,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1048,6 +1070,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1069,7 +1092,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope(
     float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);
     const int a = 0;
     const float f = powf(1e+06f, -2.f * j / 16);
-    tfc_rotate(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
+    tfc_rotate<true>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
     tfc_st(p + j, x);
     tfc_st(p + j + HALF, y);
   }
@@ -1092,7 +1115,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope_k(
     float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);
     const int a = 0;
     const float f = powf(1e+06f, -2.f * j / 16);
-    tfc_rotate(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
+    tfc_rotate<true>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
     tfc_st(p + j, x);
     tfc_st(p + j + HALF, y);
   }
@@ -1186,7 +1209,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1223,7 +1247,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1262,6 +1287,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_up_pr
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1297,6 +1323,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_up_pr
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1338,8 +1365,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1378,8 +1406,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1419,7 +1448,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1456,7 +1486,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
-    v += tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n);
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1512,6 +1543,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
@@ -1547,6 +1579,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
