@@ -182,7 +182,7 @@ var Ops = []Op{
 			{Path: "Rows.PageTable", In: true, Index: true, WithCache: 1}},
 		Attrs:  []Attr{{"Heads", "int"}, {"KVHeads", "int"}, {"HeadDim", "int"}, {"Scale", "float32"}, {"Cache", "*KVCache"}, {"Rows", "*Rows"}},
 		Consts: []Const{{"heads", "Heads", IntAttr}, {"kv_heads", "KVHeads", IntAttr}, {"head_dim", "HeadDim", IntAttr}, {"scale", "Scale", FloatAttr}},
-		Round: []Round{{"p", "the softmax weights exp(s − max) before P·V, scores and their sum F32 (as flash and SDPA kernels do)"},
+		Round: []Round{{"p", "the softmax weights exp(s − max) before P·V, scores and their sum F32 (as flash and SDPA kernels do; a kernel may take its running max)"},
 			{"out", "the output, P·V over the F32 sum of weights"}}},
 	{Name: "add", Type: "Add", Class: Elementwise, Role: Pointwise, Rows: "Y",
 		Doc:     []string{"Add: Y = A + B, elementwise over equal shapes."},

@@ -96,22 +96,28 @@ func TestRoundingPoints(t *testing.T) {
 			t.Errorf("%s has rounding points but no case here", o.Name)
 			continue
 		}
-		t.Run(o.Name, func(t *testing.T) {
-			bf := runRound(t, o.Name, cpu.Precision(device.BF16Precision))
-			for i, v := range bf {
-				if device.RoundBF16(v) != v && v == v {
-					t.Fatalf("output %d = %g is not BF16-exact", i, v)
-				}
-			}
-			if sameBits(bf, runRound(t, o.Name)) < 0 {
-				t.Errorf("BF16 precision gives F32 precision's bits")
-			}
-			for _, p := range catalog.Rounds(o.Name) {
-				if sameBits(bf, runRound(t, o.Name, cpu.Precision(device.BF16Precision), cpu.SkipRound(o.Name+"."+p))) < 0 {
-					t.Errorf("leaving out rounding point %s.%s changes nothing", o.Name, p)
-				}
-			}
-		})
+		for _, k := range cpu.Kernels() {
+			t.Run(o.Name+"/"+k, func(t *testing.T) { checkRounding(t, o.Name, cpu.Kernel(k)) })
+		}
+	}
+}
+
+// checkRounding is TestRoundingPoints for op name on a CPU backend made with kern.
+func checkRounding(t *testing.T, name string, kern cpu.Option) {
+	bf16 := cpu.Precision(device.BF16Precision)
+	bf := runRound(t, name, kern, bf16)
+	for i, v := range bf {
+		if device.RoundBF16(v) != v && v == v {
+			t.Fatalf("output %d = %g is not BF16-exact", i, v)
+		}
+	}
+	if sameBits(bf, runRound(t, name, kern)) < 0 {
+		t.Errorf("BF16 precision gives F32 precision's bits")
+	}
+	for _, p := range catalog.Rounds(name) {
+		if sameBits(bf, runRound(t, name, kern, bf16, cpu.SkipRound(name+"."+p))) < 0 {
+			t.Errorf("leaving out rounding point %s.%s changes nothing", name, p)
+		}
 	}
 }
 
