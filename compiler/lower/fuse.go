@@ -15,16 +15,20 @@ import (
 //   - swiglu(gate, up) becomes the gate linear with a silu epilogue times up;
 //   - a rope of (columns of) a linear's output, and an elementwise op over a linear's or a
 //     norm's output, join that launch.
-func Fuse(g *Graph) {
-	fuseBlock(g, &g.Steps)
+//
+// First, linears reading the same input become one over their weights stacked (fuseSiblings);
+// stacked weights are added to p's.
+func Fuse(p *Program, g *Graph) {
+	fuseBlock(p, g, &g.Steps)
 }
 
-func fuseBlock(g *Graph, steps *[]*Step) {
+func fuseBlock(p *Program, g *Graph, steps *[]*Step) {
 	for _, s := range *steps {
 		if s.Loop != nil {
-			fuseBlock(g, &s.Loop.Steps)
+			fuseBlock(p, g, &s.Loop.Steps)
 		}
 	}
+	fuseSiblings(p, g, steps)
 	for changed := true; changed; {
 		changed = fuseEpilogues(g, steps) || fuseGLU(g, steps) || fuseConsumers(g, steps)
 	}
