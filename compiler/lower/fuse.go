@@ -12,7 +12,8 @@ import (
 // a chain: its first op produces, the later ones are epilogues over its output.
 //   - an activation that only consumes a linear becomes the linear's epilogue (Act);
 //   - a residual add of a linear's only use becomes the linear's epilogue (Res);
-//   - swiglu(gate, up) becomes the gate linear with a silu epilogue times up;
+//   - swiglu(gate, up) becomes the gate linear with a silu epilogue times up, or, gate and up
+//     being the halves of one stacked linear, that linear's epilogue;
 //   - a rope of (columns of) a linear's output, and an elementwise op over a linear's or a
 //     norm's output, join that launch.
 //
@@ -192,6 +193,9 @@ func fuseConsumers(g *Graph, steps *[]*Step) bool {
 		}
 		op := s.Ops[0]
 		if !fuses(p.Ops[0].Kind, op.Kind) || p.Ops[0].Out == nil {
+			continue
+		}
+		if op.Kind == "glu" && p.Ops[0].Kind == "linear" && (len(p.Ops) != 1 || !gluPairs(p.Ops[0], op)) {
 			continue
 		}
 		if op.Args[0].Value.Storage() != p.Ops[0].Out.Storage() {

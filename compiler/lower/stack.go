@@ -20,13 +20,22 @@ func fuseSiblings(p *Program, g *Graph, steps *[]*Step) {
 			continue
 		}
 		group, at := []*Op{first}, []int{i}
+		glu := gluOf(g, first.Out)
 		for j := i + 1; j < len(*steps); j++ {
-			if op := sibling(g, (*steps)[j]); op != nil && stackable(first, op) {
+			if op := sibling(g, (*steps)[j]); op != nil && stackable(first, op) && gluOf(g, op.Out) == glu {
 				group, at = append(group, op), append(at, j)
 			}
 		}
 		if len(group) < 2 {
 			continue
+		}
+		if glu != nil { // the gate's columns first, then the up's: glu pairs column j with j + F
+			if len(group) != 2 || glu.Arg("Gate") == glu.Arg("Up") || !glu.Arg("Gate").Cols.Equal(glu.Arg("Up").Cols) {
+				continue
+			}
+			if group[0].Out != glu.Arg("Gate") {
+				group[0], group[1] = group[1], group[0]
+			}
 		}
 		(*steps)[i] = &Step{Launch: &Launch{Ops: []*Op{stackLinears(p, g, group)}}}
 		for k := len(at) - 1; k > 0; k-- {
@@ -74,15 +83,37 @@ func stackable(a, b *Op) bool {
 
 // siblingReader reports whether an op reads field as a column slice of a wider output as it
 // reads a whole one: a rope rotates the columns it is given in place, attention reads its
-// heads through the row stride (and stores K and V rows into the cache from there).
+// heads through the row stride (and stores K and V rows into the cache from there), and a glu
+// whose gate and up are the two halves of one stack pairs their columns in the GEMM's epilogue.
 func siblingReader(kind, field string) bool {
 	switch kind {
 	case "rope":
 		return field == "X"
 	case "attention":
 		return field == "Q" || field == "K" || field == "V"
+	case "glu":
+		return field == "Gate" || field == "Up"
 	}
 	return false
+}
+
+// gluOf is the glu reading v as its gate or up, or nil.
+func gluOf(g *Graph, v *Value) *Op {
+	for _, op := range g.Ops() {
+		if op.Kind == "glu" && (op.Arg("Gate") == v || op.Arg("Up") == v) {
+			return op
+		}
+	}
+	return nil
+}
+
+// gluPairs reports whether glu's gate and up are the first and second half of lin's output.
+func gluPairs(lin, glu *Op) bool {
+	gate, up, y := glu.Arg("Gate"), glu.Arg("Up"), lin.Out
+	if gate == nil || up == nil || y == nil || gate.Kind != View || up.Kind != View || gate.Base != y || up.Base != y || gate.ColLo == nil || up.ColLo == nil {
+		return false
+	}
+	return gate.ColLo.IsZero() && up.ColLo.Equal(*gate.ColHi) && up.ColHi.Equal(y.Cols) && gate.Cols.Equal(up.Cols)
 }
 
 // slicesReadable reports whether every reader of v, and of the values an op writing it in place

@@ -342,158 +342,85 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
   }
 }
 
-// dotsocr_vision_linear: linear
+// dotsocr_vision_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/dots_ocr.graph:133
-// launch dotsocr_vision_linear: grid (ceil(M/64), 1), or (1, 4) as dotsocr_vision_linear_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
+// launch dotsocr_vision_linear_silu_glu: grid (ceil(M/64), 2), or (1, 8) as dotsocr_vision_linear_silu_glu_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-// dotsocr_vision_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/dots_ocr.graph:133
-// launch dotsocr_vision_linear_silu_mul: grid (ceil(M/64), 1), or (1, 4) as dotsocr_vision_linear_silu_mul_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
+  constexpr int BM = 64, BN = 64, N = 128, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 64;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul_rows(
+extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
+  constexpr int BM = 64, BN = 64, N = 128, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 64;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1026,158 +953,85 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   }
 }
 
-// dotsocr_decode_linear: linear
+// dotsocr_decode_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear: grid (ceil(M/64), 2), or (1, 8) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
+// launch dotsocr_decode_linear_silu_glu: grid (ceil(M/64), 4), or (1, 16) as dotsocr_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-// dotsocr_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) as dotsocr_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
+  constexpr int BM = 64, BN = 64, N = 256, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 128;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul_rows(
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
+  constexpr int BM = 64, BN = 64, N = 256, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 128;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_silu(v);
-    v *= tfc_ld(op1_B + (size_t)m * op1_B_ld + n);
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1276,10 +1130,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, tfc_ld(op0_X + (size_t)i * tfc_stride<MUT>(op0_X_ld) + c));
 }
 
-// dotsocr_decode_linear_logits: linear
+// dotsocr_decode_linear: linear
 // from graphs/qwen2_vl.graph:153
-// launch dotsocr_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_logits_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
+// launch dotsocr_decode_linear: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -1314,7 +1168,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits_rows(
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,

@@ -107,7 +107,7 @@ var Ops = []Op{
 			"Res [M,N] optional (added after the activation), Y [M,N]. Y may alias Res."},
 		Tensors:   []Tensor{in("X"), weight("W"), optional(weight("B"), "has_bias"), optional(reuse(in("Res")), "has_res"), out("Y")},
 		Attrs:     []Attr{{"Act", "Act"}},
-		Epilogues: []string{"rope", "activate", "add", "mul", "copy"},
+		Epilogues: []string{"rope", "activate", "add", "mul", "copy", "glu"},
 		Consts:    []Const{{"N", "W", RowCount}, {"K", "X", Cols}}},
 	{Name: "rmsnorm", Type: "RMSNorm", Class: Reduction, Role: Producer, Rows: "X", Scale: "W",
 		Doc: []string{"RMSNorm: Y = x / sqrt(mean(x²) + Eps) * W, per row. X, Y [M,D], W [1,D].",
