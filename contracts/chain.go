@@ -10,8 +10,9 @@ import (
 )
 
 // Chain builds the device ops of kernel k over random operands at its specialised shapes, with
-// m rows: each later op reads the previous op's output, and a rope rotates its column slice of
-// the last non-rope output, as compiler/emit/hip chains them.
+// m rows: each later op reads the previous op's output, a rope rotates its column slice of the
+// last non-rope output, and a glu after a linear reads its gate and up columns of the linear's
+// output, as compiler/emit/hip chains them.
 func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 	dt := func(o hip.Op, field string) device.DType {
 		switch o.DTypes[field] {
@@ -141,6 +142,10 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 		case "glu":
 			n := o.Ints["N"]
 			g := device.GLU{Gate: input(o, "Gate", n), Up: b.Act(dt(o, "Up"), m, n), Act: act}
+			if up, ok := o.Ints["up_col"]; ok && len(ops) > 0 { // the halves of a stacked linear's output
+				gate := o.Ints["gate_col"]
+				g.Gate, g.Up = last.ColSlice(gate, gate+n), last.ColSlice(up, up+n)
+			}
 			g.Y = b.Out(dt(o, "Y"), m, n)
 			op, last = g, g.Y
 		case "copy":

@@ -28,7 +28,7 @@ func TestFamilyContractOnCPU(t *testing.T) {
 	var log strings.Builder
 	r := contracts.Run(target, f, s, &log)
 	t.Log("\n" + log.String())
-	if len(r.Kernels) != len(f.Kernels) || len(r.Kernels) < 20 {
+	if len(r.Kernels) != len(f.Kernels) || len(r.Kernels) < 15 {
 		t.Errorf("checked %d kernels of %d", len(r.Kernels), len(f.Kernels))
 	}
 	if !r.OK() {
@@ -56,7 +56,7 @@ func TestFamilyContractOnCPU(t *testing.T) {
 		t.Errorf("receipt named %s", path)
 	}
 	text, _ := os.ReadFile(path)
-	if !strings.Contains(string(text), r.Summary()) || !strings.Contains(string(text), "`qwen2vl_decode_linear_logits`") {
+	if !strings.Contains(string(text), r.Summary()) || !strings.Contains(string(text), "`qwen2vl_decode_linear_silu_glu`") {
 		t.Errorf("receipt lacks the summary or a kernel row:\n%s", text)
 	}
 }

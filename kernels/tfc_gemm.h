@@ -33,6 +33,16 @@ template <int HALF>
 __device__ __forceinline__ int tfc_col(tfc_rope_pairs<HALF> p, int c) {
   return p.n0 + (c < TFC_SMALL_BN / 2 ? c : c - TFC_SMALL_BN / 2 + HALF);
 }
+// tfc_glu_pairs is a BN-column tile of a gate and up stack: gate columns n0 + [0, BN/2), then
+// their up partners HALF (the gate's width) columns on.
+template <int BN, int HALF>
+struct tfc_glu_pairs {
+  int n0;
+};
+template <int BN, int HALF>
+__device__ __forceinline__ int tfc_col(tfc_glu_pairs<BN, HALF> p, int c) {
+  return p.n0 + (c < BN / 2 ? c : c - BN / 2 + HALF);
+}
 
 // tfc_rows_chunk sums, for the tile's rows, the chunk of item it (column c + BN·chunk j of the
 // batch starting at chunk j0; output column tfc_col(cols, c)) into smem[(r*BN + c)*nb + j], walking
@@ -198,16 +208,17 @@ __device__ __forceinline__ void tfc_gemm_rows(float* smem, const TX* X, int ldx,
   __syncthreads();
 }
 
-// tfc_gemm_tile computes the BM×BN tile at (m0, n0) of X·Wᵀ, X [M,K] and W [N,K], accumulating in
-// F32 in the order above, and leaves it in smem as C[r*(BN+1) + c] for the epilogue.
+// tfc_gemm_tile computes the BM×BN tile at row m0 of X·Wᵀ, X [M,K] and W [N,K] (tile column c is
+// column tfc_col(cols, c): cols is n0, or a tfc_glu_pairs), accumulating in F32 in the order
+// above, and leaves it in smem as C[r*(BN+1) + c] for the epilogue.
 // 256 threads as a 16×16 grid; thread (ty, tx) owns rows ty+16i and columns tx+16j.
-template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW>
-__device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx, const TW* W, int ldw, int M, int m0, int n0) {
+template <int BM, int BN, int BK, int N, int K, int MUT, typename TX, typename TW, typename COLS>
+__device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx, const TW* W, int ldw, int M, int m0, COLS cols) {
   static_assert(BM % 16 == 0 && BN % 16 == 0, "tile sides must be multiples of 16");
   static_assert(TFC_KC == 64 && TFC_KC % BK == 0 && BM >= TFC_SMALL_ROWS, "chunks hold whole BK steps");
   const int rows = M - m0 < BM ? M - m0 : BM;
   if (rows <= TFC_SMALL_ROWS) {
-    tfc_gemm_rows<BM, BN, BK, N, K, MUT>(smem, X, ldx, W, ldw, rows, m0, n0);
+    tfc_gemm_rows<BM, BN, BK, N, K, MUT>(smem, X, ldx, W, ldw, rows, m0, cols);
     return;
   }
   constexpr int TM = BM / 16, TN = BN / 16;
@@ -228,7 +239,7 @@ __device__ __forceinline__ void tfc_gemm_tile(float* smem, const TX* X, int ldx,
       As[k * (BM + 1) + r] = (m < M && kk < kend) ? tfc_ld(X + (size_t)m * ldxm + kk) : 0.f;
     }
     for (int e = threadIdx.x; e < BN * BK; e += 256) {
-      const int c = e / BK, k = e % BK, n = n0 + c, kk = k0 + k;
+      const int c = e / BK, k = e % BK, n = tfc_col(cols, c), kk = k0 + k;
       Bs[k * (BN + 1) + c] = (n < N && kk < kend) ? tfc_ld(W + (size_t)n * ldw + kk) : 0.f;
     }
     tfc_fill_barrier<MUT>();

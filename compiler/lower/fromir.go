@@ -19,7 +19,7 @@ func Lower(m *ir.Module) (*Program, error) {
 	}
 	FoldConstants(p)
 	for _, g := range p.Graphs {
-		Fuse(g)
+		Fuse(p, g)
 	}
 	NameKernels(p)
 	for _, g := range p.Graphs {

@@ -12,19 +12,24 @@ import (
 // a chain: its first op produces, the later ones are epilogues over its output.
 //   - an activation that only consumes a linear becomes the linear's epilogue (Act);
 //   - a residual add of a linear's only use becomes the linear's epilogue (Res);
-//   - swiglu(gate, up) becomes the gate linear with a silu epilogue times up;
+//   - swiglu(gate, up) becomes the gate linear with a silu epilogue times up, or, gate and up
+//     being the halves of one stacked linear, that linear's epilogue;
 //   - a rope of (columns of) a linear's output, and an elementwise op over a linear's or a
 //     norm's output, join that launch.
-func Fuse(g *Graph) {
-	fuseBlock(g, &g.Steps)
+//
+// First, linears reading the same input become one over their weights stacked (fuseSiblings);
+// stacked weights are added to p's.
+func Fuse(p *Program, g *Graph) {
+	fuseBlock(p, g, &g.Steps)
 }
 
-func fuseBlock(g *Graph, steps *[]*Step) {
+func fuseBlock(p *Program, g *Graph, steps *[]*Step) {
 	for _, s := range *steps {
 		if s.Loop != nil {
-			fuseBlock(g, &s.Loop.Steps)
+			fuseBlock(p, g, &s.Loop.Steps)
 		}
 	}
+	fuseSiblings(p, g, steps)
 	for changed := true; changed; {
 		changed = fuseEpilogues(g, steps) || fuseGLU(g, steps) || fuseConsumers(g, steps)
 	}
@@ -188,6 +193,9 @@ func fuseConsumers(g *Graph, steps *[]*Step) bool {
 		}
 		op := s.Ops[0]
 		if !fuses(p.Ops[0].Kind, op.Kind) || p.Ops[0].Out == nil {
+			continue
+		}
+		if op.Kind == "glu" && p.Ops[0].Kind == "linear" && (len(p.Ops) != 1 || !gluPairs(p.Ops[0], op)) {
 			continue
 		}
 		if op.Args[0].Value.Storage() != p.Ops[0].Out.Storage() {

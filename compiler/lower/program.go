@@ -72,8 +72,9 @@ type Weight struct {
 	Pos    Pos
 	// Unfold, when set, is the factor f of an unfold view: columns c*f + k are loaded as k*C + c.
 	Unfold   *Expr
-	unfoldAt *Pos // where a graph reads it through unfold
-	plain    *Pos // where a graph reads it without
+	unfoldAt *Pos      // where a graph reads it through unfold
+	plain    *Pos      // where a graph reads it without
+	Parts    []*Weight // a stack: these weights' rows one after another (Prefix and Path unset)
 }
 
 // Rows and Cols view a weight as the 2-D tensor the device ops take.
@@ -92,8 +93,15 @@ func (w *Weight) Cols() ir.Dim {
 	return ir.Shape(w.Shape[1:]).Elems()
 }
 
-// Display is the weight's name as the graph writes it.
+// Display is the weight's name as the graph writes it; a stack's names its parts in braces.
 func (w *Weight) Display() string {
+	if len(w.Parts) > 0 {
+		var names []string
+		for _, p := range w.Parts {
+			names = append(names, p.Display())
+		}
+		return braces(names, ".")
+	}
 	p := w.Path
 	if w.Index != "" {
 		p = strings.Replace(p, ".{i}", "["+w.Index+"]", 1)

@@ -34,18 +34,20 @@ type RunnerSpec struct {
 
 // WeightSpec is one tensor a runner reads: the Go field it loads into (Group, when set, is the
 // per-layer slice holding the field), its name (Prefix's chosen alternative, then Path with
-// "{i}" the layer), its shape, the layers (Count, with a Group) and when it is present.
+// "{i}" the layer), its shape, the layers (Count, with a Group) and when it is present. A
+// stacked weight has no name of its own: its Parts' tensors are loaded row after row.
 type WeightSpec struct {
 	Group  string        `json:"group,omitempty"`
-	Field  string        `json:"field"`
+	Field  string        `json:"field,omitempty"`
 	Prefix string        `json:"prefix,omitempty"`
-	Path   string        `json:"path"`
+	Path   string        `json:"path,omitempty"`
 	Count  *lower.Expr   `json:"count,omitempty"`
 	Shape  []*lower.Expr `json:"shape"`
 	Cond   *lower.Expr   `json:"cond,omitempty"`
 	// Unfold, when set, is the factor f of an unfold view: column c*f + k loads as k*C + c.
-	Unfold *lower.Expr `json:"unfold,omitempty"`
-	Pos    string      `json:"pos"`
+	Unfold *lower.Expr  `json:"unfold,omitempty"`
+	Parts  []WeightSpec `json:"parts,omitempty"`
+	Pos    string       `json:"pos"`
 }
 
 // SizeSpec is a symbolic size of a graph's inputs at its largest: an expression of the limits
@@ -89,14 +91,7 @@ func family(p *lower.Program, out *Program) {
 func runner(p *lower.Program, g *lower.Graph) RunnerSpec {
 	r := RunnerSpec{Name: g.Name, Sites: g.Sites()}
 	for _, w := range p.WeightsOf(g) {
-		s := WeightSpec{Group: w.Group, Field: w.Field, Prefix: w.Prefix, Path: w.Path, Cond: w.Cond, Unfold: w.Unfold, Pos: fmt.Sprintf("%s:%d", w.Pos.File, w.Pos.Line)}
-		if w.Group != "" {
-			s.Count = lower.FromDim(w.Count)
-		}
-		for _, d := range w.Shape {
-			s.Shape = append(s.Shape, lower.FromDim(d))
-		}
-		r.Weights = append(r.Weights, s)
+		r.Weights = append(r.Weights, weightSpec(w))
 	}
 	for _, d := range g.Sizes {
 		r.Sizes = append(r.Sizes, SizeSpec{Name: d.Name, Limit: lower.FromDim(d.Limit)})
@@ -107,6 +102,23 @@ func runner(p *lower.Program, g *lower.Graph) RunnerSpec {
 		}
 	}
 	return r
+}
+
+// weightSpec is weight w's WeightSpec.
+func weightSpec(w *lower.Weight) WeightSpec {
+	s := WeightSpec{Group: w.Group, Field: w.Field, Prefix: w.Prefix, Path: w.Path, Cond: w.Cond, Unfold: w.Unfold, Pos: fmt.Sprintf("%s:%d", w.Pos.File, w.Pos.Line)}
+	if w.Group != "" {
+		s.Count = lower.FromDim(w.Count)
+	}
+	for _, d := range w.Shape {
+		s.Shape = append(s.Shape, lower.FromDim(d))
+	}
+	for _, part := range w.Parts {
+		ps := weightSpec(part)
+		ps.Group, ps.Field, ps.Count = "", "", nil
+		s.Parts = append(s.Parts, ps)
+	}
+	return s
 }
 
 // holds names the values buffer b holds, in order, each once.

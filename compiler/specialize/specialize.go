@@ -133,6 +133,10 @@ func kernelOf(k *lower.Kernel) UnboundKernel {
 			} else if i > 0 {
 				o.Ints["col"] = lower.Int(0)
 			}
+		case "glu":
+			if g, u := op.Arg("Gate"), op.Arg("Up"); i > 0 && g.Kind == lower.View && g.ColLo != nil && u.Kind == lower.View && u.ColLo != nil {
+				o.Ints["gate_col"], o.Ints["up_col"] = lower.FromDim(*g.ColLo), lower.FromDim(*u.ColLo)
+			}
 		case "attention":
 			if op.Arg("Cache") != nil {
 				o.Flags["cache"] = true

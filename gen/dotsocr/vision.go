@@ -21,11 +21,11 @@ type VisionConfig struct {
 type visionWeights struct {
 	VisPatchEmbedPatchifierProjWeight, VisPatchEmbedPatchifierProjBias, VisPatchEmbedPatchifierNormWeight, VisPostTrunkNormWeight, VisMergerLnQWeight, VisMergerLnQBias, VisMergerMlp0Weight, VisMergerMlp0Bias, VisMergerMlp2Weight, VisMergerMlp2Bias device.Tensor
 
-	VisBlocks []struct{ Norm1Weight, Norm2Weight, AttnQkvWeight, AttnProjWeight, MlpFc1Weight, MlpFc3Weight, MlpFc2Weight device.Tensor } // one a layer
+	VisBlocks []struct{ Norm1Weight, Norm2Weight, AttnQkvWeight, AttnProjWeight, MlpFc2Weight, MlpFc1Fc3Weight device.Tensor } // one a layer
 }
 
 // visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
-type visionPlan struct{ Px, X, Qkv, Fc1, Pos, Spans int }
+type visionPlan struct{ Px, X, Qkv, Fc1Fc3, Pos, Spans int }
 
 // forwardVision runs graph vision (graphs/dots_ocr.graph:117) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
@@ -54,19 +54,20 @@ func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *
 		l.Launch(g.K.At(4, "vision_attention", "graphs/dots_ocr.graph:130"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_res", "graphs/dots_ocr.graph:131"), "proj", x2, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, Y: x2, Res: x2})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/dots_ocr.graph:132"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(c.Veps)})
-		fc3 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-		l.Launch(g.K.At(7, "vision_linear", "graphs/dots_ocr.graph:133"), "fc3", fc3, device.Linear{X: h, W: w.VisBlocks[i].MlpFc3Weight, Y: fc3})
-		fc1 := device.Tensor{Buf: l.F32, Off: p.Fc1, Rows: N, Cols: c.VF}
-		l.Launch(g.K.At(8, "vision_linear_silu_mul", "graphs/dots_ocr.graph:133"), "swiglu", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, Y: fc1, Act: device.ActSiLU}, device.Mul{A: fc1, B: fc3, Y: fc1})
-		l.Launch(g.K.At(9, "vision_linear_res_fc2", "graphs/dots_ocr.graph:133"), "fc2", x2, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
+		fc1Fc3 := device.Tensor{Buf: l.F32, Off: p.Fc1Fc3, Rows: N, Cols: 2 * c.VF}
+		fc1 := fc1Fc3.ColSlice(0, c.VF)
+		fc3 := fc1Fc3.ColSlice(c.VF, 2*c.VF)
+		l.Launch(g.K.At(7, "vision_linear_silu_glu", "graphs/dots_ocr.graph:133"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Fc3Weight, Y: fc1Fc3}, device.GLU{Gate: fc1, Up: fc3, Y: swiglu, Act: device.ActSiLU})
+		l.Launch(g.K.At(8, "vision_linear_res_fc2", "graphs/dots_ocr.graph:133"), "fc2", x2, device.Linear{X: swiglu, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
 	} // graphs/dots_ocr.graph:123
-	l.Launch(g.K.At(10, "vision_rmsnorm", "graphs/dots_ocr.graph:135"), "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
+	l.Launch(g.K.At(9, "vision_rmsnorm", "graphs/dots_ocr.graph:135"), "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
 	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(11, "vision_layernorm", "graphs/dots_ocr.graph:137"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
+	l.Launch(g.K.At(10, "vision_layernorm", "graphs/dots_ocr.graph:137"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
 	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
 	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	l.Launch(g.K.At(12, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	l.Launch(g.K.At(11, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
 	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
-	l.Launch(g.K.At(13, "vision_linear_bias_out", "graphs/dots_ocr.graph:138"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
+	l.Launch(g.K.At(12, "vision_linear_bias_out", "graphs/dots_ocr.graph:138"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

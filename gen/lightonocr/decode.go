@@ -25,7 +25,7 @@ type DecodeConfig struct {
 type decodeWeights struct {
 	LmEmbedTokensWeight, LmNormWeight, LmHeadWeight device.Tensor
 
-	LmLayers []struct{ InputLayernormWeight, SelfAttnQProjWeight, SelfAttnKProjWeight, SelfAttnVProjWeight, SelfAttnOProjWeight, SelfAttnQNormWeight, SelfAttnKNormWeight, PostAttentionLayernormWeight, MlpGateProjWeight, MlpUpProjWeight, MlpDownProjWeight device.Tensor } // one a layer
+	LmLayers []struct{ InputLayernormWeight, SelfAttnQProjWeight, SelfAttnKProjWeight, SelfAttnVProjWeight, SelfAttnOProjWeight, SelfAttnQNormWeight, SelfAttnKNormWeight, PostAttentionLayernormWeight, MlpDownProjWeight, MlpGateProjUpProjWeight device.Tensor } // one a layer
 }
 
 // decodePlan holds the offsets, in elements, of graph decode's buffers in its arenas.
@@ -88,19 +88,20 @@ func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *
 		l.Launch(g.K.At(10, "decode_attention", "graphs/lighton_ocr.graph:144"), "a", a, device.Attention{Q: q, K: k, V: vProj, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
 		l.Launch(g.K.At(11, "decode_linear_res", "graphs/lighton_ocr.graph:145"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
 		l.Launch(g.K.At(12, "decode_rmsnorm", "graphs/lighton_ocr.graph:146"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		upProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
-		l.Launch(g.K.At(13, "decode_linear_up_proj", "graphs/lighton_ocr.graph:147"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
-		gateProj := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: R, Cols: c.F}
-		l.Launch(g.K.At(14, "decode_linear_silu_mul", "graphs/lighton_ocr.graph:147"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
-		l.Launch(g.K.At(15, "decode_linear_res_down_proj", "graphs/lighton_ocr.graph:147"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: R, Cols: 2 * c.F}
+		gateProj := gateProjUpProj.ColSlice(0, c.F)
+		upProj := gateProjUpProj.ColSlice(c.F, 2*c.F)
+		l.Launch(g.K.At(13, "decode_linear_silu_glu", "graphs/lighton_ocr.graph:147"), "swiglu", swiglu, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		l.Launch(g.K.At(14, "decode_linear_res_down_proj", "graphs/lighton_ocr.graph:147"), "down_proj", x, device.Linear{X: swiglu, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/lighton_ocr.graph:137
 	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
 	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
 	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
 	if S > 0 {
-		l.Launch(g.K.At(16, "decode_gather", "graphs/lighton_ocr.graph:149"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
-		l.Launch(g.K.At(17, "decode_rmsnorm", "graphs/lighton_ocr.graph:149"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
-		l.Launch(g.K.At(18, "decode_linear_logits", "graphs/lighton_ocr.graph:150"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+		l.Launch(g.K.At(15, "decode_gather", "graphs/lighton_ocr.graph:149"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
+		l.Launch(g.K.At(16, "decode_rmsnorm", "graphs/lighton_ocr.graph:149"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(17, "decode_linear_logits", "graphs/lighton_ocr.graph:150"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}
 	return l.Finish(logits)
 }

@@ -21,11 +21,11 @@ type VisionConfig struct {
 type visionWeights struct {
 	VisPatchConvWeight, VisLnPreWeight, ProjNormWeight, ProjPatchMergerMergingLayerWeight, ProjLinear1Weight, ProjLinear2Weight device.Tensor
 
-	VisTransformerLayers []struct{ AttentionNormWeight, AttentionQProjWeight, AttentionKProjWeight, AttentionVProjWeight, AttentionOProjWeight, FfnNormWeight, FeedForwardGateProjWeight, FeedForwardUpProjWeight, FeedForwardDownProjWeight device.Tensor } // one a layer
+	VisTransformerLayers []struct{ AttentionNormWeight, AttentionOProjWeight, FfnNormWeight, FeedForwardDownProjWeight, AttentionQProjKProjVProjWeight, FeedForwardGateProjUpProjWeight device.Tensor } // one a layer
 }
 
 // visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
-type visionPlan struct{ Px, Linear, QProj, KProj, VProj, Pos, Spans, MergeOrder int }
+type visionPlan struct{ Px, Linear, QProjKProjVProj, GateProjUpProj, Pos, Spans, MergeOrder int }
 
 // forwardVision runs graph vision (graphs/lighton_ocr.graph:112) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
@@ -49,36 +49,36 @@ func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *
 	for i := 0; i < c.VL; i++ {
 		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/lighton_ocr.graph:117"), "h", h, device.RMSNorm{X: x, W: w.VisTransformerLayers[i].AttentionNormWeight, Y: h, Eps: float32(1e-05)})
-		qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: N, Cols: c.VD}
-		l.Launch(g.K.At(3, "vision_linear_rope", "graphs/lighton_ocr.graph:119"), "q", qProj, device.Linear{X: h, W: w.VisTransformerLayers[i].AttentionQProjWeight, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating})
-		kProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: N, Cols: c.VD}
-		l.Launch(g.K.At(4, "vision_linear_rope", "graphs/lighton_ocr.graph:120"), "k", kProj, device.Linear{X: h, W: w.VisTransformerLayers[i].AttentionKProjWeight, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating})
-		vProj := device.Tensor{Buf: l.F32, Off: p.VProj, Rows: N, Cols: c.VD}
-		l.Launch(g.K.At(5, "vision_linear_v_proj", "graphs/lighton_ocr.graph:121"), "v_proj", vProj, device.Linear{X: h, W: w.VisTransformerLayers[i].AttentionVProjWeight, Y: vProj})
+		qProjKProjVProj := device.Tensor{Buf: l.F32, Off: p.QProjKProjVProj, Rows: N, Cols: 3 * c.VD}
+		kProj := qProjKProjVProj.ColSlice(c.VD, 2*c.VD)
+		qProj := qProjKProjVProj.ColSlice(0, c.VD)
+		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/lighton_ocr.graph:119,120,121"), "k", kProj, device.Linear{X: h, W: w.VisTransformerLayers[i].AttentionQProjKProjVProjWeight, Y: qProjKProjVProj}, device.Rope{X: qProj, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating}, device.Rope{X: kProj, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating})
 		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-		l.Launch(g.K.At(6, "vision_attention", "graphs/lighton_ocr.graph:121"), "a", a, device.Attention{Q: qProj, K: kProj, V: vProj, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
-		l.Launch(g.K.At(7, "vision_linear_res", "graphs/lighton_ocr.graph:122"), "o_proj", x, device.Linear{X: a, W: w.VisTransformerLayers[i].AttentionOProjWeight, Y: x, Res: x})
-		l.Launch(g.K.At(8, "vision_rmsnorm", "graphs/lighton_ocr.graph:123"), "h", h, device.RMSNorm{X: x, W: w.VisTransformerLayers[i].FfnNormWeight, Y: h, Eps: float32(1e-05)})
-		upProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: N, Cols: c.VF}
-		l.Launch(g.K.At(9, "vision_linear_up_proj", "graphs/lighton_ocr.graph:124"), "up_proj", upProj, device.Linear{X: h, W: w.VisTransformerLayers[i].FeedForwardUpProjWeight, Y: upProj})
-		gateProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: N, Cols: c.VF}
-		l.Launch(g.K.At(10, "vision_linear_silu_mul", "graphs/lighton_ocr.graph:124"), "swiglu", gateProj, device.Linear{X: h, W: w.VisTransformerLayers[i].FeedForwardGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
-		l.Launch(g.K.At(11, "vision_linear_res_down_proj", "graphs/lighton_ocr.graph:124"), "down_proj", x, device.Linear{X: gateProj, W: w.VisTransformerLayers[i].FeedForwardDownProjWeight, Y: x, Res: x})
+		vProj := qProjKProjVProj.ColSlice(2*c.VD, 3*c.VD)
+		l.Launch(g.K.At(4, "vision_attention", "graphs/lighton_ocr.graph:121"), "a", a, device.Attention{Q: qProj, K: kProj, V: vProj, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(5, "vision_linear_res", "graphs/lighton_ocr.graph:122"), "o_proj", x, device.Linear{X: a, W: w.VisTransformerLayers[i].AttentionOProjWeight, Y: x, Res: x})
+		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/lighton_ocr.graph:123"), "h", h, device.RMSNorm{X: x, W: w.VisTransformerLayers[i].FfnNormWeight, Y: h, Eps: float32(1e-05)})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.QProjKProjVProj, Rows: N, Cols: c.VF}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: N, Cols: 2 * c.VF}
+		gateProj := gateProjUpProj.ColSlice(0, c.VF)
+		upProj := gateProjUpProj.ColSlice(c.VF, 2*c.VF)
+		l.Launch(g.K.At(7, "vision_linear_silu_glu", "graphs/lighton_ocr.graph:124"), "swiglu", swiglu, device.Linear{X: h, W: w.VisTransformerLayers[i].FeedForwardGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		l.Launch(g.K.At(8, "vision_linear_res_down_proj", "graphs/lighton_ocr.graph:124"), "down_proj", x, device.Linear{X: swiglu, W: w.VisTransformerLayers[i].FeedForwardDownProjWeight, Y: x, Res: x})
 	} // graphs/lighton_ocr.graph:115
 	norm := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(12, "vision_rmsnorm_norm", "graphs/lighton_ocr.graph:128"), "norm", norm, device.RMSNorm{X: x, W: w.ProjNormWeight, Y: norm, Eps: float32(c.Eps)})
+	l.Launch(g.K.At(9, "vision_rmsnorm_norm", "graphs/lighton_ocr.graph:128"), "norm", norm, device.RMSNorm{X: x, W: w.ProjNormWeight, Y: norm, Eps: float32(c.Eps)})
 	gather := device.Tensor{Buf: l.F32, Off: p.Px, Rows: I, Cols: c.VD}
 	if I > 0 {
-		l.Launch(g.K.At(13, "vision_gather", "graphs/lighton_ocr.graph:128"), "gather", gather, device.Gather{X: norm, Index: mergeOrder, Y: gather})
+		l.Launch(g.K.At(10, "vision_gather", "graphs/lighton_ocr.graph:128"), "gather", gather, device.Gather{X: norm, Index: mergeOrder, Y: gather})
 	}
 	x2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: I / (c.M * c.M), Cols: c.VD}
 	x3 := gather.Reshape(I/(c.M*c.M), c.M*c.M*c.VD)
 	linear1 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: I / (c.M * c.M), Cols: c.D}
 	outT := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: I / (c.M * c.M), Cols: c.D}
 	if I/(c.M*c.M) > 0 {
-		l.Launch(g.K.At(14, "vision_linear_x", "graphs/lighton_ocr.graph:129"), "x", x2, device.Linear{X: x3, W: w.ProjPatchMergerMergingLayerWeight, Y: x2})
-		l.Launch(g.K.At(15, "vision_linear_gelu", "graphs/lighton_ocr.graph:130"), "linear_1", linear1, device.Linear{X: x2, W: w.ProjLinear1Weight, Y: linear1, Act: device.ActGELU})
-		l.Launch(g.K.At(16, "vision_linear_out", "graphs/lighton_ocr.graph:130"), "out", outT, device.Linear{X: linear1, W: w.ProjLinear2Weight, Y: outT})
+		l.Launch(g.K.At(11, "vision_linear_x", "graphs/lighton_ocr.graph:129"), "x", x2, device.Linear{X: x3, W: w.ProjPatchMergerMergingLayerWeight, Y: x2})
+		l.Launch(g.K.At(12, "vision_linear_gelu", "graphs/lighton_ocr.graph:130"), "linear_1", linear1, device.Linear{X: x2, W: w.ProjLinear1Weight, Y: linear1, Act: device.ActGELU})
+		l.Launch(g.K.At(13, "vision_linear_out", "graphs/lighton_ocr.graph:130"), "out", outT, device.Linear{X: linear1, W: w.ProjLinear2Weight, Y: outT})
 	}
 	return l.Finish(outT)
 }

@@ -22,11 +22,11 @@ type VisionConfig struct {
 type visionWeights struct {
 	VisPatchEmbedProjWeight, VisMergerLnQWeight, VisMergerMlp0Weight, VisMergerMlp0Bias, VisMergerMlp2Weight, VisMergerMlp2Bias device.Tensor
 
-	VisBlocks []struct{ Norm1Weight, Norm2Weight, AttnQkvWeight, AttnQkvBias, AttnProjWeight, AttnProjBias, MlpGateProjWeight, MlpGateProjBias, MlpUpProjWeight, MlpUpProjBias, MlpDownProjWeight, MlpDownProjBias device.Tensor } // one a layer
+	VisBlocks []struct{ Norm1Weight, Norm2Weight, AttnQkvWeight, AttnQkvBias, AttnProjWeight, AttnProjBias, MlpDownProjWeight, MlpDownProjBias, MlpGateProjUpProjWeight, MlpGateProjUpProjBias device.Tensor } // one a layer
 }
 
 // visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
-type visionPlan struct{ Px, Linear, Qkv, GateProj, WindowPos, Spans, WindowSpans, WindowOrder, WindowInverse int }
+type visionPlan struct{ Px, Linear, Qkv, GateProjUpProj, WindowPos, Spans, WindowSpans, WindowOrder, WindowInverse int }
 
 // forwardVision runs graph vision (graphs/qwen2_5_vl.graph:113) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
@@ -62,20 +62,21 @@ func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *
 		l.Launch(g.K.At(4, "vision_attention", "graphs/qwen2_5_vl.graph:125"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: model.Cond(model.In(i, c.Fullatt), spans, windowSpans), Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_bias_res", "graphs/qwen2_5_vl.graph:126"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:127"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(1e-06)})
-		upProj := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-		l.Launch(g.K.At(7, "vision_linear_bias", "graphs/qwen2_5_vl.graph:128"), "up_proj", upProj, device.Linear{X: h, W: w.VisBlocks[i].MlpUpProjWeight, B: w.VisBlocks[i].MlpUpProjBias, Y: upProj})
-		gateProj := device.Tensor{Buf: l.F32, Off: p.GateProj, Rows: N, Cols: c.VF}
-		l.Launch(g.K.At(8, "vision_linear_bias_silu_mul", "graphs/qwen2_5_vl.graph:128"), "swiglu", gateProj, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjWeight, B: w.VisBlocks[i].MlpGateProjBias, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
-		l.Launch(g.K.At(9, "vision_linear_bias_res_down_proj", "graphs/qwen2_5_vl.graph:128"), "down_proj", x, device.Linear{X: gateProj, W: w.VisBlocks[i].MlpDownProjWeight, B: w.VisBlocks[i].MlpDownProjBias, Y: x, Res: x})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: N, Cols: 2 * c.VF}
+		gateProj := gateProjUpProj.ColSlice(0, c.VF)
+		upProj := gateProjUpProj.ColSlice(c.VF, 2*c.VF)
+		l.Launch(g.K.At(7, "vision_linear_bias_silu_glu", "graphs/qwen2_5_vl.graph:128"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjUpProjWeight, B: w.VisBlocks[i].MlpGateProjUpProjBias, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		l.Launch(g.K.At(8, "vision_linear_bias_res_down_proj", "graphs/qwen2_5_vl.graph:128"), "down_proj", x, device.Linear{X: swiglu, W: w.VisBlocks[i].MlpDownProjWeight, B: w.VisBlocks[i].MlpDownProjBias, Y: x, Res: x})
 	} // graphs/qwen2_5_vl.graph:117
 	lnQ := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(10, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:132"), "ln_q", lnQ, device.RMSNorm{X: x, W: w.VisMergerLnQWeight, Y: lnQ, Eps: float32(1e-06)})
+	l.Launch(g.K.At(9, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:132"), "ln_q", lnQ, device.RMSNorm{X: x, W: w.VisMergerLnQWeight, Y: lnQ, Eps: float32(1e-06)})
 	mlp0 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.MD}
 	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	l.Launch(g.K.At(11, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:133"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	l.Launch(g.K.At(10, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:133"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
 	mlp2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N / (c.M * c.M), Cols: c.VO}
-	l.Launch(g.K.At(12, "vision_linear_bias_mlp2", "graphs/qwen2_5_vl.graph:133"), "mlp2", mlp2, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: mlp2})
+	l.Launch(g.K.At(11, "vision_linear_bias", "graphs/qwen2_5_vl.graph:133"), "mlp2", mlp2, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: mlp2})
 	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.VO}
-	l.Launch(g.K.At(13, "vision_gather_out", "graphs/qwen2_5_vl.graph:133"), "out", outT, device.Gather{X: mlp2, Index: windowInverse, Y: outT})
+	l.Launch(g.K.At(12, "vision_gather_out", "graphs/qwen2_5_vl.graph:133"), "out", outT, device.Gather{X: mlp2, Index: windowInverse, Y: outT})
 	return l.Finish(outT)
 }

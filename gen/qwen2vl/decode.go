@@ -25,11 +25,11 @@ type DecodeConfig struct {
 type decodeWeights struct {
 	LmEmbedTokensWeight, LmNormWeight, LmHeadWeight device.Tensor
 
-	LmLayers []struct{ InputLayernormWeight, SelfAttnQProjWeight, SelfAttnQProjBias, SelfAttnKProjWeight, SelfAttnKProjBias, SelfAttnVProjWeight, SelfAttnVProjBias, SelfAttnOProjWeight, PostAttentionLayernormWeight, MlpGateProjWeight, MlpUpProjWeight, MlpDownProjWeight device.Tensor } // one a layer
+	LmLayers []struct{ InputLayernormWeight, SelfAttnOProjWeight, PostAttentionLayernormWeight, MlpDownProjWeight, SelfAttnQProjKProjVProjWeight, SelfAttnQProjKProjVProjBias, MlpGateProjUpProjWeight device.Tensor } // one a layer
 }
 
 // decodePlan holds the offsets, in elements, of graph decode's buffers in its arenas.
-type decodePlan struct{ ImageRows, X, QProj, KProj, V, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages int }
+type decodePlan struct{ ImageRows, X, QProjKProjV, GateProjUpProj, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages int }
 
 // forwardDecode runs graph decode (graphs/qwen2_vl.graph:138) through l over the rows of one round and returns the logits of r.LogitRows.
 func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
@@ -67,30 +67,30 @@ func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *
 	for i := 0; i < c.L; i++ {
 		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.D}
 		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/qwen2_vl.graph:143"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
-		l.Launch(g.K.At(3, "decode_linear_bias_rope", "graphs/qwen2_vl.graph:144"), "q", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, B: w.LmLayers[i].SelfAttnQProjBias, Y: qProj}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		kProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: R, Cols: c.HD * c.KV}
-		l.Launch(g.K.At(4, "decode_linear_bias_rope_k_proj", "graphs/qwen2_vl.graph:145"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, B: w.LmLayers[i].SelfAttnKProjBias, Y: kProj}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		v := device.Tensor{Buf: l.F32, Off: p.V, Rows: R, Cols: c.HD * c.KV}
-		l.Launch(g.K.At(5, "decode_linear_bias", "graphs/qwen2_vl.graph:146"), "v", v, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, B: w.LmLayers[i].SelfAttnVProjBias, Y: v})
+		qProjKProjV := device.Tensor{Buf: l.F32, Off: p.QProjKProjV, Rows: R, Cols: c.H*c.HD + 2*c.HD*c.KV}
+		kProj := qProjKProjV.ColSlice(c.H*c.HD, c.H*c.HD+c.HD*c.KV)
+		qProj := qProjKProjV.ColSlice(0, c.H*c.HD)
+		l.Launch(g.K.At(3, "decode_linear_bias_rope_rope", "graphs/qwen2_vl.graph:144,145,146"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjKProjVProjWeight, B: w.LmLayers[i].SelfAttnQProjKProjVProjBias, Y: qProjKProjV}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
 		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
+		v := qProjKProjV.ColSlice(c.H*c.HD+c.HD*c.KV, c.H*c.HD+2*c.HD*c.KV)
 		rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: l.Lim.PageSize}
-		l.Launch(g.K.At(6, "decode_attention", "graphs/qwen2_vl.graph:147"), "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
-		l.Launch(g.K.At(7, "decode_linear_res", "graphs/qwen2_vl.graph:148"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
-		l.Launch(g.K.At(8, "decode_rmsnorm", "graphs/qwen2_vl.graph:149"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		upProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
-		l.Launch(g.K.At(9, "decode_linear", "graphs/qwen2_vl.graph:150"), "up_proj", upProj, device.Linear{X: h, W: w.LmLayers[i].MlpUpProjWeight, Y: upProj})
-		gateProj := device.Tensor{Buf: l.F32, Off: p.KProj, Rows: R, Cols: c.F}
-		l.Launch(g.K.At(10, "decode_linear_silu_mul", "graphs/qwen2_vl.graph:150"), "swiglu", gateProj, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjWeight, Y: gateProj, Act: device.ActSiLU}, device.Mul{A: gateProj, B: upProj, Y: gateProj})
-		l.Launch(g.K.At(11, "decode_linear_res_down_proj", "graphs/qwen2_vl.graph:150"), "down_proj", x, device.Linear{X: gateProj, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
+		l.Launch(g.K.At(4, "decode_attention", "graphs/qwen2_vl.graph:147"), "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
+		l.Launch(g.K.At(5, "decode_linear_res", "graphs/qwen2_vl.graph:148"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
+		l.Launch(g.K.At(6, "decode_rmsnorm", "graphs/qwen2_vl.graph:149"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.QProjKProjV, Rows: R, Cols: c.F}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: R, Cols: 2 * c.F}
+		gateProj := gateProjUpProj.ColSlice(0, c.F)
+		upProj := gateProjUpProj.ColSlice(c.F, 2*c.F)
+		l.Launch(g.K.At(7, "decode_linear_silu_glu", "graphs/qwen2_vl.graph:150"), "swiglu", swiglu, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		l.Launch(g.K.At(8, "decode_linear_res_down_proj", "graphs/qwen2_vl.graph:150"), "down_proj", x, device.Linear{X: swiglu, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:141
 	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
 	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
 	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
 	if S > 0 {
-		l.Launch(g.K.At(12, "decode_gather", "graphs/qwen2_vl.graph:152"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
-		l.Launch(g.K.At(13, "decode_rmsnorm", "graphs/qwen2_vl.graph:152"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
-		l.Launch(g.K.At(14, "decode_linear_logits", "graphs/qwen2_vl.graph:153"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+		l.Launch(g.K.At(9, "decode_gather", "graphs/qwen2_vl.graph:152"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
+		l.Launch(g.K.At(10, "decode_rmsnorm", "graphs/qwen2_vl.graph:152"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
+		l.Launch(g.K.At(11, "decode_linear", "graphs/qwen2_vl.graph:153"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}
 	return l.Finish(logits)
 }

@@ -346,162 +346,85 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
   }
 }
 
-// dotsocr_vision_linear: linear
+// dotsocr_vision_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/dots_ocr.graph:133
-// launch dotsocr_vision_linear: grid (ceil(M/64), 1), or (1, 4) as dotsocr_vision_linear_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear(
+// launch dotsocr_vision_linear_silu_glu: grid (ceil(M/64), 2), or (1, 8) as dotsocr_vision_linear_silu_glu_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-// dotsocr_vision_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/dots_ocr.graph:133
-// launch dotsocr_vision_linear_silu_mul: grid (ceil(M/64), 1), or (1, 4) as dotsocr_vision_linear_silu_mul_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
+  constexpr int BM = 64, BN = 64, N = 128, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 64;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_mul_rows(
+extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 32;
+  constexpr int BM = 64, BN = 64, N = 128, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 64;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -838,19 +761,21 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
   }
 }
 
-// dotsocr_decode_linear_bias_rope: linear(bias) → rope
-// from graphs/qwen2_vl.graph:144
-// launch dotsocr_decode_linear_bias_rope: grid (ceil(M/64), 2), 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope(
+// dotsocr_decode_linear_bias_rope_rope: linear(bias) → rope → rope
+// from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
+// launch dotsocr_decode_linear_bias_rope_rope: grid (ceil(M/64), 4), 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
     float* op0_Y, int op0_Y_ld,
     float* op1_X, int op1_X_ld,
     const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 16, N = 32, K = 32;
+  constexpr int BM = 64, BN = 16, N = 64, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -872,7 +797,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v = tfc_rnd(v + tfc_ld(op0_B + n));
-    if (!((n >= 0 && n < 32))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    if (!((n >= 0 && n < 32) || (n >= 32 && n < 48))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
@@ -886,136 +811,22 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + 4] = y;
     }
   }
-}
-
-// dotsocr_decode_linear_bias_rope_k_proj: linear(bias) → rope
-// from graphs/qwen2_vl.graph:145
-// launch dotsocr_decode_linear_bias_rope_k_proj: grid (ceil(M/64), 1), 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_k_proj(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    const tfc_bf16* op0_B, int op0_B_ld,
-    float* op0_Y, int op0_Y_ld,
-    float* op1_X, int op1_X_ld,
-    const int* op1_Pos, int op1_Pos_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 16, N = 16, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  constexpr int bn = BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (M <= TFC_SMALL_ROWS)
-    tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v + tfc_ld(op0_B + n));
-    if (!((n >= 0 && n < 16))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-    smem[r * (bn + 1) + c] = v;
-  }
   __syncthreads();
-  if (n0 < 16 && n0 + BN > 0) {
+  if (n0 < 48 && n0 + BN > 32) {
     for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
       const int r = e / (BN / 2), j = e % 4, c = e % (BN / 2) / 4 * 8 + j, m = m0 + r;
-      if (m >= M || n0 + c - j < 0 || n0 + c - j >= 16) continue;
+      if (m >= M || n0 + c - j < 32 || n0 + c - j >= 48) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
       const int a = 0;
       const float f = powf(1e+06f, -2.f * j / 8);
-      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
-      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
+      tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + 4, y);
     }
-  }
-}
-
-// dotsocr_decode_linear_bias: linear(bias)
-// from graphs/qwen2_vl.graph:146
-// launch dotsocr_decode_linear_bias: grid (ceil(M/64), 1), or (1, 1) as dotsocr_decode_linear_bias_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    const tfc_bf16* op0_B, int op0_B_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 16, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v + tfc_ld(op0_B + n));
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    const tfc_bf16* op0_B, int op0_B_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 16, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v + tfc_ld(op0_B + n));
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
 
@@ -1151,162 +962,85 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   }
 }
 
-// dotsocr_decode_linear: linear
+// dotsocr_decode_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear: grid (ceil(M/64), 2), or (1, 8) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
+// launch dotsocr_decode_linear_silu_glu: grid (ceil(M/64), 4), or (1, 16) as dotsocr_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-// dotsocr_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 8) as dotsocr_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
+  constexpr int BM = 64, BN = 64, N = 256, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 128;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_mul_rows(
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 128, K = 32;
+  constexpr int BM = 64, BN = 64, N = 256, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 128;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1407,10 +1141,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
   for (int c = threadIdx.x; c < tfc_bound<MUT>(D); c += 256) tfc_st(op0_Y + (size_t)m * op0_Y_ld + c, tfc_ld(op0_X + (size_t)i * tfc_stride<MUT>(op0_X_ld) + c));
 }
 
-// dotsocr_decode_linear_logits: linear
+// dotsocr_decode_linear: linear
 // from graphs/qwen2_vl.graph:153
-// launch dotsocr_decode_linear_logits: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_logits_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
+// launch dotsocr_decode_linear: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -1446,7 +1180,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_logits_rows(
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,

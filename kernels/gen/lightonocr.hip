@@ -106,18 +106,20 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm(
   }
 }
 
-// lightonocr_vision_linear_rope: linear → rope(alternating)
-// from graphs/lighton_ocr.graph:119, graphs/lighton_ocr.graph:120
-// launch lightonocr_vision_linear_rope: grid (ceil(M/64), 1), 256 threads
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
+// lightonocr_vision_linear_rope_rope: linear → rope(alternating) → rope(alternating)
+// from graphs/lighton_ocr.graph:119, graphs/lighton_ocr.graph:120, graphs/lighton_ocr.graph:121
+// launch lightonocr_vision_linear_rope_rope: grid (ceil(M/64), 2), 256 threads
+extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     float* op1_X, int op1_X_ld,
     const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 80, N = 40, K = 40;
+  constexpr int BM = 64, BN = 80, N = 120, K = 40;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -139,7 +141,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
     if (m >= M || n >= N) continue;
     float v = smem[r * (bn + 1) + c];
     v = tfc_rnd(v);
-    if (!((n >= 0 && n < 40))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    if (!((n >= 0 && n < 40) || (n >= 40 && n < 80))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
     smem[r * (bn + 1) + c] = v;
   }
   __syncthreads();
@@ -153,82 +155,22 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope(
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 10, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + 10] = y;
     }
   }
-}
-
-// lightonocr_vision_linear_v_proj: linear
-// from graphs/lighton_ocr.graph:121
-// launch lightonocr_vision_linear_v_proj: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_v_proj_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_v_proj(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_v_proj_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  __syncthreads();
+  if (n0 < 80 && n0 + BN > 40) {
+    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
+      const int r = e / (BN / 2), j = e % 10, c = e % (BN / 2) / 10 * 20 + j, m = m0 + r;
+      if (m >= M || n0 + c - j < 40 || n0 + c - j >= 80) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
+      const int a = j < 5 ? 0 : 1;
+      const float f = powf(10000.0f, -2.f * (2 * (j - (a == 0 ? 0 : 5)) + a) / 20);
+      tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c + 10, y);
+    }
   }
 }
 
@@ -327,162 +269,85 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
   }
 }
 
-// lightonocr_vision_linear_up_proj: linear
+// lightonocr_vision_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/lighton_ocr.graph:124
-// launch lightonocr_vision_linear_up_proj: grid (ceil(M/64), 1), or (1, 4) as lightonocr_vision_linear_up_proj_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_up_proj(
+// launch lightonocr_vision_linear_silu_glu: grid (ceil(M/64), 2), or (1, 8) as lightonocr_vision_linear_silu_glu_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 40;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_up_proj_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 40;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-// lightonocr_vision_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/lighton_ocr.graph:124
-// launch lightonocr_vision_linear_silu_mul: grid (ceil(M/64), 1), or (1, 4) as lightonocr_vision_linear_silu_mul_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_mul(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 40;
+  constexpr int BM = 64, BN = 64, N = 128, K = 40;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 64;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_mul_rows(
+extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_glu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 64, K = 40;
+  constexpr int BM = 64, BN = 64, N = 128, K = 40;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 64;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1253,162 +1118,85 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   }
 }
 
-// lightonocr_decode_linear_up_proj: linear
+// lightonocr_decode_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/lighton_ocr.graph:147
-// launch lightonocr_decode_linear_up_proj: grid (ceil(M/64), 2), or (1, 6) as lightonocr_decode_linear_up_proj_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_up_proj(
+// launch lightonocr_decode_linear_silu_glu: grid (ceil(M/64), 3), or (1, 12) as lightonocr_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
+extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 96, K = 48;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_up_proj_rows(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 96, K = 48;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-// lightonocr_decode_linear_silu_mul: linear(internal, silu) → mul
-// from graphs/lighton_ocr.graph:147
-// launch lightonocr_decode_linear_silu_mul: grid (ceil(M/64), 2), or (1, 6) as lightonocr_decode_linear_silu_mul_rows when M ≤ 8, 256 threads
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_mul(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 96, K = 48;
+  constexpr int BM = 64, BN = 64, N = 192, K = 48;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 96;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_mul_rows(
+extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_glu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
-    const float* op1_A, int op1_A_ld,
-    const float* op1_B, int op1_B_ld,
+    const float* op1_Gate, int op1_Gate_ld,
+    const float* op1_Up, int op1_Up_ld,
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 96, K = 48;
+  constexpr int BM = 64, BN = 64, N = 192, K = 48;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
+  constexpr int HALF = 96;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    v = tfc_rnd(tfc_silu(v));
-    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+  for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+    const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
+    if (m >= M || n >= HALF) continue;
+    float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
+    v = tfc_silu(v) * up;
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }

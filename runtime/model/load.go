@@ -9,9 +9,12 @@ import (
 )
 
 // Weight is one manifest entry of a generated family and where loading puts it on the device.
+// A stacked weight is its Parts' tensors, row after row, in one buffer: its Name joins theirs
+// and its Shape is the stack's.
 type Weight struct {
 	Name  string
 	Shape []int
+	Parts []Weight
 	Dst   *device.Tensor
 	Also  []*device.Tensor // further graphs' views of the same tensor (MergeWeights)
 	// Unfold > 1 loads a [rows, C*Unfold] tensor's column c*Unfold + k at k*C + c (the unfold view).
@@ -21,6 +24,29 @@ type Weight struct {
 // WeightAt is the manifest entry name of the given shape, loaded into dst.
 func WeightAt(name string, shape []int, dst *device.Tensor) Weight {
 	return Weight{Name: name, Shape: shape, Dst: dst}
+}
+
+// StackAt is the stacked weight of parts, their rows one after another, loaded into dst.
+func StackAt(parts []Weight, dst *device.Tensor) Weight {
+	w := Weight{Parts: parts, Dst: dst}
+	var names []string
+	for _, p := range parts {
+		names = append(names, p.Name)
+		if w.Shape == nil {
+			w.Shape = append([]int{0}, p.Shape[1:]...)
+		}
+		w.Shape[0] += p.Shape[0]
+	}
+	w.Name = strings.Join(names, " + ")
+	return w
+}
+
+// tensors are the checkpoint tensors w reads: its parts, or itself.
+func (w Weight) tensors() []Weight {
+	if len(w.Parts) > 0 {
+		return w.Parts
+	}
+	return []Weight{w}
 }
 
 // Elements is the product of a shape.
@@ -73,17 +99,26 @@ func (a *Buffers) Free() {
 
 // Upload reads each weight through get, checks its size against its shape (family and graph name
 // the source it must match) and writes it into a buffer of its own dtype as a 2-D view whose rows
-// are the first dimension.
+// are the first dimension. A stacked weight's parts, of one dtype, are written one after another.
 func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType, error), family, graph string) error {
 	for _, w := range ws {
-		data, dt, err := get(w.Name)
-		if err != nil {
-			return fmt.Errorf("tensor %s: %w", w.Name, err)
+		parts := w.tensors()
+		data := make([][]byte, len(parts))
+		var dt device.DType
+		for i, p := range parts {
+			d, pdt, err := get(p.Name)
+			if err != nil {
+				return fmt.Errorf("tensor %s: %w", p.Name, err)
+			}
+			if n := Elements(p.Shape); len(d) != n*pdt.Size() {
+				return fmt.Errorf("tensor %s has %d bytes; %s expects shape %v of %s (%d bytes); check the checkpoint against %s", p.Name, len(d), family, p.Shape, pdt, n*pdt.Size(), graph)
+			}
+			if i > 0 && pdt != dt {
+				return fmt.Errorf("tensor %s is %s and %s is %s; %s loads them as one stacked weight of one dtype", parts[0].Name, dt, p.Name, pdt, family)
+			}
+			data[i], dt = d, pdt
 		}
 		n := Elements(w.Shape)
-		if len(data) != n*dt.Size() {
-			return fmt.Errorf("tensor %s has %d bytes; %s expects shape %v of %s (%d bytes); check the checkpoint against %s", w.Name, len(data), family, w.Shape, dt, n*dt.Size(), graph)
-		}
 		buf, err := a.Alloc(dt, n)
 		if err != nil {
 			return fmt.Errorf("tensor %s: %w", w.Name, err)
@@ -93,13 +128,22 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 			rows = w.Shape[0]
 		}
 		t := device.Tensor{Buf: buf, Rows: rows, Cols: n / rows}
-		if w.Unfold > 1 {
-			if data, err = Unfold(data, rows, n/rows, w.Unfold, dt.Size()); err != nil {
-				return fmt.Errorf("tensor %s: %w", w.Name, err)
+		off := 0
+		for i, p := range parts {
+			pn, d := Elements(p.Shape), data[i]
+			if p.Unfold > 1 {
+				prows := 1
+				if len(p.Shape) > 1 {
+					prows = p.Shape[0]
+				}
+				if d, err = Unfold(d, prows, pn/prows, p.Unfold, dt.Size()); err != nil {
+					return fmt.Errorf("tensor %s: %w", p.Name, err)
+				}
 			}
-		}
-		if err := a.b.Write(t, data, dt); err != nil {
-			return fmt.Errorf("tensor %s: %w", w.Name, err)
+			if err := a.b.Write(device.Tensor{Buf: buf, Off: off, Rows: 1, Cols: pn}, d, dt); err != nil {
+				return fmt.Errorf("tensor %s: %w", p.Name, err)
+			}
+			off += pn
 		}
 		*w.Dst = t
 		for _, d := range w.Also {
@@ -453,11 +497,17 @@ func ResolvePrefixes(has func(string) bool, family string, ps []Prefix, chosen m
 	return nil
 }
 
-// Manifest lists the names and shapes of ws.
+// Manifest lists the names and shapes of the checkpoint tensors ws read, each once.
 func Manifest(ws []Weight) []TensorSpec {
-	out := make([]TensorSpec, len(ws))
-	for i, w := range ws {
-		out[i] = TensorSpec{Name: w.Name, Shape: w.Shape}
+	var out []TensorSpec
+	seen := map[string]bool{}
+	for _, w := range ws {
+		for _, p := range w.tensors() {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				out = append(out, TensorSpec{Name: p.Name, Shape: p.Shape})
+			}
+		}
 	}
 	return out
 }

@@ -128,3 +128,39 @@ func TestUploadUnfold(t *testing.T) {
 		}
 	}
 }
+
+// TestUploadStack: a stacked weight holds its parts' rows one after another, in one [rows, cols]
+// view; the manifest lists the parts; parts of two dtypes are refused by name.
+func TestUploadStack(t *testing.T) {
+	f32 := func(vs ...float32) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		return b
+	}
+	tensors := map[string][]byte{"a": f32(1, 2, 3, 4), "b": f32(5, 6), "c": {0, 0}}
+	get := func(name string) ([]byte, device.DType, error) {
+		if name == "c" {
+			return tensors[name], device.BF16, nil
+		}
+		return tensors[name], device.F32, nil
+	}
+	be := cpu.New()
+	var dst device.Tensor
+	ws := []Weight{StackAt([]Weight{{Name: "a", Shape: []int{2, 2}}, {Name: "b", Shape: []int{1, 2}}}, &dst)}
+	if err := Upload(NewBuffers(be), ws, get, "fam", "x.graph"); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 6)
+	if err := be.Read(dst, got); err != nil || dst.Rows != 3 || dst.Cols != 2 || got[0] != 1 || got[3] != 4 || got[5] != 6 {
+		t.Fatalf("stack [%d,%d] = %v (%v)", dst.Rows, dst.Cols, got, err)
+	}
+	if m := Manifest(ws); len(m) != 2 || m[0].Name != "a" || m[1].Name != "b" {
+		t.Fatalf("manifest %v", m)
+	}
+	ws = []Weight{StackAt([]Weight{{Name: "b", Shape: []int{2}}, {Name: "c", Shape: []int{1}}}, &dst)}
+	if err := Upload(NewBuffers(be), ws, get, "fam", "x.graph"); err == nil || !strings.Contains(err.Error(), "tensor b is F32 and c is BF16") {
+		t.Fatalf("mixed dtypes: %v", err)
+	}
+}

@@ -178,18 +178,12 @@ func (r *Runner[C, W, P]) place(l Limits) (GraphPlan, error) {
 func (r *Runner[C, W, P]) Weights(prefix map[string]string) ([]Weight, error) {
 	w := reflect.ValueOf(&r.W).Elem()
 	var out []Weight
-	add := func(s *specialize.WeightSpec, layer int, dst reflect.Value) error {
-		if s.Cond != nil {
-			ok, err := lower.Eval(s.Cond, r.env)
-			if err != nil || !ok.Bool {
-				return err
-			}
-		}
+	tensor := func(s *specialize.WeightSpec, layer int) (Weight, error) {
 		shape := make([]int, len(s.Shape))
 		for i, d := range s.Shape {
 			n, err := evalInt(d, r.env)
 			if err != nil {
-				return err
+				return Weight{}, err
 			}
 			shape[i] = n
 		}
@@ -197,15 +191,39 @@ func (r *Runner[C, W, P]) Weights(prefix map[string]string) ([]Weight, error) {
 		if s.Prefix != "" {
 			name = prefix[s.Prefix] + "." + name
 		}
-		wt := WeightAt(name, shape, dst.FieldByName(s.Field).Addr().Interface().(*device.Tensor))
+		w := Weight{Name: name, Shape: shape}
 		if s.Unfold != nil {
 			f, err := evalInt(s.Unfold, r.env)
 			if err != nil {
+				return Weight{}, err
+			}
+			w.Unfold = f
+		}
+		return w, nil
+	}
+	add := func(s *specialize.WeightSpec, layer int, dst reflect.Value) error {
+		if s.Cond != nil {
+			ok, err := lower.Eval(s.Cond, r.env)
+			if err != nil || !ok.Bool {
 				return err
 			}
-			wt.Unfold = f
 		}
-		out = append(out, wt)
+		t := dst.FieldByName(s.Field).Addr().Interface().(*device.Tensor)
+		if len(s.Parts) == 0 {
+			w, err := tensor(s, layer)
+			w.Dst = t
+			out = append(out, w)
+			return err
+		}
+		var parts []Weight
+		for i := range s.Parts {
+			w, err := tensor(&s.Parts[i], layer)
+			if err != nil {
+				return err
+			}
+			parts = append(parts, w)
+		}
+		out = append(out, StackAt(parts, t))
 		return nil
 	}
 	done := map[string]bool{}

@@ -19,6 +19,7 @@ type gemm struct {
 	ropeOf     map[int][]int // base op → the ropes that rotate slices of its Y
 	pairs      bool          // launches of at most smallRows rows take smallBN-column tiles of rotary pairs
 	mma        bool          // on CUDA, the tile is tfc_gemm_mma's (see useMMA)
+	glu        int           // with a glu over the two halves of Y, the gate's width: a tile holds gate columns and their up partners
 }
 
 func newGEMM(k Kernel) (template, error) {
@@ -29,6 +30,12 @@ func newGEMM(k Kernel) (template, error) {
 	for i := 1; i < len(k.Ops); i++ {
 		o := k.Ops[i]
 		switch {
+		case o.Kind == "glu" && i == 1 && len(k.Ops) == 2:
+			half := f.n / 2
+			if o.int("gate_col") != 0 || o.int("up_col") != half || o.int("N") != half || 2*half != f.n || lin.Act != "" || lin.Flags["has_res"] {
+				return nil, fmt.Errorf("kernel %s: a glu after a linear takes the two halves of its plain output as gate and up", k.Name)
+			}
+			f.glu = half
 		case o.Kind == "rope":
 			if err := checkRope(k, i); err != nil {
 				return nil, err
@@ -131,6 +138,9 @@ const smallSuffix = "_rows"
 func (f *gemm) launches() []device.Launch {
 	l := device.Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
 	switch {
+	case f.glu > 0:
+		l.GridY = ceilDiv(f.glu, f.bn/2)
+		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.glu, smallBN/2)
 	case len(f.ropeOf) == 0:
 		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, smallBN)
 	case f.pairs:
@@ -145,6 +155,8 @@ func (f *gemm) launches() []device.Launch {
 func (f *gemm) tile() string {
 	t := fmt.Sprintf("%dx%d C tile, K step %d", f.bm, f.bn, f.bk)
 	switch {
+	case f.glu > 0:
+		t += fmt.Sprintf(" of %d gate columns and their up partners; %d pairs on at most %d rows", f.bn/2, smallBN/2, smallRows)
 	case len(f.ropeOf) == 0:
 		t += fmt.Sprintf("; %d columns on at most %d rows", smallBN, smallRows)
 	case f.pairs:
@@ -194,6 +206,19 @@ func (f *gemm) body(g *gen) error {
 		g.line("constexpr int BK = %d;", f.bk)
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
 		g.raw("#endif")
+	}
+	if f.glu > 0 {
+		// A tile holds bn / 2 gate columns and their up partners HALF columns on, so that the
+		// epilogue pairs them; launches of at most TFC_SMALL_ROWS rows take TFC_SMALL_BN columns.
+		g.line("constexpr int HALF = %d;", f.glu)
+		g.line("const int bn = small ? TFC_SMALL_BN : BN;")
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);")
+		cols := func(bn string) string {
+			return fmt.Sprintf("(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<%s, HALF>{n0});", bn)
+		}
+		f.tileCall(g, "small", cols("TFC_SMALL_BN"), cols("BN"), "tfc_gemm_tile<BM, BN, BK, N, K, MUT>"+cols("BN"))
+		f.gluPass(g)
+		return nil
 	}
 	if len(f.ropeOf) == 0 {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
@@ -295,6 +320,32 @@ func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
 	if !last {
 		g.line("smem[r * (bn + 1) + c] = v;")
 	}
+	g.close()
+}
+
+// gluPass is the epilogue of a glu over the halves of the linear's output: each gate column and
+// its up partner get their bias, the linear's Y stores both unless internal, and the glu stores
+// act(gate) * up.
+func (f *gemm) gluPass(g *gen) {
+	lin := g.k.Ops[0]
+	g.open("for (int e = threadIdx.x; e < BM * (bn / 2); e += %d)", threads)
+	g.line("const int r = e / (bn / 2), c = e %% (bn / 2), m = m0 + r, n = n0 + c;")
+	g.line("if (m >= M || n >= HALF) continue;")
+	g.line("float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];")
+	if lin.Flags["has_bias"] {
+		g.line("v += tfc_ld(op0_B + n);")
+		g.line("up += tfc_ld(op0_B + HALF + n);")
+	}
+	if !lin.Flags["internal"] {
+		g.line("%s", store(0, "Y", "m", "n", "v"))
+		g.line("%s", store(0, "Y", "m", "HALF + n", "up"))
+	}
+	if a := acts[g.k.Ops[1].actName()]; a != "" {
+		g.line("v = %s(v) * up;", a)
+	} else {
+		g.line("v *= up;")
+	}
+	g.line("%s", store(1, "Y", "m", "n", "v"))
 	g.close()
 }
 

@@ -134,7 +134,7 @@ var Ops = []Op{
 			"Res [M,N] optional (added after the activation), Y [M,N]. Y may alias Res."},
 		Tensors:   []Tensor{in("X"), weight("W"), optional(weight("B"), "has_bias"), optional(reuse(in("Res")), "has_res"), out("Y")},
 		Attrs:     []Attr{{"Act", "Act"}, {"Round", "LinearRound"}},
-		Epilogues: []string{"rope", "activate", "add", "mul", "copy"},
+		Epilogues: []string{"rope", "activate", "add", "mul", "copy", "glu"},
 		Consts:    []Const{{"N", "W", RowCount}, {"K", "X", Cols}},
 		Round: []Round{{"product", "X·Wᵀ, when Round is RoundProduct and B is present (a BF16 convolution adds its bias after rounding)"},
 			{"out", "X·Wᵀ + B, the linear's output (with RoundSum the bias is added before rounding)"},
