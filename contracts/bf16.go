@@ -184,7 +184,7 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 		set(outs, "Y", y, e)
 	case device.Rope:
 		x, pos, ex := r.get("X", o.X), r.get("Pos", o.Pos), sr.get("X", o.X)
-		inv, axis, err := RopeInvFreq(o.HeadDim, o.Theta, o.Sections, o.Mode)
+		inv, axis, err := device.RopeFreqs(o.HeadDim, o.Theta, o.Sections, o.Mode)
 		if err != nil {
 			return err
 		}

@@ -85,52 +85,6 @@ func LayerNorm(x []float64, m, d int, w, b []float64, eps float64) []float64 {
 	return y
 }
 
-// RopeInvFreq returns each rotary pair's inverse frequency the way transformers computes it:
-// inv = 1 / theta^(e) in float32 arithmetic, with e = 2j/headDim (RopeSections),
-// j'/sections[s] (RopePerAxis, j' counted from the start of section s) or 2(A·j'+s)/headDim
-// (RopeAlternating, A equal sections). It also returns each pair's position axis.
-func RopeInvFreq(headDim int, theta float32, sections []int, mode device.RopeMode) (inv []float32, axis []int, err error) {
-	half := headDim / 2
-	total := 0
-	for _, s := range sections {
-		if s <= 0 {
-			return nil, nil, fmt.Errorf("rope: section sizes %v must be positive", sections)
-		}
-		total += s
-	}
-	if headDim <= 0 || headDim%2 != 0 || total != half {
-		return nil, nil, fmt.Errorf("rope: sections %v must sum to HeadDim/2 = %d (HeadDim %d must be even)", sections, half, headDim)
-	}
-	if mode == device.RopeAlternating {
-		for _, s := range sections {
-			if s != sections[0] {
-				return nil, nil, fmt.Errorf("rope: alternating mode needs equal sections, not %v", sections)
-			}
-		}
-	}
-	inv = make([]float32, half)
-	axis = make([]int, half)
-	j := 0
-	for a, s := range sections {
-		for jj := 0; jj < s; jj++ {
-			var e float32
-			switch mode {
-			case device.RopePerAxis:
-				e = float32(jj) / float32(s)
-			case device.RopeAlternating:
-				e = float32(2*(len(sections)*jj+a)) / float32(headDim)
-			default:
-				e = float32(2*j) / float32(headDim)
-			}
-			p := float32(math.Pow(float64(theta), float64(e)))
-			inv[j] = 1 / p
-			axis[j] = a
-			j++
-		}
-	}
-	return inv, axis, nil
-}
-
 // RopeAngle is the rotation angle of a pair at a position: the float32 product pos·inv, as
 // transformers forms it (its rotary angles are float32 even when the model runs in float64).
 func RopeAngle(pos int, inv float32) float64 {
@@ -140,7 +94,7 @@ func RopeAngle(pos int, inv float32) float64 {
 // Rope returns x [r, width] with its first heads·headDim columns rotated, head by head, in
 // rotate-half pairs (j, j+headDim/2) by the angles of pos [r, len(sections)].
 func Rope(x []float64, r, width int, pos []int, heads, headDim int, theta float32, sections []int, mode device.RopeMode) ([]float64, error) {
-	inv, axis, err := RopeInvFreq(headDim, theta, sections, mode)
+	inv, axis, err := device.RopeFreqs(headDim, theta, sections, mode)
 	if err != nil {
 		return nil, err
 	}

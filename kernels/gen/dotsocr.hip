@@ -111,6 +111,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
 // dotsocr_vision_linear_rope_rope: linear → rope(per_axis) → rope(per_axis)
 // from graphs/dots_ocr.graph:126, graphs/dots_ocr.graph:128, graphs/dots_ocr.graph:129
 // launch dotsocr_vision_linear_rope_rope: grid (ceil(M/64), 6), or (1, 6) as dotsocr_vision_linear_rope_rope_rows when M ≤ 8, 256 threads
+__device__ const float dotsocr_vision_linear_rope_rope_op1_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
+__device__ const float dotsocr_vision_linear_rope_rope_op2_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -158,7 +160,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = dotsocr_vision_linear_rope_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -173,7 +175,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = dotsocr_vision_linear_rope_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
@@ -228,7 +230,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = dotsocr_vision_linear_rope_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -243,7 +245,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_rope_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = dotsocr_vision_linear_rope_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
@@ -384,7 +386,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -424,7 +427,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -764,6 +768,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
 // dotsocr_decode_linear_bias_rope_rope: linear(bias) → rope → rope
 // from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
 // launch dotsocr_decode_linear_bias_rope_rope: grid (ceil(M/64), 4), 256 threads
+__device__ const float dotsocr_decode_linear_bias_rope_rope_op1_inv[4] = {1.0f, 0.03162278f, 0.001f, 3.1622774e-05f};
+__device__ const float dotsocr_decode_linear_bias_rope_rope_op2_inv[4] = {1.0f, 0.03162278f, 0.001f, 3.1622774e-05f};
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -807,7 +813,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
       if (m >= M || n0 + c - j < 0 || n0 + c - j >= 32) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
       const int a = 0;
-      const float f = powf(1e+06f, -2.f * j / 8);
+      const float f = dotsocr_decode_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
@@ -822,7 +828,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
       if (m >= M || n0 + c - j < 32 || n0 + c - j >= 48) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
       const int a = 0;
-      const float f = powf(1e+06f, -2.f * j / 8);
+      const float f = dotsocr_decode_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + 4, y);
@@ -1000,7 +1006,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1040,7 +1047,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }

@@ -109,6 +109,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm(
 // lightonocr_vision_linear_rope_rope: linear → rope(alternating) → rope(alternating)
 // from graphs/lighton_ocr.graph:119, graphs/lighton_ocr.graph:120, graphs/lighton_ocr.graph:121
 // launch lightonocr_vision_linear_rope_rope: grid (ceil(M/64), 2), 256 threads
+__device__ const float lightonocr_vision_linear_rope_rope_op1_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 0.39810717f, 0.063095726f, 0.01f, 0.0015848933f, 0.0002511887f};
+__device__ const float lightonocr_vision_linear_rope_rope_op2_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 0.39810717f, 0.063095726f, 0.01f, 0.0015848933f, 0.0002511887f};
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -151,7 +153,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope_
       if (m >= M || n0 + c - j < 0 || n0 + c - j >= 40) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
-      const float f = powf(10000.0f, -2.f * (2 * (j - (a == 0 ? 0 : 5)) + a) / 20);
+      const float f = lightonocr_vision_linear_rope_rope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 10, y);
@@ -166,7 +168,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope_
       if (m >= M || n0 + c - j < 40 || n0 + c - j >= 80) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
-      const float f = powf(10000.0f, -2.f * (2 * (j - (a == 0 ? 0 : 5)) + a) / 20);
+      const float f = lightonocr_vision_linear_rope_rope_op2_inv[j];
       tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c + 10, y);
@@ -307,7 +309,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -347,7 +350,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -943,6 +947,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
 // lightonocr_decode_rope: rope
 // from graphs/lighton_ocr.graph:142
 // launch lightonocr_decode_rope: grid (M, 1), 256 threads
+__device__ const float lightonocr_decode_rope_op0_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope(
     float* op0_X, int op0_X_ld,
     const int* op0_Pos, int op0_Pos_ld,
@@ -956,7 +961,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope(
     float* p = op0_X + (size_t)m * tfc_stride<MUT>(op0_X_ld) + h * HD;
     float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);
     const int a = 0;
-    const float f = powf(1e+06f, -2.f * j / 16);
+    const float f = lightonocr_decode_rope_op0_inv[j];
     tfc_rotate<true>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
     tfc_st(p + j, x);
     tfc_st(p + j + HALF, y);
@@ -966,6 +971,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope(
 // lightonocr_decode_rope_k: rope
 // from graphs/lighton_ocr.graph:143
 // launch lightonocr_decode_rope_k: grid (M, 1), 256 threads
+__device__ const float lightonocr_decode_rope_k_op0_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope_k(
     float* op0_X, int op0_X_ld,
     const int* op0_Pos, int op0_Pos_ld,
@@ -979,7 +985,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope_k(
     float* p = op0_X + (size_t)m * tfc_stride<MUT>(op0_X_ld) + h * HD;
     float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);
     const int a = 0;
-    const float f = powf(1e+06f, -2.f * j / 16);
+    const float f = lightonocr_decode_rope_k_op0_inv[j];
     tfc_rotate<true>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
     tfc_st(p + j, x);
     tfc_st(p + j + HALF, y);
@@ -1156,7 +1162,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1196,7 +1203,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }

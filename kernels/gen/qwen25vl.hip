@@ -126,6 +126,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_rmsnorm(
 // qwen25vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from graphs/qwen2_5_vl.graph:120, graphs/qwen2_5_vl.graph:122, graphs/qwen2_5_vl.graph:123
 // launch qwen25vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 2), 256 threads
+__device__ const float qwen25vl_vision_linear_bias_rope_rope_op1_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f};
+__device__ const float qwen25vl_vision_linear_bias_rope_rope_op2_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f};
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -169,7 +171,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
       if (m >= M || n0 + c - j < 0 || n0 + c - j >= 40) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 5)) / (a == 0 ? 5 : 5));
+      const float f = qwen25vl_vision_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 10, y);
@@ -184,7 +186,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
       if (m >= M || n0 + c - j < 40 || n0 + c - j >= 80) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 10];
       const int a = j < 5 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 5)) / (a == 0 ? 5 : 5));
+      const float f = qwen25vl_vision_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 40 + c + 10, y);
@@ -328,9 +330,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v += tfc_ld(op0_B + n);
-    up += tfc_ld(op0_B + HALF + n);
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    up = tfc_rnd(up + tfc_ld(op0_B + HALF + n));
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -371,9 +373,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v += tfc_ld(op0_B + n);
-    up += tfc_ld(op0_B + HALF + n);
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    up = tfc_rnd(up + tfc_ld(op0_B + HALF + n));
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -696,6 +698,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_rmsnorm(
 // qwen25vl_decode_linear_bias_rope_rope: linear(bias) → rope → rope
 // from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
 // launch qwen25vl_decode_linear_bias_rope_rope: grid (ceil(M/64), 4), or (1, 4) as qwen25vl_decode_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
+__device__ const float qwen25vl_decode_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
+__device__ const float qwen25vl_decode_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -744,7 +748,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen25vl_decode_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -759,7 +763,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen25vl_decode_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
@@ -815,7 +819,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen25vl_decode_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -830,7 +834,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen25vl_decode_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
@@ -1008,7 +1012,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1048,7 +1053,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }

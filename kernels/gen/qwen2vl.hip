@@ -118,6 +118,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
 // qwen2vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from graphs/qwen2_vl.graph:120, graphs/qwen2_vl.graph:122, graphs/qwen2_vl.graph:123
 // launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), or (1, 6) as qwen2vl_vision_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
+__device__ const float qwen2vl_vision_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
+__device__ const float qwen2vl_vision_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -166,7 +168,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = qwen2vl_vision_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -181,7 +183,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = qwen2vl_vision_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
@@ -237,7 +239,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = qwen2vl_vision_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -252,7 +254,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 4 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 4)) / (a == 0 ? 4 : 4));
+      const float f = qwen2vl_vision_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
@@ -737,6 +739,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
 // qwen2vl_decode_linear_bias_rope_rope: linear(bias) → rope → rope
 // from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
 // launch qwen2vl_decode_linear_bias_rope_rope: grid (ceil(M/64), 8), or (1, 8) as qwen2vl_decode_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
+__device__ const float qwen2vl_decode_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
+__device__ const float qwen2vl_decode_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -785,7 +789,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen2vl_decode_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -800,7 +804,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen2vl_decode_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 64 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 64 + c + BN / 2, y);
@@ -856,7 +860,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen2vl_decode_linear_bias_rope_rope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -871,7 +875,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 16);
+      const float f = qwen2vl_decode_linear_bias_rope_rope_op2_inv[j];
       tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 64 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 64 + c + BN / 2, y);
@@ -1049,7 +1053,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }
@@ -1089,7 +1094,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     const int r = e / (bn / 2), c = e % (bn / 2), m = m0 + r, n = n0 + c;
     if (m >= M || n >= HALF) continue;
     float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];
-    v = tfc_silu(v) * up;
+    v = tfc_rnd(v), up = tfc_rnd(up);
+    v = tfc_rnd(tfc_rnd(tfc_silu(v)) * up);
     tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
   }
 }

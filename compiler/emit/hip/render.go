@@ -143,6 +143,7 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 	for _, l := range ls {
 		fmt.Fprintf(&b, "// launch %s: %s\n", l.Symbol, Describe(l))
 	}
+	b.WriteString(g.decls.String())
 	var sig strings.Builder
 	for i, p := range params {
 		if i > 0 {
@@ -289,11 +290,12 @@ func planTemplate(k Kernel) (template, error) {
 
 // gen accumulates one kernel's body.
 type gen struct {
-	k   Kernel
-	mut Mutation
-	b   strings.Builder
-	pre map[string]string // bodies of launches that precede the kernel's own, by symbol
-	ind int
+	k     Kernel
+	mut   Mutation
+	b     strings.Builder
+	decls strings.Builder   // file-scope declarations the bodies use (rope tables)
+	pre   map[string]string // bodies of launches that precede the kernel's own, by symbol
+	ind   int
 }
 
 func (g *gen) line(format string, args ...any) {

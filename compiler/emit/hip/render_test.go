@@ -152,7 +152,8 @@ func TestRenderHandMade(t *testing.T) {
 		"// launch qkv: grid (ceil(M/64), 4), or (1, 8) as qkv_rows when M ≤ 8, 256 threads",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
-		"const float f = powf(10000.0f, -2.f * j / 32);",
+		"__device__ const float qkv_op1_inv[16] = {1.0f, 0.56234133f, 0.31622776f, ",
+		"const float f = qkv_op1_inv[j];",
 		"if (!((n >= 0 && n < 64))) tfc_st(op0_Y",
 		"rsqrtf(tfc_block_sum<256, MUT>(part, red) / D + 1e-05f)",
 		"tfc_st(op0_Sum + (size_t)m * op0_Sum_ld + c, v);",
@@ -341,7 +342,8 @@ func TestRenderRopeAlternating(t *testing.T) {
 		lin := Op{Kind: "linear", Ints: map[string]int{"N": 120, "K": 40}, DTypes: map[string]string{"W": "BF16"}, Flags: map[string]bool{}}
 		return []Kernel{{Name: "qkv", Ops: []Op{lin, rope(0, flag), rope(40, flag)}, Role: "vision"}}
 	}
-	const want = "const float f = powf(10000.0f, -2.f * (2 * (j - (a == 0 ? 0 : 5)) + a) / 20);"
+	// pairs 0-4 turn at θ^(-4j'/20), pairs 5-9 at θ^(-(4j'+2)/20): pair 5 at θ^-0.1
+	const want = "__device__ const float qkv_op1_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 0.39810717f, 0.063095726f, "
 	got, err := Render("t", kernel("alternating"))
 	if err != nil {
 		t.Fatal(err)

@@ -325,7 +325,7 @@ func (f *gemm) pointwisePass(g *gen, ops []int, last bool) {
 
 // gluPass is the epilogue of a glu over the halves of the linear's output: each gate column and
 // its up partner get their bias, the linear's Y stores both unless internal, and the glu stores
-// act(gate) * up.
+// act(gate) * up, each rounded where the separate ops round (pointwiseStep).
 func (f *gemm) gluPass(g *gen) {
 	lin := g.k.Ops[0]
 	g.open("for (int e = threadIdx.x; e < BM * (bn / 2); e += %d)", threads)
@@ -333,17 +333,19 @@ func (f *gemm) gluPass(g *gen) {
 	g.line("if (m >= M || n >= HALF) continue;")
 	g.line("float v = smem[r * (bn + 1) + c], up = smem[r * (bn + 1) + c + bn / 2];")
 	if lin.Flags["has_bias"] {
-		g.line("v += tfc_ld(op0_B + n);")
-		g.line("up += tfc_ld(op0_B + HALF + n);")
+		g.line("v = tfc_rnd(v + tfc_ld(op0_B + n));")
+		g.line("up = tfc_rnd(up + tfc_ld(op0_B + HALF + n));")
+	} else {
+		g.line("v = tfc_rnd(v), up = tfc_rnd(up);")
 	}
 	if !lin.Flags["internal"] {
 		g.line("%s", store(0, "Y", "m", "n", "v"))
 		g.line("%s", store(0, "Y", "m", "HALF + n", "up"))
 	}
 	if a := acts[g.k.Ops[1].actName()]; a != "" {
-		g.line("v = %s(v) * up;", a)
+		g.line("v = tfc_rnd(tfc_rnd(%s(v)) * up);", a)
 	} else {
-		g.line("v *= up;")
+		g.line("v = tfc_rnd(v * up);")
 	}
 	g.line("%s", store(1, "Y", "m", "n", "v"))
 	g.close()
@@ -383,7 +385,7 @@ func (f *gemm) ropePass(g *gen, i int, last bool) error {
 		g.line("if (m >= M || n0 + c - j < %d || n0 + c - j >= %d) continue;", lo, hi)
 	}
 	g.line("float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + %s];", half)
-	if err := ropeAngle(g, o); err != nil {
+	if err := ropeAngle(g, o, i); err != nil {
 		return err
 	}
 	g.line("tfc_rotate<%t>(x, y, (float)op%d_Pos[(size_t)m * op%d_Pos_ld + a], f);", !o.Flags["per_axis"], i, i)
@@ -422,44 +424,41 @@ func checkRope(k Kernel, i int) error {
 	return nil
 }
 
-// ropeAngle declares the axis a and inverse frequency f of rotary pair j.
-func ropeAngle(g *gen, o Op) error {
-	theta, err := cfloat(o.float("theta"))
-	if err != nil {
-		return fmt.Errorf("rope theta: %w", err)
-	}
+// ropeAngle declares the axis a and inverse frequency f of rotary pair j of op i; the
+// frequencies are a table from device.RopeFreqs, so they are the CPU's and the reference's bits.
+func ropeAngle(g *gen, o Op, i int) error {
 	n := o.int("sections")
-	var starts, widths []string
-	axis, acc := fmt.Sprint(n-1), 0
-	for s := 0; s < n; s++ {
-		w := o.int(fmt.Sprintf("section%d", s))
-		starts, widths = append(starts, fmt.Sprint(acc)), append(widths, fmt.Sprint(w))
-		acc += w
+	sections := make([]int, n)
+	for s := range sections {
+		sections[s] = o.int(fmt.Sprintf("section%d", s))
 	}
-	for s, bound := n-2, acc-o.int(fmt.Sprintf("section%d", n-1)); s >= 0; s-- {
+	mode := device.RopeSections
+	switch {
+	case o.Flags["alternating"]:
+		mode = device.RopeAlternating
+	case o.Flags["per_axis"]:
+		mode = device.RopePerAxis
+	}
+	inv, _, err := device.RopeFreqs(o.int("head_dim"), float32(o.float("theta")), sections, mode)
+	if err != nil {
+		return err
+	}
+	lits := make([]string, len(inv))
+	for j, f := range inv {
+		if lits[j], err = cfloat(float64(f)); err != nil {
+			return fmt.Errorf("rope inverse frequency %d: %w", j, err)
+		}
+	}
+	table := fmt.Sprintf("%s_op%d_inv", g.k.Name, i)
+	fmt.Fprintf(&g.decls, "__device__ const float %s[%d] = {%s};\n", table, len(inv), strings.Join(lits, ", "))
+	axis, bound := fmt.Sprint(n-1), len(inv)-sections[n-1]
+	for s := n - 2; s >= 0; s-- {
 		axis = fmt.Sprintf("j < %d ? %d : %s", bound, s, axis)
-		bound -= o.int(fmt.Sprintf("section%d", s))
+		bound -= sections[s]
 	}
 	g.line("const int a = %s;", axis)
-	if o.Flags["alternating"] {
-		g.line("const float f = powf(%s, -2.f * (%d * (j - %s) + a) / %d);", theta, n, pick(starts), o.int("head_dim"))
-		return nil
-	}
-	if !o.Flags["per_axis"] {
-		g.line("const float f = powf(%s, -2.f * j / %d);", theta, o.int("head_dim"))
-		return nil
-	}
-	g.line("const float f = powf(%s, -(float)(j - %s) / %s);", theta, pick(starts), pick(widths))
+	g.line("const float f = %s[j];", table)
 	return nil
-}
-
-// pick selects by axis a among per-axis values.
-func pick(vs []string) string {
-	s := vs[len(vs)-1]
-	for i := len(vs) - 2; i >= 0; i-- {
-		s = fmt.Sprintf("(a == %d ? %s : %s)", i, vs[i], s)
-	}
-	return s
 }
 
 // rowNorm: one block a row; pointwise ops before the norm form the row, ops after it use it.
@@ -610,7 +609,7 @@ func (f *rope) body(g *gen) error {
 	g.line("const int h = e / HALF, j = e %% HALF;")
 	g.line("%s* p = %s;", mustCType(o, "X"), atMut(0, "X", "m", "h * HD"))
 	g.line("float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);")
-	if err := ropeAngle(g, o); err != nil {
+	if err := ropeAngle(g, o, 0); err != nil {
 		return err
 	}
 	g.line("tfc_rotate<%t>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);", !o.Flags["per_axis"])

@@ -7,49 +7,6 @@ import (
 	"tfc/runtime/device"
 )
 
-// ropeFreqs returns each pair's inverse frequency (float32, as transformers computes it) and
-// position axis.
-func ropeFreqs(o device.Rope) (inv []float32, axis []int, err error) {
-	half := o.HeadDim / 2
-	total := 0
-	for _, s := range o.Sections {
-		if s <= 0 {
-			return nil, nil, fmt.Errorf("rope: section sizes %v must be positive", o.Sections)
-		}
-		total += s
-	}
-	if o.HeadDim <= 0 || o.HeadDim%2 != 0 || total != half {
-		return nil, nil, fmt.Errorf("rope: Sections %v must sum to HeadDim/2 = %d (HeadDim %d must be even)", o.Sections, half, o.HeadDim)
-	}
-	if o.Mode != device.RopeSections && o.Mode != device.RopePerAxis && o.Mode != device.RopeAlternating {
-		return nil, nil, fmt.Errorf("rope: unknown mode %d", o.Mode)
-	}
-	if o.Mode == device.RopeAlternating {
-		for _, s := range o.Sections {
-			if s != o.Sections[0] {
-				return nil, nil, fmt.Errorf("rope: alternating mode needs equal sections, not %v", o.Sections)
-			}
-		}
-	}
-	inv, axis = make([]float32, half), make([]int, half)
-	j := 0
-	for a, s := range o.Sections {
-		for jj := 0; jj < s; jj++ {
-			e := float32(2*j) / float32(o.HeadDim)
-			switch o.Mode {
-			case device.RopePerAxis:
-				e = float32(jj) / float32(s)
-			case device.RopeAlternating:
-				e = float32(2*(len(o.Sections)*jj+a)) / float32(o.HeadDim)
-			}
-			inv[j] = 1 / float32(math.Pow(float64(o.Theta), float64(e)))
-			axis[j] = a
-			j++
-		}
-	}
-	return inv, axis, nil
-}
-
 // rope rotates X in place; angles are float32 products pos·inv, cos and sin rounded from float64.
 func (be *Backend) rope(o device.Rope) error {
 	const op = "rope"
@@ -67,7 +24,7 @@ func (be *Backend) rope(o device.Rope) error {
 	if err := shape(op, "Pos", pos, x.rows, len(o.Sections)); err != nil {
 		return err
 	}
-	inv, axis, err := ropeFreqs(o)
+	inv, axis, err := device.RopeFreqs(o.HeadDim, o.Theta, o.Sections, o.Mode)
 	if err != nil {
 		return err
 	}

@@ -54,16 +54,16 @@ func TestRopeAlternatingHand(t *testing.T) {
 	if w := worst(run(device.RopePerAxis)); w < 1e-2 {
 		t.Errorf("control: the per-axis rope is only %g from the alternating rotation; the test cannot tell them apart", w)
 	}
-	inv, axis, err := contracts.RopeInvFreq(8, theta, []int{2, 2}, device.RopeAlternating)
+	inv, axis, err := device.RopeFreqs(8, theta, []int{2, 2}, device.RopeAlternating)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for j, e := range []float64{0, -0.5, -0.25, -0.75} {
 		if math.Abs(float64(inv[j])-math.Pow(theta, e)) > 1e-6 || axis[j] != j/2 {
-			t.Errorf("RopeInvFreq pair %d: %g axis %d, want %g axis %d", j, inv[j], axis[j], math.Pow(theta, e), j/2)
+			t.Errorf("RopeFreqs pair %d: %g axis %d, want %g axis %d", j, inv[j], axis[j], math.Pow(theta, e), j/2)
 		}
 	}
-	if _, _, err := contracts.RopeInvFreq(10, theta, []int{2, 3}, device.RopeAlternating); err == nil {
-		t.Error("RopeInvFreq took unequal sections in alternating mode")
+	if _, _, err := device.RopeFreqs(10, theta, []int{2, 3}, device.RopeAlternating); err == nil {
+		t.Error("RopeFreqs took unequal sections in alternating mode")
 	}
 }

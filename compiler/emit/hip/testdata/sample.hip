@@ -118,6 +118,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
 // vision_qkv_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from sample:vision.qkv, sample:vision.rope_q, sample:vision.rope_k
 // launch vision_qkv_rope: grid (ceil(M/64), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, 256 threads
+__device__ const float vision_qkv_rope_op1_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
+__device__ const float vision_qkv_rope_op2_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -166,7 +168,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
+      const float f = vision_qkv_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -181,7 +183,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
+      const float f = vision_qkv_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
@@ -237,7 +239,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
+      const float f = vision_qkv_rope_op1_inv[j];
       tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -252,7 +254,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 20 ? 0 : 1;
-      const float f = powf(10000.0f, -(float)(j - (a == 0 ? 0 : 20)) / (a == 0 ? 20 : 20));
+      const float f = vision_qkv_rope_op2_inv[j];
       tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
       tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
@@ -676,6 +678,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
 // launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, 256 threads
+__device__ const float q_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -722,7 +725,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 128);
+      const float f = q_proj_mrope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -776,7 +779,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 128);
+      const float f = q_proj_mrope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -787,6 +790,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
 // launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, 256 threads
+__device__ const float k_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -833,7 +837,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 128);
+      const float f = k_proj_mrope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -887,7 +891,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
       if (m >= M) continue;
       float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
       const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
-      const float f = powf(1e+06f, -2.f * j / 128);
+      const float f = k_proj_mrope_op1_inv[j];
       tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
       tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
@@ -975,6 +979,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
 // mrope: rope
 // from sample:layer.mrope
 // launch mrope: grid (M, 1), 256 threads
+__device__ const float mrope_op0_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void mrope(
     float* op0_X, int op0_X_ld,
     const int* op0_Pos, int op0_Pos_ld,
@@ -988,7 +993,7 @@ extern "C" __global__ __launch_bounds__(256) void mrope(
     float* p = op0_X + (size_t)m * tfc_stride<MUT>(op0_X_ld) + h * HD;
     float x = tfc_ld(p + j), y = tfc_ld(p + j + HALF);
     const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
-    const float f = powf(1e+06f, -2.f * j / 128);
+    const float f = mrope_op0_inv[j];
     tfc_rotate<true>(x, y, (float)op0_Pos[(size_t)m * op0_Pos_ld + a], f);
     tfc_st(p + j, x);
     tfc_st(p + j + HALF, y);
