@@ -20,10 +20,12 @@
 #   tools/gpu/receipts.sh sweep-gpu OUT every sweep config on the GPU: TestSweepCUDA (and the tiny
 #                                    gates) against testdata/sweep/refs, and tfc contract --model on
 #                                    each config's checkpoint, six at a time
+#   tools/gpu/receipts.sh bf16 OUT   kernel contracts of every family in BF16 precision, and every
+#                                    tiny checkpoint's BF16 ids on the GPU against the CPU's
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
-part=${1:?tiny, qwen, dots, decode, backend or speed}
+part=${1:?tiny, bf16, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -50,14 +52,23 @@ for name, dst in [("tfc", "bin/tfc"), ("gatetest", "bin/gatetest"), ("compilerte
         with lzma.open(src) as f, open(dst, "wb") as g:
             g.write(f.read())
         os.chmod(dst, 0o755)
-dots = "testdata/dots-ocr-tiny/tokenizer.json"
-if not os.path.exists(dots):
-    import dots_ocr
-    decoder = json.load(open("testdata/dots-ocr-tiny/tokenizer_config.json"))["added_tokens_decoder"]
-    text, _ = dots_ocr.derive_tokenizer_json("testdata/tokenizer/qwen/tokenizer.json", decoder)
-    open(dots, "w", encoding="utf-8").write(text)
+# every tiny checkpoint gets tokenizer.json as tools/testdata.sh gives it: the Qwen file, less the
+# added tokens a tokenizer_config.json gives other ids (dots.ocr's)
+import glob, shutil
+for cfg in sorted(glob.glob("testdata/*/config.json")):
+    d = os.path.dirname(cfg)
+    dst = os.path.join(d, "tokenizer.json")
+    if os.path.exists(dst):
+        continue
+    tc = os.path.join(d, "tokenizer_config.json")
+    decoder = json.load(open(tc)).get("added_tokens_decoder") if os.path.exists(tc) else None
+    if decoder:
+        import dots_ocr
+        text, _ = dots_ocr.derive_tokenizer_json("testdata/tokenizer/qwen/tokenizer.json", decoder)
+        open(dst, "w", encoding="utf-8").write(text)
+    else:
+        shutil.copyfile("testdata/tokenizer/qwen/tokenizer.json", dst)
 PY
-cp testdata/tokenizer/qwen/tokenizer.json testdata/qwen2-vl-tiny/tokenizer.json
 log "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null); tfc $(sha256sum bin/tfc | cut -c1-16)"
 
 case $part in
@@ -85,6 +96,11 @@ tiny)
 	step 60 changed bash -c "cd compiler && ../bin/compilertest -test.v -test.run 'OnCUDA'"
 	step 60 serve-qwen2_vl bash tools/gpu/serve-receipt.sh "$backend" testdata/qwen2-vl-tiny image1
 	step 60 serve-dots_ocr bash tools/gpu/serve-receipt.sh "$backend" testdata/dots-ocr-tiny layout
+	;;
+bf16)
+	mkdir -p "$out/receipts"
+	step 240 contracts-bf16 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	step 150 generate-bf16 bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestGenerateBF16CUDA'"
 	;;
 qwen)
 	step 560 full-size env FULL_SIZE_BUDGET=540 FULL_SIZE_WORK=/tmp/tfc-full-qwen bash tools/gpu/full-size.sh "$out/full-size"
