@@ -41,8 +41,8 @@ func ExpectIn(op device.Op, read Read, p device.Precision, slack Read) ([]Output
 // rb rounds x to BF16 through float32, as a backend rounds its F32 value.
 func rb(x float64) float64 { return Round(device.BF16, x) }
 
-// ulp16 is one BF16 ulp at x's rounding: how far the other rounding of a nearby value lies.
-func ulp16(x float64) float64 {
+// BF16ULP is one BF16 ulp at x's rounding: how far the other rounding of a nearby value lies.
+func BF16ULP(x float64) float64 {
 	a := math.Abs(rb(x))
 	switch {
 	case math.IsNaN(a) || math.IsInf(a, 0):
@@ -74,10 +74,10 @@ func actBF16(a device.Act, x, ex float64) (float64, float64) {
 	case device.ActQuickGELU:
 		t := rb(1.702 * x)
 		s := rb(1 / (1 + math.Exp(-t)))
-		return rb(x * s), actSlope*ex + math.Abs(x)*(0.25*ulp16(1.702*x)+ulp16(1/(1+math.Exp(-t)))) + ulp16(x*s)
+		return rb(x * s), actSlope*ex + math.Abs(x)*(0.25*BF16ULP(1.702*x)+BF16ULP(1/(1+math.Exp(-t)))) + BF16ULP(x*s)
 	}
 	y := Act(a, x)
-	return rb(y), actSlope*ex + ulp16(y)
+	return rb(y), actSlope*ex + BF16ULP(y)
 }
 
 // output finds the output named name.
@@ -107,14 +107,14 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 				}
 				if b != nil {
 					if o.Round == device.RoundProduct {
-						s, es = rb(s), es+ulp16(s)
+						s, es = rb(s), es+BF16ULP(s)
 					}
 					s += b[j]
 				}
-				v, ev := actBF16(o.Act, rb(s), es+ulp16(s))
+				v, ev := actBF16(o.Act, rb(s), es+BF16ULP(s))
 				if res != nil {
 					z := v + res[i*n+j]
-					v, ev = rb(z), ev+at(eres, i*n+j)+ulp16(z)
+					v, ev = rb(z), ev+at(eres, i*n+j)+BF16ULP(z)
 				}
 				y[i*n+j], e[i*n+j] = v, ev
 			}
@@ -131,7 +131,7 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 			res, eres := r.get("Res", o.Res), sr.get("Res", o.Res)
 			for i := range s {
 				z := x[i] + res[i]
-				s[i], es[i] = rb(z), es[i]+at(eres, i)+ulp16(z)
+				s[i], es[i] = rb(z), es[i]+at(eres, i)+BF16ULP(z)
 			}
 			if o.Sum.Present() {
 				set(outs, "Sum", append([]float64(nil), s...), append([]float64(nil), es...))
@@ -149,9 +149,9 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 			rel := ds / (ss + float64(o.Eps)*float64(d)) // bounds inv's relative change
 			for j := 0; j < d; j++ {
 				z := s[i*d+j] * inv
-				en := es[i*d+j]*inv + math.Abs(z)*rel + ulp16(z)
+				en := es[i*d+j]*inv + math.Abs(z)*rel + BF16ULP(z)
 				z2 := rb(z) * w[j]
-				y[i*d+j], e[i*d+j] = rb(z2), en*math.Abs(w[j])+ulp16(z2)
+				y[i*d+j], e[i*d+j] = rb(z2), en*math.Abs(w[j])+BF16ULP(z2)
 			}
 		}
 		set(outs, "Y", y, e)
@@ -178,7 +178,7 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 			for j, v := range row {
 				z := (v-mean)*inv*w[j] + b[j]
 				dn := (at(ex, i*d+j)+mex)*inv + math.Abs(v-mean)*inv*rel
-				y[i*d+j], e[i*d+j] = rb(z), dn*math.Abs(w[j])+ulp16(z)
+				y[i*d+j], e[i*d+j] = rb(z), dn*math.Abs(w[j])+BF16ULP(z)
 			}
 		}
 		set(outs, "Y", y, e)
@@ -203,21 +203,21 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 					a, b, ea, eb := x[p], x[q], at(ex, p), at(ex, q)
 					if o.Mode == device.RopePerAxis { // F32 inside, one rounding
 						z0, z1 := a*c-b*s, b*c+a*s
-						y[p], e[p] = rb(z0), ea*math.Abs(c)+eb*math.Abs(s)+ulp16(z0)
-						y[q], e[q] = rb(z1), eb*math.Abs(c)+ea*math.Abs(s)+ulp16(z1)
+						y[p], e[p] = rb(z0), ea*math.Abs(c)+eb*math.Abs(s)+BF16ULP(z0)
+						y[q], e[q] = rb(z1), eb*math.Abs(c)+ea*math.Abs(s)+BF16ULP(z1)
 						continue
 					}
-					dc, ds := ulp16(c), ulp16(s)
+					dc, ds := BF16ULP(c), BF16ULP(s)
 					c, s = rb(c), rb(s)
 					term := func(u, eu, f, df float64) (float64, float64) {
-						return rb(u * f), eu*math.Abs(f) + math.Abs(u)*df + ulp16(u*f)
+						return rb(u * f), eu*math.Abs(f) + math.Abs(u)*df + BF16ULP(u*f)
 					}
 					t1, e1 := term(a, ea, c, dc)
 					t2, e2 := term(b, eb, s, ds)
 					t3, e3 := term(b, eb, c, dc)
 					t4, e4 := term(a, ea, s, ds)
-					y[p], e[p] = rb(t1-t2), e1+e2+ulp16(t1-t2)
-					y[q], e[q] = rb(t3+t4), e3+e4+ulp16(t3+t4)
+					y[p], e[p] = rb(t1-t2), e1+e2+BF16ULP(t1-t2)
+					y[q], e[q] = rb(t3+t4), e3+e4+BF16ULP(t3+t4)
 				}
 			}
 		}
@@ -243,7 +243,7 @@ func expectBF16(op device.Op, r, sr *reader, outs []Output) error {
 		for i := range g {
 			a, ea := actBF16(o.Act, g[i], at(eg, i))
 			z := a * u[i]
-			y[i], e[i] = rb(z), ea*math.Abs(u[i])+at(eu, i)*math.Abs(a)+ulp16(z)
+			y[i], e[i] = rb(z), ea*math.Abs(u[i])+at(eu, i)*math.Abs(a)+BF16ULP(z)
 		}
 		set(outs, "Y", y, e)
 	case device.Copy:
@@ -285,10 +285,10 @@ func binaryBF16(r, sr *reader, ta, tb device.Tensor, mul bool) ([]float64, []flo
 	for i := range a {
 		if mul {
 			z := a[i] * b[i]
-			y[i], e[i] = rb(z), at(ea, i)*math.Abs(b[i])+at(eb, i)*math.Abs(a[i])+ulp16(z)
+			y[i], e[i] = rb(z), at(ea, i)*math.Abs(b[i])+at(eb, i)*math.Abs(a[i])+BF16ULP(z)
 		} else {
 			z := a[i] + b[i]
-			y[i], e[i] = rb(z), at(ea, i)+at(eb, i)+ulp16(z)
+			y[i], e[i] = rb(z), at(ea, i)+at(eb, i)+BF16ULP(z)
 		}
 	}
 	return y, e
@@ -355,14 +355,14 @@ func attendBF16(q []float64, keys, values [][]float64, scale float64) ([]float64
 	}
 	out, slack := make([]float64, len(q)), make([]float64, len(q))
 	for j, v := range values {
-		p, dp := rb(s[j]), 2*ulp16(s[j])
+		p, dp := rb(s[j]), 2*BF16ULP(s[j])
 		for t := range out {
 			out[t] += p * v[t] / sum
 			slack[t] += dp * math.Abs(v[t]) / sum
 		}
 	}
 	for t, x := range out {
-		out[t], slack[t] = rb(x), slack[t]+ulp16(x)
+		out[t], slack[t] = rb(x), slack[t]+BF16ULP(x)
 	}
 	return out, slack
 }

@@ -105,7 +105,7 @@ func (b *mutant) Launch(k *device.Kernel, ops ...device.Op) error {
 			}
 			v[0] = math.Nextafter32(v[0], float32(math.Inf(1)))
 			if b.Precision() == device.BF16Precision { // one BF16 ulp, which a write keeps
-				v[0] = float32(rb(float64(v[0])) + ulp16(float64(v[0])))
+				v[0] = float32(rb(float64(v[0])) + BF16ULP(float64(v[0])))
 			}
 			return true
 		})

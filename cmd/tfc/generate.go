@@ -32,6 +32,7 @@ type generateFlags struct {
 	topK                   int
 	seed                   uint64
 	json, ignoreEOS        bool
+	step                   func(step int, logits []float32) // sees each step's logits (tests)
 }
 
 // generateOutput is what --json prints.
@@ -156,7 +157,7 @@ func runGenerate(f generateFlags) (*generateOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.Generate(p, engine.Options{MaxTokens: f.maxTokens, Sample: sample.Params{
+	res, err := e.Generate(p, engine.Options{MaxTokens: f.maxTokens, Step: f.step, Sample: sample.Params{
 		Temperature: f.temperature, TopK: f.topK, TopP: f.topP, Seed: f.seed}})
 	if err != nil {
 		return nil, err
