@@ -112,11 +112,11 @@ func TestBenchProfileNeedsAGPU(t *testing.T) {
 	}
 }
 
-// TestBenchPreprocessCommand times two images under a family's published settings and under a
-// checkpoint's, and checks each report's sizes and that every stage was timed.
+// TestBenchPreprocessCommand times two images under a checkpoint's settings and under a published
+// pixel budget, and checks each report's sizes and that every stage was timed.
 func TestBenchPreprocessCommand(t *testing.T) {
 	images := []string{filepath.Join(tinyQwen2VL, "oracle", "images", "a.png"), filepath.Join(tinyQwen2VL, "oracle", "images", "b.png")}
-	for _, how := range [][]string{{"--family", "dots_ocr"}, {"--model", tinyQwen2VL}} {
+	for _, how := range [][]string{{"--model", tinyQwen2VL, "--max-pixels", "12845056"}, {"--model", tinyQwen2VL, "--max-pixels", "0"}} {
 		out, err := runTFC(t, append(append([]string{"bench", "preprocess", "--runs", "3"}, images...), how...)...)
 		if err != nil {
 			t.Fatalf("tfc bench preprocess %v: %v\n%s", how, err, out)
@@ -135,7 +135,10 @@ func TestBenchPreprocessCommand(t *testing.T) {
 			}
 		}
 	}
-	if _, err := runTFC(t, "bench", "preprocess", images[0], "--family", "nope", "--model", ""); err == nil || !strings.Contains(err.Error(), "want qwen2_vl or dots_ocr") {
-		t.Errorf("unknown family: %v", err)
+	if _, err := runTFC(t, "bench", "preprocess", images[0], "--model", ""); err == nil || !strings.Contains(err.Error(), "--model DIR is needed") {
+		t.Errorf("no checkpoint: %v", err)
+	}
+	if _, err := runTFC(t, "bench", "preprocess", images[0], "--model", tinyQwen2VL, "--max-pixels", "-1"); err == nil || !strings.Contains(err.Error(), "--max-pixels -1") {
+		t.Errorf("negative budget: %v", err)
 	}
 }

@@ -14,17 +14,6 @@ import (
 	"tfc/runtime/image"
 )
 
-// publishedConfigs are the image processor settings of each family's published checkpoint
-// (Qwen2-VL-7B-Instruct and dots.ocr), for timing without a checkpoint at hand.
-var publishedConfigs = map[string]func() image.Config{
-	"qwen2_vl": func() image.Config { return image.DefaultConfig().WithPixels(3136, 12845056) },
-	"dots_ocr": func() image.Config {
-		c := image.DefaultConfig().WithPixels(3136, 11289600)
-		c.TemporalPatchSize = 1
-		return c
-	},
-}
-
 // preprocessTimes is the median of each stage over the runs on one image.
 type preprocessTimes struct {
 	Image      string  `json:"image"`
@@ -43,22 +32,30 @@ type preprocessTimes struct {
 
 // benchPreprocess is tfc bench preprocess: image decode and preprocessing timed by stage.
 func benchPreprocess() *cobra.Command {
-	var family, modelDir string
-	var runs int
+	var modelDir string
+	var runs, maxPixels int
 	c := &cobra.Command{
-		Use:   "preprocess IMAGE... [--family qwen2_vl|dots_ocr | --model DIR] [--runs N]",
+		Use:   "preprocess IMAGE... --model DIR [--max-pixels N] [--runs N]",
 		Short: "Time image decode and preprocessing by stage (median of --runs) and print JSON",
 		Long: `Decode and preprocess each image --runs times after one warm-up and print, per image, the
 median milliseconds of: decode, the resize alone, normalise and patchify of the resized image
 alone, the fused preprocessing the server runs, and decode plus preprocessing. The processor's
-settings are the family's published ones (--family) or a checkpoint's preprocessor_config.json
-(--model). tools/oracle/preprocess_speed.py times transformers' processor the same way.`,
+settings are a checkpoint's preprocessor_config.json (--model), its pixel budget replaced by
+--max-pixels when given (a published checkpoint's, e.g. 12845056 for Qwen2-VL-7B-Instruct, on a
+tiny one). tools/oracle/preprocess_speed.py times transformers' processor the same way.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := benchConfig(family, modelDir)
+			if modelDir == "" {
+				return fmt.Errorf("--model DIR is needed: the checkpoint whose preprocessor_config.json sets the processor")
+			}
+			if maxPixels < 0 {
+				return fmt.Errorf("--max-pixels %d: give a positive pixel budget, or leave it out", maxPixels)
+			}
+			cfg, err := image.LoadConfig(modelDir)
 			if err != nil {
 				return err
 			}
+			cfg = cfg.WithPixels(0, maxPixels)
 			if runs < 1 {
 				return fmt.Errorf("--runs %d: give at least 1", runs)
 			}
@@ -75,21 +72,10 @@ settings are the family's published ones (--family) or a checkpoint's preprocess
 			return enc.Encode(out)
 		},
 	}
-	c.Flags().StringVar(&family, "family", "qwen2_vl", "published processor settings: qwen2_vl or dots_ocr")
-	c.Flags().StringVar(&modelDir, "model", "", "a checkpoint directory whose preprocessor_config.json is used instead of --family")
+	c.Flags().StringVar(&modelDir, "model", "", "the checkpoint directory whose preprocessor_config.json sets the processor")
+	c.Flags().IntVar(&maxPixels, "max-pixels", 0, "the processor's pixel budget instead of the checkpoint's (0: the checkpoint's)")
 	c.Flags().IntVar(&runs, "runs", 20, "timed runs after one warm-up")
 	return c
-}
-
-func benchConfig(family, modelDir string) (image.Config, error) {
-	if modelDir != "" {
-		return image.LoadConfig(modelDir)
-	}
-	mk, ok := publishedConfigs[family]
-	if !ok {
-		return image.Config{}, fmt.Errorf("--family %q: want qwen2_vl or dots_ocr, or give --model DIR", family)
-	}
-	return mk(), nil
 }
 
 func timePreprocess(path string, cfg image.Config, runs int) (preprocessTimes, error) {

@@ -4,7 +4,7 @@
 Run on the same host as tfc, with torch, torchvision, transformers and Pillow:
 
     python3 tools/oracle/preprocess_speed.py page.png [more.jpg ...] [--family qwen2_vl|dots_ocr | --model DIR] [--runs 20]
-    tfc bench preprocess page.png [more.jpg ...] [--family ...] [--runs 20]
+    tfc bench preprocess page.png [more.jpg ...] --model DIR [--max-pixels N] [--runs 20]
 
 Prints JSON, one object per image: the median milliseconds over --runs (after one warm-up) of
 decode (bytes to a loaded RGB PIL image), preprocess (the processor call returning torch tensors)
