@@ -18,7 +18,8 @@
 // long sum. The softmax is the F32 online softmax of tfc_attend: a row's running max m, scores
 // s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new). In BF16
 // precision Q, K, V and (rounded after its sum) P are BF16-exact, so hi·hi alone is taken
-// (TERMS 1): the same bits as the six products for a sixth of the work.
+// (TERMS 1): the same bits as the six products for a sixth of the work, the lo planes neither
+// staged nor read.
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
@@ -173,12 +174,10 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
       tfc_split3(kr[i], hh, ll, l2);
       unsigned short* const kt = sm + j * LDK + d;
       kt[0] = hh;
-      kt[PL] = ll;
-      kt[2 * PL] = l2;
+      if (TERMS == 3) kt[PL] = ll, kt[2 * PL] = l2;
       tfc_split3(vx, hh, ll, l2);
       kt[3 * PL] = hh;
-      kt[4 * PL] = ll;
-      kt[5 * PL] = l2;
+      if (TERMS == 3) kt[4 * PL] = ll, kt[5 * PL] = l2;
     }
     tfc_fill_barrier<MUT>();
     if (ahead && t0 + BK < kend) load(t0 + BK);
@@ -195,11 +194,13 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
           for (int n = 0; n < NK; ++n) {
-            unsigned bh[2], bl[2], b2[2];
+            unsigned bh[2], bl[2] = {0, 0}, b2[2] = {0, 0};
             const unsigned a = ka + 2 * (n * 8 * LDK + ks * 16);
             tfc_ldsm_x2(bh, a);
-            tfc_ldsm_x2(bl, a + 2 * PL);
-            tfc_ldsm_x2(b2, a + 4 * PL);
+            if (TERMS == 3) {  // one term reads the hi plane alone
+              tfc_ldsm_x2(bl, a + 2 * PL);
+              tfc_ldsm_x2(b2, a + 4 * PL);
+            }
             tfc_mma_split6<TERMS>(sb[n], ss[n], qf[ks], bh, bl, b2);
           }
         const bool kany = tbad[0] == t0;
@@ -261,11 +262,13 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         float cb[4] = {0.f, 0.f, 0.f, 0.f}, cs[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int kk = 0; kk < KK; ++kk) {
-          unsigned bh[2], bl[2], b2[2];
+          unsigned bh[2], bl[2] = {0, 0}, b2[2] = {0, 0};
           const unsigned a = va + 2 * (kk * 16 * LDK + n * 8);
           tfc_ldsm_x2_trans(bh, a);
-          tfc_ldsm_x2_trans(bl, a + 2 * PL);
-          tfc_ldsm_x2_trans(b2, a + 4 * PL);
+          if (TERMS == 3) {
+            tfc_ldsm_x2_trans(bl, a + 2 * PL);
+            tfc_ldsm_x2_trans(b2, a + 4 * PL);
+          }
           tfc_mma_split6<TERMS>(cb, cs, pf[kk], bh, bl, b2);
         }
 #pragma unroll
