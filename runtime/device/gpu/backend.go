@@ -301,7 +301,11 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	if n == 0 {
 		return nil
 	}
-	host := make([]byte, n*b.DT.Size())
+	// the copy lands in dst itself where the layouts agree, else in bytes decoded after it
+	host, direct := bytesOf(dst), sameLayout(b.DT, dst)
+	if !direct {
+		host = make([]byte, n*b.DT.Size())
+	}
 	err = be.Do(func() error {
 		be.inflight.keep(host)
 		err := CopyRows(t, b, host, func(dev uint64, h []byte) error {
@@ -315,7 +319,9 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	if err != nil {
 		return err
 	}
-	Decode(b.DT, host, dst)
+	if !direct {
+		Decode(b.DT, host, dst)
+	}
 	return nil
 }
 

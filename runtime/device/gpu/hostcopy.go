@@ -4,24 +4,46 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 )
 
+// littleEndian reports whether this host lays out values as the devices do (every host tfc runs
+// on does), so that float32 and int32 slices move as their bytes instead of a value at a time.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// bytesOf is the memory of a []float32 or []int32 as bytes; nil for an empty or other slice.
+func bytesOf(v any) []byte {
+	switch s := v.(type) {
+	case []float32:
+		if len(s) > 0 {
+			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
+		}
+	case []int32:
+		if len(s) > 0 {
+			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
+		}
+	}
+	return nil
+}
+
+// sameLayout reports whether dst holds elements of dt as the device does (F32 in []float32, I32
+// in []int32) on a host of the devices' byte order, so a copy of bytes moves them.
+func sameLayout(dt device.DType, v any) bool {
+	switch v.(type) {
+	case []float32:
+		return littleEndian && dt == device.F32
+	case []int32:
+		return littleEndian && dt == device.I32
+	}
+	return false
+}
+
 // Encode converts n source values to little-endian elements of dt.
 func Encode(dt device.DType, n int, src any, srcType device.DType) ([]byte, error) {
 	out := make([]byte, n*dt.Size())
-	putF := func(i int, v float32) {
-		switch dt {
-		case device.F32:
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
-		case device.BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToBF16(v))
-		case device.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToF16(v))
-		}
-	}
 	switch s := src.(type) {
 	case []int32:
 		if dt != device.I32 {
@@ -29,6 +51,10 @@ func Encode(dt device.DType, n int, src any, srcType device.DType) ([]byte, erro
 		}
 		if len(s) != n {
 			return nil, fmt.Errorf("write of %d int32 values into a tensor of %d elements", len(s), n)
+		}
+		if sameLayout(dt, s) {
+			copy(out, bytesOf(s))
+			break
 		}
 		for i, v := range s {
 			binary.LittleEndian.PutUint32(out[4*i:], uint32(v))
@@ -40,9 +66,7 @@ func Encode(dt device.DType, n int, src any, srcType device.DType) ([]byte, erro
 		if len(s) != n {
 			return nil, fmt.Errorf("write of %d float32 values into a tensor of %d elements", len(s), n)
 		}
-		for i, v := range s {
-			putF(i, v)
-		}
+		putFloats(dt, out, s)
 	case []byte:
 		switch srcType {
 		case device.F32, device.BF16, device.F16, device.I32:
@@ -59,16 +83,9 @@ func Encode(dt device.DType, n int, src any, srcType device.DType) ([]byte, erro
 			copy(out, s)
 			break
 		}
-		for i := 0; i < n; i++ {
-			switch srcType {
-			case device.F32:
-				putF(i, math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:])))
-			case device.BF16:
-				putF(i, cpu.BF16ToF32(binary.LittleEndian.Uint16(s[2*i:])))
-			case device.F16:
-				putF(i, cpu.F16ToF32(binary.LittleEndian.Uint16(s[2*i:])))
-			}
-		}
+		v := make([]float32, n)
+		decodeFloats(srcType, s, v)
+		putFloats(dt, out, v)
 	default:
 		return nil, fmt.Errorf("write of %T; pass []float32, []int32 or []byte", src)
 	}
@@ -104,19 +121,55 @@ func CheckRead(dt device.DType, rows, cols int, dst any) error {
 func Decode(dt device.DType, host []byte, dst any) {
 	switch d := dst.(type) {
 	case []int32:
+		if sameLayout(dt, d) {
+			copy(bytesOf(d), host)
+			return
+		}
 		for i := range d {
 			d[i] = int32(binary.LittleEndian.Uint32(host[4*i:]))
 		}
 	case []float32:
+		decodeFloats(dt, host, d)
+	}
+}
+
+// decodeFloats widens little-endian elements of float type dt into d.
+func decodeFloats(dt device.DType, host []byte, d []float32) {
+	switch {
+	case sameLayout(dt, d):
+		copy(bytesOf(d), host)
+	case dt == device.F32:
 		for i := range d {
-			switch dt {
-			case device.F32:
-				d[i] = math.Float32frombits(binary.LittleEndian.Uint32(host[4*i:]))
-			case device.BF16:
-				d[i] = cpu.BF16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
-			case device.F16:
-				d[i] = cpu.F16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
-			}
+			d[i] = math.Float32frombits(binary.LittleEndian.Uint32(host[4*i:]))
+		}
+	case dt == device.BF16:
+		for i := range d {
+			d[i] = cpu.BF16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
+		}
+	case dt == device.F16:
+		for i := range d {
+			d[i] = cpu.F16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
+		}
+	}
+}
+
+// putFloats writes v into out as little-endian elements of float type dt (BF16 and F16 rounded
+// to nearest even).
+func putFloats(dt device.DType, out []byte, v []float32) {
+	switch {
+	case sameLayout(dt, v):
+		copy(out, bytesOf(v))
+	case dt == device.F32:
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+		}
+	case dt == device.BF16:
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToBF16(x))
+		}
+	case dt == device.F16:
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToF16(x))
 		}
 	}
 }
