@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -154,5 +155,31 @@ func TestBytesMatchValues(t *testing.T) {
 	Decode(device.I32, fast, got)
 	if !slices.Equal(got, is) {
 		t.Errorf("int32 read back as %v", got)
+	}
+}
+
+// TestRoundBitsMatchValues: RoundF32ToBF16 on words gives device.RoundBF16's bits for every value
+// of a sweep over the exponents and the rounding bits, and keeps NaNs as written.
+func TestRoundBitsMatchValues(t *testing.T) {
+	var words []uint32
+	for e := uint32(0); e < 256; e++ {
+		for _, m := range []uint32{0, 1, 0x7fff, 0x8000, 0x8001, 0x18000, 0x7fffff, 0x7f8000, 0x12345} {
+			words = append(words, e<<23|m, 1<<31|e<<23|m)
+		}
+	}
+	host := make([]byte, 4*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint32(host[4*i:], w)
+	}
+	RoundF32ToBF16(host)
+	for i, w := range words {
+		x := math.Float32frombits(w)
+		want := w
+		if x == x {
+			want = math.Float32bits(device.RoundBF16(x))
+		}
+		if got := binary.LittleEndian.Uint32(host[4*i:]); got != want {
+			t.Fatalf("%08x rounds to %08x, want %08x", w, got, want)
+		}
 	}
 }

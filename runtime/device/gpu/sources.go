@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	"tfc/runtime/device"
 )
@@ -281,6 +282,14 @@ func WithPrecision(srcs fs.FS, family string, p device.Precision) (fs.FS, error)
 // RoundF32ToBF16 rounds the little-endian float32 values of host to BF16 in place; a NaN is kept
 // as written (the contract's poison stays recognisable).
 func RoundF32ToBF16(host []byte) {
+	if littleEndian && len(host) >= 4 { // device.RoundBF16 on the bits, a value a word
+		for i, u := range unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(host))), len(host)/4) {
+			if u&0x7fffffff <= 0x7f800000 {
+				binary.LittleEndian.PutUint32(host[4*i:], (u+0x7fff+(u>>16)&1)&0xffff0000)
+			}
+		}
+		return
+	}
 	for i := 0; i+4 <= len(host); i += 4 {
 		x := math.Float32frombits(binary.LittleEndian.Uint32(host[i:]))
 		if x == x {
