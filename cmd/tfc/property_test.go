@@ -7,12 +7,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
 	"tfc/compiler/emit/hip"
 	"tfc/contracts"
 	"tfc/contracts/sweep"
+	"tfc/gen/registry"
 	"tfc/runtime/checkpoint"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
@@ -21,41 +24,170 @@ import (
 	"tfc/runtime/sample"
 )
 
-// randomSet draws config values a family's require lines allow: head dims 8 to 128, ratio query
-// heads a KV head, random M-RoPE sections, odd widths, tied or untied heads, 1 to 3 layers.
-func randomSet(family string, ratio int, rng *rand.Rand) map[string]any {
-	pick := func(xs ...int) int { return xs[rng.IntN(len(xs))] }
-	kv := 1 + rng.IntN(3)
-	h := kv * ratio
-	hd := pick(8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
-	d := h * hd
-	f := 8 + rng.IntN(150)
-	l := 1 + rng.IntN(3)
-	tied := rng.IntN(2) == 0
-	vh := 1 + rng.IntN(4)
-	vd := vh * pick(8, 12, 16, 20, 24, 32, 48, 64, 80, 128)
-	if family == "dots_ocr" {
-		return map[string]any{"hidden_size": d, "num_attention_heads": h, "num_key_value_heads": kv, "intermediate_size": f,
-			"num_hidden_layers": l, "max_window_layers": l, "tie_word_embeddings": tied, "rope_theta": pick(10000, 1000000),
-			"vision_config": map[string]any{"embed_dim": vd, "hidden_size": d, "intermediate_size": 8 + rng.IntN(150),
-				"num_hidden_layers": 1 + rng.IntN(2), "num_attention_heads": vh}}
+// randomNear draws a config near one of a family's sweep configs: one to three changes (every
+// value equal to a chosen width scaled by 2, 1/2, 3/2 or 2/3; a width moved by one; one unit
+// moved between two entries of a list; a flag flipped wherever its key stands; a theta swapped),
+// kept only when the family's require lines accept it and no width passes 640. The sweep holds
+// the family's edges; this walks between them.
+func randomNear(t *testing.T, bases []sweep.Config, rng *rand.Rand, seed uint64) sweep.Config {
+	for range 500 {
+		base := bases[rng.IntN(len(bases))]
+		set := cloneJSON(base.Set).(map[string]any)
+		for range 1 + rng.IntN(3) {
+			mutate(set, rng)
+		}
+		if reflect.DeepEqual(set, base.Set) || maxWhole(set) > 640 {
+			continue
+		}
+		c := sweep.Config{Name: "random", Family: base.Family, Fixture: base.Fixture, Seed: seed, Set: set, DType: base.DType}
+		cfgJSON, err := c.ConfigJSON(testdata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := bindConfig(t, cfgJSON); err == nil {
+			return c
+		}
 	}
-	// three positive sections summing to hd/2
-	a := 1 + rng.IntN(hd/2-2)
-	b := 1 + rng.IntN(hd/2-a-1)
-	layers := make([]any, l)
-	for i := range layers {
-		layers[i] = "full_attention"
-	}
-	return map[string]any{"tie_word_embeddings": tied,
-		"text_config": map[string]any{"hidden_size": d, "num_attention_heads": h, "num_key_value_heads": kv,
-			"intermediate_size": f, "num_hidden_layers": l, "tie_word_embeddings": tied, "layer_types": layers,
-			"rope_parameters": map[string]any{"mrope_section": []int{a, b, hd/2 - a - b}, "rope_theta": pick(10000, 1000000)}},
-		"vision_config": map[string]any{"embed_dim": vd, "num_heads": vh, "mlp_ratio": 1 + rng.IntN(4), "depth": 1 + rng.IntN(2),
-			"hidden_size": d, "rope_parameters": map[string]any{"rope_theta": pick(5000, 10000)}}}
+	t.Fatalf("no config near %s's sweep configs passed its require lines in 500 draws", bases[0].Family)
+	return sweep.Config{}
 }
 
-// TestRandomConfigs: for random configs that satisfy a family's require lines, binding and
+// leaf is a value of a config set, with its path and a setter.
+type leaf struct {
+	path string
+	get  func() any
+	set  func(any)
+}
+
+// leaves lists the values under v in path order.
+func leaves(v any, path string, out *[]leaf) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			*out = append(*out, leaf{path + "." + k, func() any { return x[k] }, func(y any) { x[k] = y }})
+			leaves(x[k], path+"."+k, out)
+		}
+	case []any:
+		for i := range x {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			*out = append(*out, leaf{p, func() any { return x[i] }, func(y any) { x[i] = y }})
+			leaves(x[i], p, out)
+		}
+	}
+}
+
+// whole is v as a positive whole number, when it is one.
+func whole(v any) (int, bool) {
+	f, ok := v.(float64)
+	return int(f), ok && f == math.Trunc(f) && f >= 1
+}
+
+// mutate makes one random change to set (see randomNear).
+func mutate(set map[string]any, rng *rand.Rand) {
+	var ls, ints, lists, flags, thetas []leaf
+	leaves(set, "", &ls)
+	for _, l := range ls {
+		switch v := l.get().(type) {
+		case float64:
+			if strings.Contains(l.path, "theta") {
+				thetas = append(thetas, l)
+			} else if _, ok := whole(v); ok {
+				ints = append(ints, l)
+			}
+		case bool:
+			flags = append(flags, l)
+		case []any:
+			if _, ok := whole(v[0]); ok && len(v) >= 2 {
+				lists = append(lists, l)
+			}
+		}
+	}
+	switch op := rng.IntN(5); {
+	case op == 0 && len(ints) > 0: // scale every value equal to one width
+		w, _ := whole(ints[rng.IntN(len(ints))].get())
+		r := [][2]int{{2, 1}, {1, 2}, {3, 2}, {2, 3}}[rng.IntN(4)]
+		if w*r[0]%r[1] != 0 {
+			return
+		}
+		for _, l := range ints {
+			if v, _ := whole(l.get()); v == w {
+				l.set(float64(w * r[0] / r[1]))
+			}
+		}
+	case op == 1 && len(ints) > 0: // move one width by one
+		l := ints[rng.IntN(len(ints))]
+		v, _ := whole(l.get())
+		if rng.IntN(2) == 0 || v == 1 {
+			l.set(float64(v + 1))
+		} else {
+			l.set(float64(v - 1))
+		}
+	case op == 2 && len(lists) > 0: // move one unit between two entries of a list
+		xs := lists[rng.IntN(len(lists))].get().([]any)
+		i, j := rng.IntN(len(xs)), rng.IntN(len(xs))
+		a, _ := whole(xs[i])
+		if b, ok := whole(xs[j]); ok && i != j && a > 1 {
+			xs[i], xs[j] = float64(a-1), float64(b+1)
+		}
+	case op == 3 && len(flags) > 0: // flip a flag wherever its key stands
+		l := flags[rng.IntN(len(flags))]
+		key, v := l.path[strings.LastIndex(l.path, "."):], !l.get().(bool)
+		for _, m := range flags {
+			if strings.HasSuffix(m.path, key) {
+				m.set(v)
+			}
+		}
+	case op == 4 && len(thetas) > 0: // swap a theta
+		thetas[rng.IntN(len(thetas))].set([]float64{5000, 10000, 1000000}[rng.IntN(3)])
+	}
+}
+
+// cloneJSON copies a decoded JSON value.
+func cloneJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, y := range x {
+			m[k] = cloneJSON(y)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, y := range x {
+			s[i] = cloneJSON(y)
+		}
+		return s
+	}
+	return v
+}
+
+// maxWhole is the largest whole number under v.
+func maxWhole(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, y := range x {
+			n = max(n, maxWhole(y))
+		}
+	case []any:
+		for _, y := range x {
+			n = max(n, maxWhole(y))
+		}
+	default:
+		if w, ok := whole(x); ok {
+			n = w
+		}
+	}
+	return n
+}
+
+// TestRandomConfigs: for random configs that satisfy a family's require lines (near its sweep
+// configs, for every registered family), binding and
 // specialising succeed, every kernel specialised for the config passes gates 1-4 against its
 // float64 reference on the CPU with every planted control red, and the CPU's whole forward on an
 // image prompt (random weights) gives the ids and logits of the graph's float64 reference.
@@ -64,12 +196,26 @@ func TestRandomConfigs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("random configs take about a minute")
 	}
-	for _, fx := range []struct{ family, fixture string }{{"qwen2_vl", "qwen2-vl-tiny"}, {"dots_ocr", "dots-ocr-tiny"}} {
-		rng := rand.New(rand.NewPCG(seed, uint64(len(fx.family))))
-		for i := 0; i < 6; i++ {
-			set := randomSet(fx.family, 1+i, rng) // GQA ratios 1 to 6
-			t.Run(fmt.Sprintf("%s-%d", fx.family, i), func(t *testing.T) {
-				c := sweep.Config{Name: "random", Fixture: fx.fixture, Seed: seed + uint64(i), Set: set}
+	f, err := sweep.Load(sweepFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range registry.Families {
+		var bases []sweep.Config
+		for _, c := range f.Configs {
+			if c.Family == fam.Name {
+				bases = append(bases, c)
+			}
+		}
+		if len(bases) == 0 {
+			t.Errorf("family %s has no sweep configs to draw random ones near", fam.Name)
+			continue
+		}
+		rng := rand.New(rand.NewPCG(seed, uint64(len(fam.Name))))
+		for i := 0; i < 4; i++ {
+			c := randomNear(t, bases, rng, seed+uint64(i))
+			set := c.Set
+			t.Run(fmt.Sprintf("%s-%d", fam.Name, i), func(t *testing.T) {
 				cfgJSON, err := c.ConfigJSON(testdata)
 				if err != nil {
 					t.Fatal(err)
