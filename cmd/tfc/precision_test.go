@@ -131,3 +131,10 @@ func TestBF16Divergence(t *testing.T) {
 		t.Error("a flip at margin 0.5 passed")
 	}
 }
+
+// TestPrecisionFlag checks that --precision refuses a name it does not know.
+func TestPrecisionFlag(t *testing.T) {
+	if _, err := newBackend("cpu", "fp8"); err == nil {
+		t.Fatal("newBackend accepted precision fp8")
+	}
+}
