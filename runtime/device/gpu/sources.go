@@ -282,10 +282,11 @@ func WithPrecision(srcs fs.FS, family string, p device.Precision) (fs.FS, error)
 // RoundF32ToBF16 rounds the little-endian float32 values of host to BF16 in place; a NaN is kept
 // as written (the contract's poison stays recognisable).
 func RoundF32ToBF16(host []byte) {
-	if littleEndian && len(host) >= 4 { // device.RoundBF16 on the bits, a value a word
-		for i, u := range unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(host))), len(host)/4) {
-			if u&0x7fffffff <= 0x7f800000 {
-				binary.LittleEndian.PutUint32(host[4*i:], (u+0x7fff+(u>>16)&1)&0xffff0000)
+	if littleEndian && len(host) >= 4 { // the values in place, not decoded and encoded one by one
+		w := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(host))), len(host)/4)
+		for i, x := range w {
+			if x == x {
+				w[i] = device.RoundBF16(x)
 			}
 		}
 		return
