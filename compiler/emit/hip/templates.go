@@ -427,6 +427,9 @@ func checkRope(k Kernel, i int) error {
 // ropeAngle declares the axis a and inverse frequency f of rotary pair j of op i; the
 // frequencies are a table from device.RopeFreqs, so they are the CPU's and the reference's bits.
 func ropeAngle(g *gen, o Op, i int) error {
+	if _, err := cfloat(o.float("theta")); err != nil {
+		return fmt.Errorf("rope theta: %w", err)
+	}
 	n := o.int("sections")
 	sections := make([]int, n)
 	for s := range sections {
