@@ -60,17 +60,30 @@ inline unsigned __float_as_uint(float f) {
   return u;
 }
 int __all_sync(unsigned, int);
-// Clusters and the rounding intrinsics are declared, not emulated: no emulated kernel uses them.
-float __fmul_rn(float, float);
-float __fadd_rn(float, float);
-float __fdiv_rn(float, float);
+// The rounding intrinsics are one float operation each (volatile, so nothing contracts them);
+// clusters are declared, not emulated: no emulated kernel uses them.
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline float __fdiv_rn(float a, float b) {
+  volatile float r = a / b;
+  return r;
+}
 int tfc_cluster_rank();
 void tfc_cluster_sync();
 template <typename T>
 T* tfc_cluster_map(T* p, int rank);
-inline long long clock64() {  // time passes by 1000 cycles a reading
-  static long long now;
-  return now += 1000;
+void emu_yield();
+inline int emu_cur;  // the running thread
+inline long long clock64() {  // a reading lets the other threads run on; 100 of the thread's cycles pass
+  static long long now[256];
+  emu_yield();
+  return now[emu_cur] += 100;
 }
 using std::max;
 using std::min;
@@ -107,7 +120,6 @@ struct emu_block {
   std::function<void()> body;
 };
 inline emu_block* emu;
-inline int emu_cur;
 
 inline void emu_wait(emu_barrier& b) {
   const int g = b.gen;
@@ -153,7 +165,11 @@ inline void emu_run(unsigned char* smem, unsigned bx, unsigned by, std::function
   emu = nullptr;
 }
 
+inline void emu_yield() {
+  if (emu) swapcontext(&emu->fiber[emu_cur], &emu->sched);
+}
 inline void __syncthreads() { emu_wait(emu->bar); }
+inline void __syncwarp() { emu_wait(emu->warps[threadIdx.x / 32].bar); }
 
 inline unsigned tfc_smem_addr(const void* p) { return (unsigned)((const unsigned char*)p - emu->smem); }
 
