@@ -109,17 +109,22 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			a.Y = b.Out(dt(o, "Y"), m, h*hd)
 			if o.Flags["cache"] {
 				ps := o.Ints["page_size"]
-				// two sequences of two pages each, their rows after a cached prefix of ps-1
-				a.Cache = &device.KVCache{K: b.Normal(dt(o, "Cache.K"), 4*ps, kv*hd, 1), V: b.Normal(dt(o, "Cache.V"), 4*ps, kv*hd, 1)}
+				// two sequences, their rows after a cached prefix of cachedPrefix keys, their pages interleaved
+				pages := (cachedPrefix + m/2 + ps - 1) / ps
+				a.Cache = &device.KVCache{K: b.Normal(dt(o, "Cache.K"), 2*pages*ps, kv*hd, 1), V: b.Normal(dt(o, "Cache.V"), 2*pages*ps, kv*hd, 1)}
 				seq, pos := make([]int32, m), make([]int32, m)
 				for r := range seq {
 					j := r
 					if r >= m/2 {
 						seq[r], j = 1, r-m/2
 					}
-					pos[r] = int32(ps - 1 + j)
+					pos[r] = int32(cachedPrefix + j)
 				}
-				a.Rows = &device.Rows{PageSize: ps, RowSeq: b.Ints(1, m, seq), RowPos: b.Ints(1, m, pos), PageTable: b.Ints(2, 2, []int32{2, 0, 3, 1})}
+				table := make([]int32, 2*pages)
+				for i := range pages {
+					table[i], table[pages+i] = int32(2*i+1), int32(2*i)
+				}
+				a.Rows = &device.Rows{PageSize: ps, RowSeq: b.Ints(1, m, seq), RowPos: b.Ints(1, m, pos), PageTable: b.Ints(2, pages, table)}
 			} else {
 				a.Spans = b.Ints(1, 3, []int32{0, int32(m / 3), int32(m)})
 			}
@@ -412,6 +417,11 @@ func (m hostMirror) storeSlack(o Output) {
 		}
 	}
 }
+
+// cachedPrefix is the keys before a cached attention's rows: ten chunks of the tensor-core cached
+// attention (64 keys, kernels/tfc_mma_attention.h) less three, so that its rows fold eleven chunks
+// and a few-row launch takes two rounds of its cluster of eight.
+const cachedPrefix = 10*64 - 3
 
 // ropePositions bounds the positions a rope kernel is checked at: a context's worth, so even
 // the slowest pair turns far enough that a skipped pair shows in BF16.

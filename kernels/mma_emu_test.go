@@ -63,6 +63,17 @@ func TestAttentionEmulated(t *testing.T) {
 	})
 }
 
+// TestPagedAttentionEmulated runs tfc_attention_paged in BF16 precision the same way
+// (testdata/mmaemu/paged.cpp): the tensor-core cached attention CUDA takes, over decode rows,
+// prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches.
+func TestPagedAttentionEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulation takes about ten seconds")
+	}
+	t.Parallel()
+	runEmulated(t, "paged.cpp", "-DTFC_BF16=1")
+}
+
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {

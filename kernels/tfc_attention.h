@@ -138,7 +138,8 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 // tfc_attention_paged: row r and query head h, which reads KV head h / QG, attend causally to
 // positions 0..pos of the row's sequence through its page table.
 #if TFC_CUDA
-// On CUDA the keys 0..pos are cut into SPLIT*NW contiguous ranges, range g holding keys
+// On CUDA (tfc_attention_paged_warps; BF16 precision takes the tensor cores below) the keys 0..pos
+// are cut into SPLIT*NW contiguous ranges, range g holding keys
 // [g*per, (g+1)*per) with per = ceil((pos+1)/(SPLIT*NW)), so the cut depends on pos alone. A
 // warp walks a range in runs of 32 keys, each lane looking up one key's cache row a run ahead,
 // and loads tfc_attn_keys<HD> keys at a time, K and V together (keys past the run load its last
@@ -252,7 +253,7 @@ __device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d) {
 }
 
 template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
-__device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+__device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
   static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
@@ -319,6 +320,27 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
       tfc_st(Y + (size_t)r * ldy + h * HD + d,
              tfc_attn_combine<G>([&](int g) { return pm[g]; }, [&](int g) { return pl[g]; },
                                  [&](int g, int d) { return po[g * HD + d]; }, d));
+  }
+}
+
+// In BF16 precision, where head_dim is at most 128, the rows go to the tensor cores instead
+// (tfc_attention_paged_mma, tfc_mma_attention.h); with SMALL a row's SPLIT blocks are a cluster
+// that takes its chunks SPLIT at a time.
+template <int HD, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+                                                        int ldy, const int* row_seq, const int* row_pos, const int* page_table,
+                                                        int ldpt, int M, float scale, int r, int h, int kh);
+template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+                                    int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
+                                    int M, float scale) {
+  if constexpr (TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
+    const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
+    tfc_attention_paged_mma<HD, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table, ldpt, M, scale,
+                                                   blockIdx.x, h, h / QG);
+  } else {
+    tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
+                                                                          page_table, ldpt, M, scale);
   }
 }
 #else

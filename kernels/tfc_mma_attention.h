@@ -323,3 +323,323 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
     }
 }
 #endif
+
+#if TFC_CUDA
+// ---------------------------------------------------------------------------------------------
+// Cached attention on tensor cores (CUDA, BF16 precision, head_dim ≤ 128): tfc_attention_paged's
+// rows, the same bits for a row whether it comes in a prompt chunk, a decode round, a draft
+// verification or a resumed prefix, by construction:
+//
+// A row's keys 0..pos are cut into chunks of TFC_PAGED_CHUNK keys fixed by position (chunk c is
+// keys [64c, 64c + 64)). A block takes a group of at most 16 rows of one sequence, one row per
+// mma row, and walks the chunks in order; for each it computes from scratch the scores s =
+// (q·k)·scale (keys past a row's own position -Inf; mma.sync m16n8k16, warp w the keys 8w..8w+7),
+// the chunk's row max m_c, p = exp(s - m_c), l_c = Σp (sixteen threads a row, four keys each in
+// order, then an xor butterfly over the sixteen) and o_c = P·V with p rounded to BF16 (warp w
+// the dims 8w.., 8(w + 8)..), and folds (m_c, l_c, o_c) into the row's running (m, l, o) from
+// (-Inf, 0, 0) with tfc_attn_fold. The output is o / l. What a row's bits depend on (its mma
+// row's products, the chunk cut, the order of every sum) never involves the rows beside it: the
+// mma computes each row from that row alone.
+//
+// Launch: block (r, h) takes the group that starts at row r: a row starts a group unless it
+// continues row r-1's sequence at the next position and that position is not a multiple of 16.
+// Other blocks exit, so a prompt chunk takes a block per 16 positions and a decode row a block.
+// K and V of a chunk are staged in LDS as BF16 (Q, K and V are BF16-exact in BF16 precision, so
+// one BF16 term of each is exact, as TERMS 1 in the vision attention), the next chunk's loads in
+// flight while the tensor cores work.
+//
+// Non-finite V elements are staged as zero and the warp that owns their dim adds p·v apart (with
+// the rounded p of rows whose position reaches the key), so a key a row does not attend to cannot
+// turn that row's output into NaN through p = 0.
+constexpr int TFC_PAGED_CHUNK = 64;
+// TFC_PAGED_AHEAD 1 loads the next chunk's K and V while the tensor cores work on this one.
+#ifndef TFC_PAGED_AHEAD
+#define TFC_PAGED_AHEAD 1
+#endif
+
+// tfc_bf16_hi is the BF16 bits of a BF16-exact x (a NaN stays a NaN).
+__device__ __forceinline__ unsigned tfc_bf16_hi(float x) {
+  const unsigned u = __float_as_uint(x);
+  return (u & 0x7f800000u) == 0x7f800000u ? (u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u) : u >> 16;
+}
+
+// tfc_attn_fold folds a chunk's (mc, lc) into a row's running (mt, lt) and gives the weights a
+// of the running output and b of the chunk's: o = o·a + o_c·b.
+__device__ __forceinline__ void tfc_attn_fold(float& mt, float& lt, float mc, float lc, float& a, float& b) {
+  const float mn = fmaxf(mt, mc), mu = mn == TFC_NEG_INF ? 0.f : mn;
+  a = expf(__fadd_rn(mt, -mu));
+  b = expf(__fadd_rn(mc, -mu));
+  lt = fmaf(lc, b, __fmul_rn(lt, a));
+  mt = mn;
+}
+
+template <int HD>
+struct tfc_paged_mma_shape {
+  static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
+  static constexpr int ldk = hdp + 8;              // a staged K or V row (BF16 elements)
+  static constexpr int ks = hdp / 16, nd = hdp / 8;
+};
+
+// tfc_paged_chunk computes chunk c of a group from its staged K and V (kt, vt): the scores and
+// then p rounded into st, the row max and sum into cm and cl, and the lane's P·V into acc
+// (element e of dim block warp + NW*b: row g + 8(e/2), dim 8(warp + NW*b) + 2t + e%2).
+template <int HD, int PS, int NW, int NB, typename TC>
+__device__ __forceinline__ void tfc_paged_chunk(const unsigned (&qf)[tfc_paged_mma_shape<HD>::ks][4], const unsigned short* kt,
+                                                const unsigned short* vt, float (*st)[TFC_PAGED_CHUNK + 1], float* cm, float* cl,
+                                                int vbad, unsigned ka, unsigned va, const int* pages, const TC* vb, int ldvc, int c,
+                                                int kend, const int (&nk)[2], float sc, float (&acc)[NB][4]) {
+  constexpr int KS = tfc_paged_mma_shape<HD>::ks, ND = tfc_paged_mma_shape<HD>::nd, LDK = tfc_paged_mma_shape<HD>::ldk;
+  constexpr int CH = TFC_PAGED_CHUNK;
+  constexpr unsigned all = 0xffffffffu;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4, c0 = c * CH;
+  // scores of rows g, g + 8 against keys 8w + 2t, +1 of w = warp + 1 (element e: row g + 8(e/2),
+  // key 8w + 2t + e%2): the keys the next warp staged, so that only the fill barrier orders them
+  {
+    const int w = (warp + 1) % NW;
+    float sa[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      unsigned b[2];
+      tfc_ldsm_x2(b, ka + 2 * (w * 8 * LDK + ks * 16));
+      tfc_mma_bf16(sa, qf[ks], b);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = 8 * w + 2 * t + e % 2;
+      st[g + 8 * (e / 2)][key] = c0 + key < nk[e / 2] ? __fmul_rn(sa[e], sc) : TFC_NEG_INF;
+    }
+  }
+  __syncthreads();
+  // the chunk's softmax: sixteen threads a row, keys 4j..4j+3 of thread j
+  {
+    const int row = tid / 16, j = tid % 16;
+    float p[4], mx = TFC_NEG_INF;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) mx = fmaxf(mx, st[row][4 * j + k]);
+#pragma unroll
+    for (int b = 1; b < 16; b <<= 1) mx = fmaxf(mx, __shfl_xor_sync(all, mx, b));
+    const float mu = mx == TFC_NEG_INF ? 0.f : mx;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) p[k] = expf(__fadd_rn(st[row][4 * j + k], -mu));
+    float sum = __fadd_rn(__fadd_rn(__fadd_rn(p[0], p[1]), p[2]), p[3]);
+#pragma unroll
+    for (int b = 1; b < 16; b <<= 1) sum = __fadd_rn(sum, __shfl_xor_sync(all, sum, b));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) st[row][4 * j + k] = tfc_rnd(p[k]);  // P·V takes p rounded; the sum is F32
+    if (j == 0) {
+      cm[row] = mx;
+      cl[row] = sum;
+    }
+  }
+  __syncthreads();
+  // P as A fragments: step kk is keys 16kk.., register i row g + 8(i%2), keys 16kk + 2t + 8(i/2), +1
+  unsigned pf[CH / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < CH / 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + 8 * (i % 2), key = 16 * kk + 2 * t + 8 * (i / 2);
+      pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(st[row][key]), tfc_bf16_hi(st[row][key + 1]));
+    }
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const int nb = warp + NW * b;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[b][e] = 0.f;
+    if (nb >= ND) continue;
+#pragma unroll
+    for (int kk = 0; kk < CH / 16; ++kk) {
+      unsigned vf[2];
+      tfc_ldsm_x2_trans(vf, va + 2 * (kk * 16 * LDK + nb * 8));
+      tfc_mma_bf16(acc[b], pf[kk], vf);
+    }
+    if (vbad == c + 1) {  // V elements that are not finite: p·v apart
+      for (int k = 0; k < CH && c0 + k < kend; ++k) {
+        const size_t row = (size_t)pages[(c0 + k) / PS] * PS + (c0 + k) % PS;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int d = 8 * nb + 2 * t + e % 2;
+          if (d >= HD || c0 + k >= nk[e / 2]) continue;
+          const float v = tfc_ld(vb + row * ldvc + d);
+          if (!tfc_finite(v)) acc[b][e] += st[g + 8 * (e / 2)][k] * v;
+        }
+      }
+    }
+  }
+}
+
+template <int HD, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
+                                                        int ldy, const int* row_seq, const int* row_pos, const int* page_table,
+                                                        int ldpt, int M, float scale, int r, int h, int kh) {
+  using shape = tfc_paged_mma_shape<HD>;
+  constexpr int HDP = shape::hdp, LDK = shape::ldk, KS = shape::ks, ND = shape::nd, CH = TFC_PAGED_CHUNK;
+  constexpr int NW = THREADS / 32, NB = (ND + NW - 1) / NW;  // warps; dim blocks a warp
+  constexpr unsigned all = 0xffffffffu;
+  static_assert(THREADS == 256 && CH == 8 * NW && THREADS == 4 * CH,
+                "a warp's scores are 8 keys of the chunk; 16 threads a row take 4 keys each; 4 threads stage a key");
+  static_assert(HDP <= 128, "the tensor-core cached attention keeps head_dim ≤ 128");
+  __shared__ __align__(16) unsigned short kt[CH * LDK], vt[CH * LDK];
+  __shared__ float st[16][CH + 1];  // scores, then p rounded
+  __shared__ float cm[16], cl[16];  // the chunk's row max and sum
+  __shared__ int vbad;              // c + 1 when chunk c holds a V element that is not finite
+  __shared__ float po[CL > 1 ? 16 * HDP : 1];  // with a cluster: the block's chunk P·V, for the fold
+  if (r >= M) return;
+  const int seq = row_seq[r];
+  // the group: rows r.. of seq at consecutive positions, up to the next multiple of 16
+  if (r > 0 && row_seq[r - 1] == seq && row_pos[r - 1] == row_pos[r] - 1 && row_pos[r] % 16 != 0) return;
+  int n = 1, kend = 0;
+  while (n < 16 && r + n < M && row_seq[r + n] == seq && row_pos[r + n] == row_pos[r + n - 1] + 1 && row_pos[r + n] % 16 != 0) ++n;
+  for (int i = 0; i < n; ++i) {
+    const int pos = row_pos[r + i];
+    if (pos < 0 || pos / PS >= ldpt) tfc_trap();
+    kend = max(kend, tfc_bound<MUT>(pos + 1));
+  }
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int ldqm = tfc_stride<MUT>(ldq);
+  const float sc = tfc_scale<MUT>(scale);
+  int nk[2];  // key counts of the lane's mma rows g and g + 8 (0: no row)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) nk[i] = g + 8 * i < n ? tfc_bound<MUT>(row_pos[r + g + 8 * i] + 1) : 0;
+  // Q fragments: register i of step ks holds row g + 8(i%2), dims 16ks + 2t + 8(i/2) and +1
+  unsigned qf[KS][4];
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + 8 * (i % 2), d = 16 * ks + 2 * t + 8 * (i / 2);
+      const TQ* q = Q + (size_t)(r + row) * ldqm + h * HD + d;
+      const float x0 = row < n && d < HD ? tfc_ld(q) : 0.f, x1 = row < n && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
+      qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
+    }
+  const int* pages = page_table + (size_t)seq * ldpt;
+  const TC* kb = Kc + kh * HD;
+  const TC* vb = Vc + kh * HD;
+  // a chunk's K and V pass through registers: thread tid takes key tid / 4 of the chunk, dims
+  // 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes a step)
+  constexpr bool VEC = sizeof(TC) == 4 && HD % 4 == 0;  // F32 cache rows in float4
+  const int jk = tid / 4, dk = 4 * (tid % 4);
+  const bool vec = VEC && ldkc % 4 == 0 && ldvc % 4 == 0 && (kh * HD) % 4 == 0;
+  float4 kr[KS], vr[KS];
+  auto load = [&](int c0) {
+    const int key = c0 + jk;
+    const bool live = key < kend;
+    const size_t row = live ? (size_t)pages[key / PS] * PS + key % PS : 0;
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+      const int d = dk + 16 * i;
+      kr[i] = vr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (!live || d >= HD) continue;
+      const TC* kp = kb + row * ldkc + d;
+      const TC* vp = vb + row * ldvc + d;
+      if (vec) {
+        kr[i] = *reinterpret_cast<const float4*>(kp);
+        vr[i] = *reinterpret_cast<const float4*>(vp);
+      } else {
+        kr[i] = make_float4(tfc_ld(kp), d + 1 < HD ? tfc_ld(kp + 1) : 0.f, d + 2 < HD ? tfc_ld(kp + 2) : 0.f, d + 3 < HD ? tfc_ld(kp + 3) : 0.f);
+        vr[i] = make_float4(tfc_ld(vp), d + 1 < HD ? tfc_ld(vp + 1) : 0.f, d + 2 < HD ? tfc_ld(vp + 2) : 0.f, d + 3 < HD ? tfc_ld(vp + 3) : 0.f);
+      }
+    }
+  };
+  // the lane's running totals: rows g + 8i; dims 8(warp + NW*b) + 2t + e%2 of element e
+  float mt[2] = {TFC_NEG_INF, TFC_NEG_INF}, lt[2] = {0.f, 0.f}, o[NB][4];
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[b][e] = 0.f;
+  const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);  // K rows as B (k = dims)
+  const unsigned va = tfc_smem_addr(vt) + 2 * ((lane % 16) * LDK);                     // V rows as B, transposed (k = keys)
+  const int chunks = (kend + CH - 1) / CH;
+  const int rank = CL > 1 ? tfc_cluster_rank() : 0;
+  if (tid == 0) vbad = 0;
+  if (rank < chunks) load(rank * CH);
+  __syncthreads();  // vbad is reset
+  // Rounds of CL chunks: block rank of the cluster takes chunk base + rank and the cluster folds
+  // the round's chunks in order; without a cluster (CL 1) a round is one chunk, folded at once.
+#pragma unroll 1
+  for (int base = 0; base < chunks; base += CL) {
+    const int c = base + rank, c0 = c * CH;
+    float acc[NB][4];  // the chunk's P·V: element e of dim block warp + NW*b
+    if (c < chunks) {
+      // stage the chunk: K and V as BF16, V elements that are not finite as zero (and vbad = c + 1)
+      if (!TFC_PAGED_AHEAD && c > rank) load(c0);
+      tfc_fill_skew<MUT>();
+      int bad = 0;
+#pragma unroll
+      for (int i = 0; i < KS; ++i) {
+        const float v4[4] = {vr[i].x, vr[i].y, vr[i].z, vr[i].w};
+        unsigned vh[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool fin = tfc_finite(v4[e]);
+          bad |= !fin;
+          vh[e] = tfc_bf16_hi(fin ? v4[e] : 0.f);
+        }
+        const int at = jk * LDK + dk + 16 * i;
+        *reinterpret_cast<uint2*>(kt + at) = make_uint2(tfc_pack_bf16(tfc_bf16_hi(kr[i].x), tfc_bf16_hi(kr[i].y)),
+                                                       tfc_pack_bf16(tfc_bf16_hi(kr[i].z), tfc_bf16_hi(kr[i].w)));
+        *reinterpret_cast<uint2*>(vt + at) = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
+      }
+      if (bad) vbad = c + 1;
+      tfc_fill_barrier<MUT>();
+      if (TFC_PAGED_AHEAD && c + CL < chunks) load(c0 + CL * CH);
+      tfc_paged_chunk<HD, PS, NW, NB>(qf, kt, vt, st, cm, cl, vbad, ka, va, pages, vb, ldvc, c, kend, nk, sc, acc);
+    }
+    if constexpr (CL == 1) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // a row whose keys end before the chunk keeps its totals
+        if (c0 >= nk[i]) continue;
+        float a, b;
+        tfc_attn_fold(mt[i], lt[i], cm[g + 8 * i], cl[g + 8 * i], a, b);
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) o[j][2 * i + e] = fmaf(acc[j][2 * i + e], b, __fmul_rn(o[j][2 * i + e], a));
+      }
+      __syncthreads();  // the next chunk's stage overwrites the tiles
+    } else {
+      // the round's P·V into LDS; then every block folds the round's chunks in order from the
+      // cluster's LDS (each block keeps the whole totals; rank 0 writes them)
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int nb = warp + NW * j;
+          if (c < chunks && nb < ND) po[(g + 8 * (e / 2)) * HDP + 8 * nb + 2 * t + e % 2] = acc[j][e];
+        }
+      tfc_cluster_sync();
+#pragma unroll 1
+      for (int q = 0; q < CL && base + q < chunks; ++q) {
+        const float* rm = tfc_cluster_map(cm, q);
+        const float* rl = tfc_cluster_map(cl, q);
+        const float* ro = tfc_cluster_map(po, q);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int row = g + 8 * i;
+          if ((base + q) * CH >= nk[i]) continue;
+          float a, b;
+          tfc_attn_fold(mt[i], lt[i], rm[row], rl[row], a, b);
+#pragma unroll
+          for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int nb = warp + NW * j;
+              if (nb < ND) o[j][2 * i + e] = fmaf(ro[row * HDP + 8 * nb + 2 * t + e], b, __fmul_rn(o[j][2 * i + e], a));
+            }
+        }
+      }
+      tfc_cluster_sync();  // no block overwrites its LDS while the others read it
+    }
+  }
+  if (rank != 0) return;
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const int nb = warp + NW * b;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2), d = 8 * nb + 2 * t + e % 2;
+      if (nb < ND && row < n && d < HD) tfc_st(Y + (size_t)(r + row) * ldy + h * HD + d, tfc_rnd(__fdiv_rn(o[b][e], lt[e / 2])));
+    }
+  }
+}
+#endif
