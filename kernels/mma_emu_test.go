@@ -64,20 +64,21 @@ func TestAttentionEmulated(t *testing.T) {
 }
 
 // TestPagedAttentionEmulated runs tfc_attention_paged in BF16 precision the same way
-// (testdata/mmaemu/paged.cpp): the tensor-core cached attention CUDA takes, over decode rows,
+// (testdata/mmaemu/paged.cpp): the tensor-core cached attention CUDA takes with TFC_PAGED_MMA
+// (off by default), over decode rows,
 // prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches.
 func TestPagedAttentionEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about ten seconds")
 	}
 	t.Parallel()
-	runEmulated(t, "paged.cpp", "-DTFC_BF16=1")
+	runEmulated(t, "paged.cpp", "-DTFC_BF16=1", "-DTFC_PAGED_MMA=1")
 }
 
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {
-	files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h", main)
+	files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h", "attn_check.h", main)
 	emutest.AddTemplates(t, files, Sources)
 	bin := emutest.Build(t, files, main, append([]string{"-O2"}, flags...)...)
 	out, err := exec.Command(bin).CombinedOutput()

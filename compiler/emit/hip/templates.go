@@ -644,10 +644,6 @@ const keyTile = 32
 // launches of at most smallRows rows; a row's keys are cut into keySplit ranges a warp.
 const keySplit = 8
 
-// pagedChunk is tfc_attention_paged_mma's chunk of keys (TFC_PAGED_CHUNK): a row's keys are cut
-// at its multiples, whatever the launch.
-const pagedChunk = 64
-
 // spanRows is the query rows a block of an uncached attention takes (tfc_attention_spans' QG):
 // under CUDA 8 warps of 16 rows on the tensor cores, elsewhere 16 sub-groups of 8. The launch
 // rule is the same for every target (gpu.Geometry).
@@ -675,9 +671,6 @@ func newAttention(k Kernel) (template, error) {
 
 func (f *attention) tile() string {
 	if f.k.Ops[0].Flags["cache"] {
-		if f.k.Ops[0].int("head_dim") <= 128 {
-			return fmt.Sprintf("store K and V a row a block; then a query row's head a block, its keys cut into %d ranges by position (at most %d rows: a cluster of %d blocks a row's head); in BF16 on CUDA the block of a row that starts a group (up to 16 rows of a sequence, positions to the next multiple of 16) takes the group on the tensor cores in chunks of %d keys (at most %d rows: its cluster of %d blocks, %d chunks a round), the others exit", keySplit*threads/32, smallRows, keySplit, pagedChunk, smallRows, keySplit, keySplit)
-		}
 		return fmt.Sprintf("store K and V a row a block; then a query row's head a block, its keys cut into %d ranges by position (at most %d rows: a cluster of %d blocks a row's head)", keySplit*threads/32, smallRows, keySplit)
 	}
 	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d", f.groups, keyTile)

@@ -12,18 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "attn_check.h"
 #include "tfc_kernels.h"
-
-static int passed, failed;
-static void check(bool ok, const char* what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAIL %s\n", what);
-  }
-  std::fflush(stdout);
-}
 
 constexpr int QG = 128;  // the emitter's rows a block (spanRows)
 
@@ -110,34 +100,13 @@ static std::vector<double> reference(const Batch& b, double scale, int drop = 0,
   return y;
 }
 
-// worst is the largest error of y against ref, relative to the largest finite reference magnitude
-// of each row's head; -1 when a NaN or infinity is not the reference's.
-static double worst(const Batch& b, const std::vector<float>& y, const std::vector<double>& ref) {
-  double w = 0;
-  const int hd = b.hd;
-  for (size_t r = 0; r < ref.size() / hd; ++r) {
-    double scale = 0;
-    for (int t = 0; t < hd; ++t)
-      if (std::isfinite(ref[r * hd + t])) scale = std::max(scale, std::fabs(ref[r * hd + t]));
-    for (int t = 0; t < hd; ++t) {
-      const double got = y[r * hd + t], want = ref[r * hd + t];
-      if (!std::isfinite(got) || !std::isfinite(want)) {
-        if (std::isnan(want) != std::isnan(got) || (std::isinf(want) && got != want)) return -1;
-        continue;
-      }
-      w = std::max(w, std::fabs(got - want) / std::max(scale, 1e-30));
-    }
-  }
-  return w;
-}
-
 template <int HD>
 static void suite(const char* name, std::vector<int> lens, int heads, int kvh, int qpad, bool reorder) {
   char what[160];
   const float scale = 1.f / std::sqrt((float)HD);
   Batch b = make(lens, heads, kvh, HD, qpad, 11 + HD + qpad, 3.f);
   const auto y = run<HD, TFC_MUT_NONE>(b, scale);
-  const double e = worst(b, y, reference(b, scale));
+  const double e = worst(b.hd, y, reference(b, scale));
   std::snprintf(what, sizeof what, "%s: worst %.3g", name, e);
   check(e >= 0 && e < 5e-6, what);
   std::printf("  %s\n", what);
@@ -183,7 +152,7 @@ static void specials(int which, unsigned seed) {
     }
   }
   const auto y = run<HD, TFC_MUT_NONE>(b, scale);
-  const double e = worst(b, y, reference(b, scale));
+  const double e = worst(b.hd, y, reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d specials in %s%s%s: NaN and ±Inf as the reference's, worst %.3g", HD,
                 which & 1 ? "Q" : "", which & 2 ? "K" : "", which & 4 ? "V" : "", e);
   check(e >= 0 && e < 5e-6, what);
@@ -194,18 +163,18 @@ static void controls() {
   char what[160];
   const float scale = 1.f / std::sqrt((float)HD);
   Batch b = make({40, 70}, 2, 2, HD, 0, 5, 2.f);
-  const double ok = worst(b, run<HD, TFC_MUT_NONE>(b, scale), reference(b, scale));
-  const double bound = worst(b, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale));
+  const double ok = worst(b.hd, run<HD, TFC_MUT_NONE>(b, scale), reference(b, scale));
+  const double bound = worst(b.hd, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: off-by-one control differs (worst %.3g)", HD, bound);
   check(bound < 0 || bound > 1e-4, what);
-  check(worst(b, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale, 1)) < 5e-6, "off-by-one control drops the last key");
-  const double sc = worst(b, run<HD, TFC_MUT_SCALE>(b, scale), reference(b, scale));
+  check(worst(b.hd, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale, 1)) < 5e-6, "off-by-one control drops the last key");
+  const double sc = worst(b.hd, run<HD, TFC_MUT_SCALE>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: dropped-scale control differs (worst %.3g)", HD, sc);
   check(sc < 0 || sc > 1e-4, what);
-  const double st = worst(b, run<HD, TFC_MUT_STRIDE>(b, scale), reference(b, scale));
+  const double st = worst(b.hd, run<HD, TFC_MUT_STRIDE>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: wrong-stride control differs (worst %.3g)", HD, st);
   check(st < 0 || st > 1e-4, what);
-  const double ba = worst(b, run<HD, TFC_MUT_BARRIER>(b, scale), reference(b, scale));
+  const double ba = worst(b.hd, run<HD, TFC_MUT_BARRIER>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: missing-barrier control differs (worst %.3g)", HD, ba);
   check(ba < 0 || ba > 1e-4, what);
   check(ok >= 0 && ok < 5e-6, "the controls' case passes unmutated");
@@ -231,7 +200,7 @@ static void bf16(const char* name, std::vector<int> lens, int heads, int kvh) {
   for (float x : y) exact = exact && (x != x || tfc_rnd(x) == x);
   std::snprintf(what, sizeof what, "%s: every output is BF16-exact", name);
   check(exact, what);
-  const double e = worst(b, y, reference(b, scale));
+  const double e = worst(b.hd, y, reference(b, scale));
   std::snprintf(what, sizeof what, "%s: worst %.3g against float64, within a few BF16 roundings", name, e);
   check(e >= 0 && e < 0x1p-6, what);
   std::printf("  %s\n", what);

@@ -1,30 +1,20 @@
 // Runs tfc_attention_paged (kernels/tfc_kernels.h) in BF16 precision on the CPU through the
 // emulated warp instructions of tfc_hip.h beside it: the tensor-core cached attention
-// (tfc_attention_paged_mma) that CUDA takes. It checks against a float64 causal reference over
-// a paged cache what a GPU run cannot show without a GPU: every row of a launch that mixes decode
-// rows, prompt chunks starting anywhere and contexts of several rounds of chunks, within a few
-// BF16 roundings and BF16-exact; a row's bits the same launched alone and in another chunk of its
-// prompt; NaN and ±Inf in Q, K or V coming out as the reference's (V's
+// (tfc_attention_paged_mma) that CUDA takes with TFC_PAGED_MMA. It checks against a float64
+// causal reference over a paged cache what a GPU run cannot show without a GPU: every row of a
+// launch that mixes decode rows, prompt chunks starting anywhere and contexts of several rounds
+// of chunks, within a few BF16 roundings and BF16-exact; a row's bits the same launched alone and
+// in another chunk of its prompt; NaN and ±Inf in Q, K or V coming out as the reference's (V's
 // past a row's position not reaching it); and the off-by-one, dropped-scale, wrong-stride and
-// missing-barrier controls changing the result. Build with -DTFC_BF16=1; it prints "N passed, N
-// failed".
+// missing-barrier controls changing the result. Build with -DTFC_BF16=1 -DTFC_PAGED_MMA=1; it
+// prints "N passed, N failed".
 #include <algorithm>
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "attn_check.h"
 #include "tfc_kernels.h"
-
-static int passed, failed;
-static void check(bool ok, const char* what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAIL %s\n", what);
-  }
-  std::fflush(stdout);
-}
 
 constexpr int PS = 16, SPLIT = 8, THREADS = 256;
 
@@ -121,26 +111,6 @@ static std::vector<double> reference(const Cache& c, const std::vector<Row>& row
       }
     }
   return y;
-}
-
-// worst is the largest error of y against ref relative to the largest finite reference magnitude
-// of each row's head; -1 when a NaN or infinity is not the reference's.
-static double worst(int hd, const std::vector<float>& y, const std::vector<double>& ref) {
-  double w = 0;
-  for (size_t r = 0; r < ref.size() / hd; ++r) {
-    double scale = 0;
-    for (int t = 0; t < hd; ++t)
-      if (std::isfinite(ref[r * hd + t])) scale = std::max(scale, std::fabs(ref[r * hd + t]));
-    for (int t = 0; t < hd; ++t) {
-      const double got = y[r * hd + t], want = ref[r * hd + t];
-      if (!std::isfinite(got) || !std::isfinite(want)) {
-        if (std::isnan(want) != std::isnan(got) || (std::isinf(want) && got != want)) return -1;
-        continue;
-      }
-      w = std::max(w, std::fabs(got - want) / std::max(scale, 1e-30));
-    }
-  }
-  return w;
 }
 
 static std::vector<Row> run_of(int seq, int p0, int n) {
@@ -255,8 +225,8 @@ static void controls() {
 }
 
 int main() {
-#if !TFC_BF16
-  std::printf("build with -DTFC_BF16=1: F32 precision takes the CUDA-core cached attention\n0 passed, 1 failed\n");
+#if !TFC_BF16 || !TFC_PAGED_MMA
+  std::printf("build with -DTFC_BF16=1 -DTFC_PAGED_MMA=1: otherwise the CUDA-core cached attention runs\n0 passed, 1 failed\n");
   return 1;
 #endif
   suite<16>("hd=16 gqa 2:1", 4, 2, 0, true);
