@@ -138,8 +138,8 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 // tfc_attention_paged: row r and query head h, which reads KV head h / QG, attend causally to
 // positions 0..pos of the row's sequence through its page table.
 #if TFC_CUDA
-// On CUDA (tfc_attention_paged_warps; BF16 precision takes the tensor cores below) the keys 0..pos
-// are cut into SPLIT*NW contiguous ranges, range g holding keys
+// On CUDA (tfc_attention_paged_warps; TFC_PAGED_MMA takes the tensor cores in BF16, below) the
+// keys 0..pos are cut into SPLIT*NW contiguous ranges, range g holding keys
 // [g*per, (g+1)*per) with per = ceil((pos+1)/(SPLIT*NW)), so the cut depends on pos alone. A
 // warp walks a range in runs of 32 keys, each lane looking up one key's cache row a run ahead,
 // and loads tfc_attn_keys<HD> keys at a time, K and V together (keys past the run load its last
@@ -323,9 +323,15 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
   }
 }
 
-// In BF16 precision, where head_dim is at most 128, the rows go to the tensor cores instead
-// (tfc_attention_paged_mma, tfc_mma_attention.h); with SMALL a row's SPLIT blocks are a cluster
-// that takes its chunks SPLIT at a time.
+// TFC_PAGED_MMA 1 takes the tensor-core kernel below. It is off by default: it fills prompts 1.4
+// to 1.7 times faster, but a decode row walks its chunks two times slower than the CUDA-core
+// kernel at 2,048 keys (docs/receipts/2026-12-04-h200-paged-attention-tensor-cores.md).
+#ifndef TFC_PAGED_MMA
+#define TFC_PAGED_MMA 0
+#endif
+// With TFC_PAGED_MMA, in BF16 precision where head_dim is at most 128, the rows go to the tensor
+// cores instead (tfc_attention_paged_mma); with SMALL a row's SPLIT blocks are a cluster that
+// takes its chunks SPLIT at a time.
 template <int HD, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                                         int ldy, const int* row_seq, const int* row_pos, const int* page_table,
@@ -334,7 +340,7 @@ template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, i
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
-  if constexpr (TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
+  if constexpr (TFC_PAGED_MMA && TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
     const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
     tfc_attention_paged_mma<HD, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table, ldpt, M, scale,
                                                    blockIdx.x, h, h / QG);

@@ -352,6 +352,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 // the rounded p of rows whose position reaches the key), so a key a row does not attend to cannot
 // turn that row's output into NaN through p = 0.
 constexpr int TFC_PAGED_CHUNK = 64;
+// TFC_PAGED_MMA (tfc_attention.h) turns this kernel on; it is off by default.
 // TFC_PAGED_AHEAD 1 loads the next chunk's K and V while the tensor cores work on this one.
 #ifndef TFC_PAGED_AHEAD
 #define TFC_PAGED_AHEAD 1
