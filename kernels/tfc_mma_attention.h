@@ -1,5 +1,6 @@
-// tfc_mma_attention.h: vision attention on tensor cores on CUDA (tfc_attention_mma), with the exact
-// three-term split of tfc_mma_gemm.h.
+// tfc_mma_attention.h: attention on tensor cores on CUDA: over spans (the vision attention,
+// tfc_attention_mma) with the exact three-term split of tfc_mma_gemm.h, and over the paged cache
+// in BF16 (tfc_attention_paged_mma, behind TFC_PAGED_MMA).
 #pragma once
 #include "tfc_mma_gemm.h"
 #include "tfc_attention.h"
