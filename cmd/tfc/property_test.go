@@ -367,32 +367,68 @@ func summary(set map[string]any) string {
 }
 
 // TestRopeScalingRefused: a rotary scaling the graphs do not compute is refused by name, with the
-// require's file:line; plain M-RoPE is accepted under both of its names.
+// require's file:line, in every registered family; the plain rotary is accepted when its config
+// names it, and so are the legacy M-RoPE configs (sections under rope_scaling, its type "mrope",
+// or "default" under both type and rope_type) where the family's config has M-RoPE sections.
 func TestRopeScalingRefused(t *testing.T) {
-	for _, tc := range []struct {
-		fixture string
-		set     map[string]any
-		refused string // "" when accepted
-	}{
-		{"qwen2-vl-tiny", map[string]any{"text_config": map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn"}}},
-			`requires rtype == "default" (graphs/qwen2_vl.graph:`},
-		{"qwen2-vl-tiny", map[string]any{"text_config": map[string]any{"rope_parameters": nil, "rope_scaling": map[string]any{"type": "mrope", "mrope_section": []int{2, 3, 3}}}}, ""},
-		{"qwen2-vl-tiny", map[string]any{"text_config": map[string]any{"rope_parameters": nil, "rope_scaling": map[string]any{"type": "dynamic", "mrope_section": []int{2, 3, 3}}}},
-			`requires rstype == "mrope" (graphs/qwen2_vl.graph:`},
-		{"dots-ocr-tiny", map[string]any{"rope_scaling": map[string]any{"type": "linear", "factor": 2.0}}, `requires rtype == "default" (graphs/dots_ocr.graph:`},
-		{"dots-ocr-tiny", map[string]any{"rope_scaling": map[string]any{"rope_type": "default"}}, ""},
-	} {
-		c := sweep.Config{Fixture: tc.fixture, Set: tc.set}
-		cfgJSON, err := c.ConfigJSON(testdata)
+	for _, fam := range registry.Families {
+		fixture := strings.TrimPrefix(fam.Fixture, "testdata/")
+		base, err := sweep.Config{Fixture: fixture}.ConfigJSON(testdata)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = bindConfig(t, cfgJSON)
-		switch {
-		case tc.refused == "" && err != nil:
-			t.Errorf("%s %v: refused: %v", tc.fixture, tc.set, err)
-		case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
-			t.Errorf("%s %v: got %v, want a refusal containing %q", tc.fixture, tc.set, err, tc.refused)
+		var cfg map[string]any
+		if err := json.Unmarshal(base, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		// the text rotary's settings: under text_config where the config has one
+		at := func(m map[string]any) map[string]any { return m }
+		if tc, ok := cfg["text_config"].(map[string]any); ok {
+			at = func(m map[string]any) map[string]any { return map[string]any{"text_config": m} }
+			cfg = tc
+		}
+		params, _ := cfg["rope_parameters"].(map[string]any)
+		scaled := map[string]any{"rope_type": "linear", "factor": 2.0} // the rotary settings moved under rope_scaling
+		for k, v := range params {
+			if k != "rope_type" {
+				scaled[k] = v
+			}
+		}
+		cases := []struct {
+			set     map[string]any
+			refused string // "" when accepted
+		}{
+			{at(map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn", "factor": 2.0}}), "yarn"},
+			{at(map[string]any{"rope_parameters": nil, "rope_scaling": scaled}), "linear"},
+			{at(map[string]any{"rope_parameters": map[string]any{"rope_type": "default"}}), ""},
+		}
+		if sect, ok := params["mrope_section"]; ok {
+			legacy := func(scaling map[string]any) map[string]any {
+				scaling["mrope_section"] = sect
+				return at(map[string]any{"rope_parameters": nil, "rope_scaling": scaling})
+			}
+			cases = append(cases, []struct {
+				set     map[string]any
+				refused string
+			}{
+				{legacy(map[string]any{"type": "mrope"}), ""},                                           // as the Hub publishes Qwen2-VL
+				{legacy(map[string]any{"type": "default", "rope_type": "default"}), ""},                 // as transformers 4.45-4.57 save it
+				{legacy(map[string]any{"type": "dynamic"}), "dynamic"},                                  // a scaling, by its old key
+				{legacy(map[string]any{"type": "default", "rope_type": "yarn", "factor": 2.0}), "yarn"}, // and by its new one
+			}...)
+		}
+		for _, tc := range cases {
+			cfgJSON, err := sweep.Config{Fixture: fixture, Set: tc.set}.ConfigJSON(testdata)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = bindConfig(t, cfgJSON)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("%s %s: refused: %v", fam.Name, summary(tc.set), err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), "("+fam.Graph+":") || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("%s %s: got %v, want a refusal naming %s and %q", fam.Name, summary(tc.set), err, fam.Graph, tc.refused)
+			}
 		}
 	}
 }

@@ -496,8 +496,7 @@ func (c *checker) require(e *syntax.Expr, sc *scope) *ir.Require {
 		return nil
 	}
 	if e.Cond.Op == "in" {
-		c.errorf(e.Pos, "require compares ints; in selects spans by a layer index inside a graph (i in list ? a : b)")
-		return nil
+		return c.stringInRequire(e, sc)
 	}
 	l, ok1 := c.evalSum(e.Cond.Left, sc)
 	r, ok2 := c.evalSum(e.Cond.Right, sc)
@@ -538,6 +537,40 @@ func (c *checker) stringRequire(e *syntax.Expr, l, r val) *ir.Require {
 		return nil
 	}
 	return &ir.Require{Op: op, Name: l.name, Str: r.str, Src: syntax.ExprString(e), Pos: pos(e.Pos)}
+}
+
+// stringInRequire is `name in ["a", "b", …]` over a string config value.
+func (c *checker) stringInRequire(e *syntax.Expr, sc *scope) *ir.Require {
+	l, ok := c.evalSum(e.Cond.Left, sc)
+	if !ok {
+		return nil
+	}
+	list := listOf(e.Cond.Right)
+	if l.kind != vString || l.name == "" || list == nil {
+		c.errorf(e.Pos, "require's in takes a string config value and a list of string literals, e.g. rstype in [\"mrope\", \"default\"]; in over layer indices selects spans inside a graph (i in list ? a : b)")
+		return nil
+	}
+	req := &ir.Require{Op: ir.IN, Name: l.name, Src: syntax.ExprString(e), Pos: pos(e.Pos)}
+	for _, x := range list.Elems {
+		v, ok := c.eval(x, sc)
+		if !ok {
+			return nil
+		}
+		if v.kind != vString || v.name != "" {
+			c.errorf(x.Pos, "require's in lists string literals; %s is %s", v.src, v.describe())
+			return nil
+		}
+		req.Strs = append(req.Strs, v.str)
+	}
+	return req
+}
+
+// listOf is the list literal a sum is, or nil.
+func listOf(s *syntax.Sum) *syntax.List {
+	if s == nil || len(s.Rest) > 0 || len(s.Left.Rest) > 0 || s.Left.Left.Op != "" || len(s.Left.Left.X.Suffix) > 0 {
+		return nil
+	}
+	return s.Left.Left.X.X.List
 }
 
 func holds(op ir.CmpOp, diff int64) bool {

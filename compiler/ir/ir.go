@@ -173,13 +173,14 @@ const (
 	LE CmpOp = "<="
 	GT CmpOp = ">"
 	GE CmpOp = ">="
+	IN CmpOp = "in" // a string config value against a list of literals
 )
 
 // Require is a check the bound config (or a graph's inputs) must pass. The glue refuses a
 // checkpoint that fails it, naming Src. It is one of three forms:
 //   - ints: Left Op Right (Cond nil, Name empty);
 //   - bool: Cond holds (Cond set);
-//   - string: config value Name Op Str, Op EQ or NE (Name set).
+//   - string: config value Name Op Str, Op EQ or NE (Name set); or Name in Strs, Op IN.
 type Require struct {
 	Left, Right Dim
 	Op          CmpOp
@@ -187,7 +188,8 @@ type Require struct {
 	Pos         Pos
 	Cond        *Cond  // bool form
 	Name        string // string form: the string config value
-	Str         string // string form: the literal it is compared with
+	Str         string   // string form: the literal it is compared with
+	Strs        []string // string form with Op IN: the literals it may equal
 }
 
 // Prefix is a named weight-name prefix with alternatives tried in order: the first whose

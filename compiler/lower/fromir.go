@@ -78,6 +78,18 @@ func Translate(m *ir.Module) (*Program, error) {
 			if r.Cond.Not {
 				cond = &Expr{Op: "!", Args: []*Expr{cond}}
 			}
+		case r.Name != "" && r.Op == ir.IN:
+			for _, lit := range r.Strs {
+				eq := Bin("==", Ref(r.Name), Str(lit))
+				if cond == nil {
+					cond = eq
+				} else {
+					cond = Bin("||", cond, eq)
+				}
+			}
+			if cond == nil {
+				cond = Bool(false)
+			}
 		case r.Name != "":
 			cond = Bin(string(r.Op), Ref(r.Name), Str(r.Str))
 		default:

@@ -7,7 +7,7 @@ import (
 	"tfc/runtime/model"
 )
 
-// Vision is graph vision (graphs/qwen2_5_vl.graph:113) for every family running it; program.json lists
+// Vision is graph vision (graphs/qwen2_5_vl.graph:115) for every family running it; program.json lists
 // its weights and buffers.
 var Vision = model.Vision(Program, "vision", forwardVision)
 
@@ -28,12 +28,12 @@ type visionWeights struct {
 // visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
 type visionPlan struct{ Px, Linear, Qkv, GateProjUpProj, WindowPos, Spans, WindowSpans, WindowOrder, WindowInverse int }
 
-// forwardVision runs graph vision (graphs/qwen2_5_vl.graph:113) through l on pixels [N, C] of images with the given (t, h, w) grids.
+// forwardVision runs graph vision (graphs/qwen2_5_vl.graph:115) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	N, posData, spanData := l.Images(grids, c.M)
 	win := l.Windows(grids, posData, c.M, c.WU)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_5_vl.graph:115); here M = %v, N = %v", c.M, N)
+	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_5_vl.graph:117); here M = %v, N = %v", c.M, N)
 	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
 	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
 	windowPos := device.Tensor{Buf: l.I32, Off: p.WindowPos, Rows: N, Cols: 2}
@@ -47,36 +47,36 @@ func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *
 	windowInverse := device.Tensor{Buf: l.I32, Off: p.WindowInverse, Rows: 1, Cols: N / (c.M * c.M)}
 	l.Write(windowInverse, win.Inverse, device.I32, "window_inverse", "[1, N / (M * M)]")
 	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_5_vl.graph:116"), "linear", linear, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: linear})
+	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_5_vl.graph:118"), "linear", linear, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: linear})
 	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(1, "vision_gather", "graphs/qwen2_5_vl.graph:116"), "x", x, device.Gather{X: linear, Index: windowOrder, Y: x})
+	l.Launch(g.K.At(1, "vision_gather", "graphs/qwen2_5_vl.graph:118"), "x", x, device.Gather{X: linear, Index: windowOrder, Y: x})
 	for i := 0; i < c.VL; i++ {
 		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:119"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(1e-06)})
+		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:121"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(1e-06)})
 		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
 		k := qkv.ColSlice(c.VD, 2*c.VD)
 		q := qkv.ColSlice(0, c.VD)
-		l.Launch(g.K.At(3, "vision_linear_bias_rope_rope", "graphs/qwen2_5_vl.graph:120,122,123"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		l.Launch(g.K.At(3, "vision_linear_bias_rope_rope", "graphs/qwen2_5_vl.graph:122,124,125"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
 		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
 		v := qkv.ColSlice(2*c.VD, 3*c.VD)
-		l.Launch(g.K.At(4, "vision_attention", "graphs/qwen2_5_vl.graph:125"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: model.Cond(model.In(i, c.Fullatt), spans, windowSpans), Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
-		l.Launch(g.K.At(5, "vision_linear_bias_res", "graphs/qwen2_5_vl.graph:126"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
-		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:127"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(1e-06)})
+		l.Launch(g.K.At(4, "vision_attention", "graphs/qwen2_5_vl.graph:127"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: model.Cond(model.In(i, c.Fullatt), spans, windowSpans), Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(5, "vision_linear_bias_res", "graphs/qwen2_5_vl.graph:128"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
+		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:129"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(1e-06)})
 		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
 		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: N, Cols: 2 * c.VF}
 		gateProj := gateProjUpProj.ColSlice(0, c.VF)
 		upProj := gateProjUpProj.ColSlice(c.VF, 2*c.VF)
-		l.Launch(g.K.At(7, "vision_linear_bias_silu_glu", "graphs/qwen2_5_vl.graph:128"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjUpProjWeight, B: w.VisBlocks[i].MlpGateProjUpProjBias, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
-		l.Launch(g.K.At(8, "vision_linear_bias_res_down_proj", "graphs/qwen2_5_vl.graph:128"), "down_proj", x, device.Linear{X: swiglu, W: w.VisBlocks[i].MlpDownProjWeight, B: w.VisBlocks[i].MlpDownProjBias, Y: x, Res: x})
-	} // graphs/qwen2_5_vl.graph:117
+		l.Launch(g.K.At(7, "vision_linear_bias_silu_glu", "graphs/qwen2_5_vl.graph:130"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjUpProjWeight, B: w.VisBlocks[i].MlpGateProjUpProjBias, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		l.Launch(g.K.At(8, "vision_linear_bias_res_down_proj", "graphs/qwen2_5_vl.graph:130"), "down_proj", x, device.Linear{X: swiglu, W: w.VisBlocks[i].MlpDownProjWeight, B: w.VisBlocks[i].MlpDownProjBias, Y: x, Res: x})
+	} // graphs/qwen2_5_vl.graph:119
 	lnQ := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(9, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:132"), "ln_q", lnQ, device.RMSNorm{X: x, W: w.VisMergerLnQWeight, Y: lnQ, Eps: float32(1e-06)})
+	l.Launch(g.K.At(9, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:134"), "ln_q", lnQ, device.RMSNorm{X: x, W: w.VisMergerLnQWeight, Y: lnQ, Eps: float32(1e-06)})
 	mlp0 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.MD}
 	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	l.Launch(g.K.At(10, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:133"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	l.Launch(g.K.At(10, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:135"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
 	mlp2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N / (c.M * c.M), Cols: c.VO}
-	l.Launch(g.K.At(11, "vision_linear_bias", "graphs/qwen2_5_vl.graph:133"), "mlp2", mlp2, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: mlp2})
+	l.Launch(g.K.At(11, "vision_linear_bias", "graphs/qwen2_5_vl.graph:135"), "mlp2", mlp2, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: mlp2})
 	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.VO}
-	l.Launch(g.K.At(12, "vision_gather_out", "graphs/qwen2_5_vl.graph:133"), "out", outT, device.Gather{X: mlp2, Index: windowInverse, Y: outT})
+	l.Launch(g.K.At(12, "vision_gather_out", "graphs/qwen2_5_vl.graph:135"), "out", outT, device.Gather{X: mlp2, Index: windowInverse, Y: outT})
 	return l.Finish(outT)
 }

@@ -705,7 +705,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
 }
 
 // dotsocr_decode_embed: embed
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:142
 // launch dotsocr_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -722,7 +722,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_embed(
 }
 
 // dotsocr_decode_scatter: scatter
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:142
 // launch dotsocr_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -739,7 +739,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_scatter(
 }
 
 // dotsocr_decode_rmsnorm: rmsnorm
-// from graphs/qwen2_vl.graph:143, graphs/qwen2_vl.graph:149, graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:151, graphs/qwen2_vl.graph:154
 // launch dotsocr_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -766,7 +766,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
 }
 
 // dotsocr_decode_linear_bias_rope_rope: linear(bias) → rope → rope
-// from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
+// from graphs/qwen2_vl.graph:146, graphs/qwen2_vl.graph:147, graphs/qwen2_vl.graph:148
 // launch dotsocr_decode_linear_bias_rope_rope: grid (ceil(M/64), 4), 256 threads
 __device__ const float dotsocr_decode_linear_bias_rope_rope_op1_inv[4] = {1.0f, 0.03162278f, 0.001f, 3.1622774e-05f};
 __device__ const float dotsocr_decode_linear_bias_rope_rope_op2_inv[4] = {1.0f, 0.03162278f, 0.001f, 3.1622774e-05f};
@@ -837,7 +837,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 }
 
 // dotsocr_decode_attention: attention(cache)
-// from graphs/qwen2_vl.graph:147
+// from graphs/qwen2_vl.graph:149
 // launch dotsocr_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch dotsocr_decode_attention: grid (M, 4), or (M, 32) as dotsocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvstore(
@@ -890,7 +890,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decod
 }
 
 // dotsocr_decode_linear_res: linear(res)
-// from graphs/qwen2_vl.graph:148
+// from graphs/qwen2_vl.graph:150
 // launch dotsocr_decode_linear_res: grid (ceil(M/64), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -969,7 +969,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
 }
 
 // dotsocr_decode_linear_silu_glu: linear(internal) → glu(silu)
-// from graphs/qwen2_vl.graph:150
+// from graphs/qwen2_vl.graph:152
 // launch dotsocr_decode_linear_silu_glu: grid (ceil(M/64), 4), or (1, 16) as dotsocr_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
@@ -1054,7 +1054,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
 }
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
-// from graphs/qwen2_vl.graph:150
+// from graphs/qwen2_vl.graph:152
 // launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1133,7 +1133,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
 }
 
 // dotsocr_decode_gather: gather
-// from graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:154
 // launch dotsocr_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1150,7 +1150,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
 }
 
 // dotsocr_decode_linear: linear
-// from graphs/qwen2_vl.graph:153
+// from graphs/qwen2_vl.graph:155
 // launch dotsocr_decode_linear: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,

@@ -5,7 +5,7 @@
 #include "tfc_kernels.h"
 
 // qwen25vl_vision_linear: linear
-// from graphs/qwen2_5_vl.graph:116
+// from graphs/qwen2_5_vl.graph:118
 // launch qwen25vl_vision_linear: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
     const float* op0_X, int op0_X_ld,
@@ -80,7 +80,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
 }
 
 // qwen25vl_vision_gather: gather
-// from graphs/qwen2_5_vl.graph:116
+// from graphs/qwen2_5_vl.graph:118
 // launch qwen25vl_vision_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_gather(
     const float* op0_X, int op0_X_ld,
@@ -97,7 +97,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_gather(
 }
 
 // qwen25vl_vision_rmsnorm: rmsnorm
-// from graphs/qwen2_5_vl.graph:119, graphs/qwen2_5_vl.graph:127, graphs/qwen2_5_vl.graph:132
+// from graphs/qwen2_5_vl.graph:121, graphs/qwen2_5_vl.graph:129, graphs/qwen2_5_vl.graph:134
 // launch qwen25vl_vision_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -124,7 +124,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_rmsnorm(
 }
 
 // qwen25vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
-// from graphs/qwen2_5_vl.graph:120, graphs/qwen2_5_vl.graph:122, graphs/qwen2_5_vl.graph:123
+// from graphs/qwen2_5_vl.graph:122, graphs/qwen2_5_vl.graph:124, graphs/qwen2_5_vl.graph:125
 // launch qwen25vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 2), 256 threads
 __device__ const float qwen25vl_vision_linear_bias_rope_rope_op1_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f};
 __device__ const float qwen25vl_vision_linear_bias_rope_rope_op2_inv[10] = {1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f, 1.0f, 0.15848932f, 0.025118863f, 0.0039810706f, 0.0006309573f};
@@ -195,7 +195,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
 }
 
 // qwen25vl_vision_attention: attention
-// from graphs/qwen2_5_vl.graph:125
+// from graphs/qwen2_5_vl.graph:127
 // launch qwen25vl_vision_attention: grid (ceil(M/128) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_attention(
     const float* op0_Q, int op0_Q_ld,
@@ -211,7 +211,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_attention(
 }
 
 // qwen25vl_vision_linear_bias_res: linear(bias, res)
-// from graphs/qwen2_5_vl.graph:126
+// from graphs/qwen2_5_vl.graph:128
 // launch qwen25vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_bias_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_res(
     const float* op0_X, int op0_X_ld,
@@ -292,7 +292,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
 }
 
 // qwen25vl_vision_linear_bias_silu_glu: linear(bias, internal) → glu(silu)
-// from graphs/qwen2_5_vl.graph:128
+// from graphs/qwen2_5_vl.graph:130
 // launch qwen25vl_vision_linear_bias_silu_glu: grid (ceil(M/64), 3), or (1, 10) as qwen25vl_vision_linear_bias_silu_glu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_silu_glu(
     const float* op0_X, int op0_X_ld,
@@ -381,7 +381,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
 }
 
 // qwen25vl_vision_linear_bias_res_down_proj: linear(bias, res)
-// from graphs/qwen2_5_vl.graph:128
+// from graphs/qwen2_5_vl.graph:130
 // launch qwen25vl_vision_linear_bias_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_bias_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -462,7 +462,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
 }
 
 // qwen25vl_vision_linear_bias_gelu: linear(bias, gelu)
-// from graphs/qwen2_5_vl.graph:133
+// from graphs/qwen2_5_vl.graph:135
 // launch qwen25vl_vision_linear_bias_gelu: grid (ceil(M/64), 3), or (1, 10) as qwen25vl_vision_linear_bias_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
@@ -541,7 +541,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
 }
 
 // qwen25vl_vision_linear_bias: linear(bias)
-// from graphs/qwen2_5_vl.graph:133
+// from graphs/qwen2_5_vl.graph:135
 // launch qwen25vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as qwen25vl_vision_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -618,7 +618,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
 }
 
 // qwen25vl_vision_gather_out: gather
-// from graphs/qwen2_5_vl.graph:133
+// from graphs/qwen2_5_vl.graph:135
 // launch qwen25vl_vision_gather_out: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_gather_out(
     const float* op0_X, int op0_X_ld,
@@ -635,7 +635,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_gather_out(
 }
 
 // qwen25vl_decode_embed: embed
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:142
 // launch qwen25vl_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -652,7 +652,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_embed(
 }
 
 // qwen25vl_decode_scatter: scatter
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:142
 // launch qwen25vl_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -669,7 +669,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_scatter(
 }
 
 // qwen25vl_decode_rmsnorm: rmsnorm
-// from graphs/qwen2_vl.graph:143, graphs/qwen2_vl.graph:149, graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:151, graphs/qwen2_vl.graph:154
 // launch qwen25vl_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -696,7 +696,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_rmsnorm(
 }
 
 // qwen25vl_decode_linear_bias_rope_rope: linear(bias) → rope → rope
-// from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
+// from graphs/qwen2_vl.graph:146, graphs/qwen2_vl.graph:147, graphs/qwen2_vl.graph:148
 // launch qwen25vl_decode_linear_bias_rope_rope: grid (ceil(M/64), 4), or (1, 4) as qwen25vl_decode_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
 __device__ const float qwen25vl_decode_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 __device__ const float qwen25vl_decode_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
@@ -843,7 +843,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
 }
 
 // qwen25vl_decode_attention: attention(cache)
-// from graphs/qwen2_vl.graph:147
+// from graphs/qwen2_vl.graph:149
 // launch qwen25vl_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch qwen25vl_decode_attention: grid (M, 2), or (M, 16) as qwen25vl_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_attention_kvstore(
@@ -896,7 +896,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_deco
 }
 
 // qwen25vl_decode_linear_res: linear(res)
-// from graphs/qwen2_vl.graph:148
+// from graphs/qwen2_vl.graph:150
 // launch qwen25vl_decode_linear_res: grid (ceil(M/64), 1), or (1, 2) as qwen25vl_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -975,7 +975,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
 }
 
 // qwen25vl_decode_linear_silu_glu: linear(internal) → glu(silu)
-// from graphs/qwen2_vl.graph:150
+// from graphs/qwen2_vl.graph:152
 // launch qwen25vl_decode_linear_silu_glu: grid (ceil(M/64), 4), or (1, 16) as qwen25vl_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
@@ -1060,7 +1060,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
 }
 
 // qwen25vl_decode_linear_res_down_proj: linear(res)
-// from graphs/qwen2_vl.graph:150
+// from graphs/qwen2_vl.graph:152
 // launch qwen25vl_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 2) as qwen25vl_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1139,7 +1139,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
 }
 
 // qwen25vl_decode_gather: gather
-// from graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:154
 // launch qwen25vl_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1156,7 +1156,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_gather(
 }
 
 // qwen25vl_decode_linear: linear
-// from graphs/qwen2_vl.graph:153
+// from graphs/qwen2_vl.graph:155
 // launch qwen25vl_decode_linear: grid (ceil(M/64), 2374), or (1, 9496) as qwen25vl_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
     const float* op0_X, int op0_X_ld,

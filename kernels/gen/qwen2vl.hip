@@ -5,7 +5,7 @@
 #include "tfc_kernels.h"
 
 // qwen2vl_vision_linear: linear
-// from graphs/qwen2_vl.graph:116
+// from graphs/qwen2_vl.graph:118
 // launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     const float* op0_X, int op0_X_ld,
@@ -80,7 +80,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
 }
 
 // qwen2vl_vision_layernorm: layernorm(bias)
-// from graphs/qwen2_vl.graph:119, graphs/qwen2_vl.graph:126, graphs/qwen2_vl.graph:130
+// from graphs/qwen2_vl.graph:121, graphs/qwen2_vl.graph:128, graphs/qwen2_vl.graph:132
 // launch qwen2vl_vision_layernorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
     const float* op0_X, int op0_X_ld,
@@ -116,7 +116,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
 }
 
 // qwen2vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
-// from graphs/qwen2_vl.graph:120, graphs/qwen2_vl.graph:122, graphs/qwen2_vl.graph:123
+// from graphs/qwen2_vl.graph:122, graphs/qwen2_vl.graph:124, graphs/qwen2_vl.graph:125
 // launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), or (1, 6) as qwen2vl_vision_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
 __device__ const float qwen2vl_vision_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
 __device__ const float qwen2vl_vision_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
@@ -263,7 +263,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
 }
 
 // qwen2vl_vision_attention: attention
-// from graphs/qwen2_vl.graph:124
+// from graphs/qwen2_vl.graph:126
 // launch qwen2vl_vision_attention: grid (ceil(M/128) + S, 2), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
     const float* op0_Q, int op0_Q_ld,
@@ -279,7 +279,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
 }
 
 // qwen2vl_vision_linear_bias_res: linear(bias, res)
-// from graphs/qwen2_vl.graph:125
+// from graphs/qwen2_vl.graph:127
 // launch qwen2vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res(
     const float* op0_X, int op0_X_ld,
@@ -360,7 +360,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 }
 
 // qwen2vl_vision_linear_bias_quick_gelu: linear(bias, quick_gelu)
-// from graphs/qwen2_vl.graph:127
+// from graphs/qwen2_vl.graph:129
 // launch qwen2vl_vision_linear_bias_quick_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_quick_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_quick_gelu(
     const float* op0_X, int op0_X_ld,
@@ -439,7 +439,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
 }
 
 // qwen2vl_vision_linear_bias_res_fc2: linear(bias, res)
-// from graphs/qwen2_vl.graph:127
+// from graphs/qwen2_vl.graph:129
 // launch qwen2vl_vision_linear_bias_res_fc2: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_fc2_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_fc2(
     const float* op0_X, int op0_X_ld,
@@ -520,7 +520,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 }
 
 // qwen2vl_vision_linear_bias_gelu: linear(bias, gelu)
-// from graphs/qwen2_vl.graph:131
+// from graphs/qwen2_vl.graph:133
 // launch qwen2vl_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_gelu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
@@ -599,7 +599,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
 }
 
 // qwen2vl_vision_linear_bias: linear(bias)
-// from graphs/qwen2_vl.graph:131
+// from graphs/qwen2_vl.graph:133
 // launch qwen2vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_vision_linear_bias_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
@@ -676,7 +676,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
 }
 
 // qwen2vl_decode_embed: embed
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:142
 // launch qwen2vl_decode_embed: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_embed(
     const int* op0_Ids, int op0_Ids_ld,
@@ -693,7 +693,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_embed(
 }
 
 // qwen2vl_decode_scatter: scatter
-// from graphs/qwen2_vl.graph:140
+// from graphs/qwen2_vl.graph:142
 // launch qwen2vl_decode_scatter: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_scatter(
     const float* op0_Src, int op0_Src_ld,
@@ -710,7 +710,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_scatter(
 }
 
 // qwen2vl_decode_rmsnorm: rmsnorm
-// from graphs/qwen2_vl.graph:143, graphs/qwen2_vl.graph:149, graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:151, graphs/qwen2_vl.graph:154
 // launch qwen2vl_decode_rmsnorm: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
     const float* op0_X, int op0_X_ld,
@@ -737,7 +737,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
 }
 
 // qwen2vl_decode_linear_bias_rope_rope: linear(bias) → rope → rope
-// from graphs/qwen2_vl.graph:144, graphs/qwen2_vl.graph:145, graphs/qwen2_vl.graph:146
+// from graphs/qwen2_vl.graph:146, graphs/qwen2_vl.graph:147, graphs/qwen2_vl.graph:148
 // launch qwen2vl_decode_linear_bias_rope_rope: grid (ceil(M/64), 8), or (1, 8) as qwen2vl_decode_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
 __device__ const float qwen2vl_decode_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 __device__ const float qwen2vl_decode_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
@@ -884,7 +884,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
 }
 
 // qwen2vl_decode_attention: attention(cache)
-// from graphs/qwen2_vl.graph:147
+// from graphs/qwen2_vl.graph:149
 // launch qwen2vl_decode_attention_kvstore: grid (M, 1), 256 threads
 // launch qwen2vl_decode_attention: grid (M, 4), or (M, 32) as qwen2vl_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_attention_kvstore(
@@ -937,7 +937,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_decod
 }
 
 // qwen2vl_decode_linear_res: linear(res)
-// from graphs/qwen2_vl.graph:148
+// from graphs/qwen2_vl.graph:150
 // launch qwen2vl_decode_linear_res: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_decode_linear_res_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
@@ -1016,7 +1016,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
 }
 
 // qwen2vl_decode_linear_silu_glu: linear(internal) → glu(silu)
-// from graphs/qwen2_vl.graph:150
+// from graphs/qwen2_vl.graph:152
 // launch qwen2vl_decode_linear_silu_glu: grid (ceil(M/64), 4), or (1, 16) as qwen2vl_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
@@ -1101,7 +1101,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
 }
 
 // qwen2vl_decode_linear_res_down_proj: linear(res)
-// from graphs/qwen2_vl.graph:150
+// from graphs/qwen2_vl.graph:152
 // launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
@@ -1180,7 +1180,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
 }
 
 // qwen2vl_decode_gather: gather
-// from graphs/qwen2_vl.graph:152
+// from graphs/qwen2_vl.graph:154
 // launch qwen2vl_decode_gather: grid (M, 1), 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
     const float* op0_X, int op0_X_ld,
@@ -1197,7 +1197,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_gather(
 }
 
 // qwen2vl_decode_linear: linear
-// from graphs/qwen2_vl.graph:153
+// from graphs/qwen2_vl.graph:155
 // launch qwen2vl_decode_linear: grid (ceil(M/64), 2374), or (1, 9496) as qwen2vl_decode_linear_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     const float* op0_X, int op0_X_ld,
