@@ -186,8 +186,8 @@ type Require struct {
 	Op          CmpOp
 	Src         string // as written, e.g. "D % H == 0"
 	Pos         Pos
-	Cond        *Cond  // bool form
-	Name        string // string form: the string config value
+	Cond        *Cond    // bool form
+	Name        string   // string form: the string config value
 	Str         string   // string form: the literal it is compared with
 	Strs        []string // string form with Op IN: the literals it may equal
 }
