@@ -781,8 +781,12 @@ func (c *checker) rule(r *syntax.Rule) {
 	rule := &ir.Rule{Name: r.Call.Name, Pos: pos(r.Pos)}
 	seen := map[string]bool{}
 	for _, a := range r.Call.Args {
+		if len(args) == 0 {
+			c.errorf(a.Pos, "%s rule %s takes no arguments", r.Kind, r.Call.Name)
+			break
+		}
 		if a.Key == "" {
-			c.errorf(a.Pos, "%s rule arguments are named: %s(%s: …)", r.Kind, r.Call.Name, args[0])
+			c.errorf(a.Pos, "%s rule arguments are named: %s(%s: …)", r.Kind, r.Call.Name, strings.TrimSuffix(args[0], "?"))
 			continue
 		}
 		if !contains(args, a.Key) && !contains(args, a.Key+"?") {
