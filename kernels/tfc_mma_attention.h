@@ -359,12 +359,6 @@ constexpr int TFC_PAGED_CHUNK = 64;
 #define TFC_PAGED_AHEAD 1
 #endif
 
-// tfc_bf16_hi is the BF16 bits of a BF16-exact x (a NaN stays a NaN).
-__device__ __forceinline__ unsigned tfc_bf16_hi(float x) {
-  const unsigned u = __float_as_uint(x);
-  return (u & 0x7f800000u) == 0x7f800000u ? (u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u) : u >> 16;
-}
-
 // tfc_attn_fold folds a chunk's (mc, lc) into a row's running (mt, lt) and gives the weights a
 // of the running output and b of the chunk's: o = o·a + o_c·b.
 __device__ __forceinline__ void tfc_attn_fold(float& mt, float& lt, float mc, float lc, float& a, float& b) {
@@ -477,7 +471,6 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   using shape = tfc_paged_mma_shape<HD>;
   constexpr int HDP = shape::hdp, LDK = shape::ldk, KS = shape::ks, ND = shape::nd, CH = TFC_PAGED_CHUNK;
   constexpr int NW = THREADS / 32, NB = (ND + NW - 1) / NW;  // warps; dim blocks a warp
-  constexpr unsigned all = 0xffffffffu;
   static_assert(THREADS == 256 && CH == 8 * NW && THREADS == 4 * CH,
                 "a warp's scores are 8 keys of the chunk; 16 threads a row take 4 keys each; 4 threads stage a key");
   static_assert(HDP <= 128, "the tensor-core cached attention keeps head_dim ≤ 128");

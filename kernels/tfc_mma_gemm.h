@@ -48,18 +48,23 @@ struct tfc_mma_smem {
   static constexpr int floats = ab > c ? ab : c;
 };
 
+// tfc_bf16_hi is the high BF16 bits of x, all of x where x is BF16-exact (a NaN stays a NaN).
+__device__ __forceinline__ unsigned tfc_bf16_hi(float x) {
+  const unsigned u = __float_as_uint(x);
+  return (u & 0x7f800000u) == 0x7f800000u ? (u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u) : u >> 16;
+}
+
 // tfc_split3 splits x into the BF16 bits of hi, lo and lo2 (see above).
 __device__ __forceinline__ void tfc_split3(float x, unsigned& hi, unsigned& lo, unsigned& lo2) {
   const unsigned u = __float_as_uint(x);
+  hi = tfc_bf16_hi(x);
   if ((u & 0x7f800000u) == 0x7f800000u) {
-    hi = (u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u);
     lo = lo2 = 0u;
     return;
   }
   const float r = x - __uint_as_float(u & 0xffff0000u);  // exact: the low 16 bits of x
   const unsigned ur = __float_as_uint(r);
   const float r2 = r - __uint_as_float(ur & 0xffff0000u);  // exact, at most 8 significant bits
-  hi = u >> 16;
   lo = ur >> 16;
   lo2 = __float_as_uint(r2) >> 16;
 }
