@@ -394,10 +394,11 @@ func TestRopeScalingRefused(t *testing.T) {
 				scaled[k] = v
 			}
 		}
-		cases := []struct {
+		type ropeCase struct {
 			set     map[string]any
 			refused string // "" when accepted
-		}{
+		}
+		cases := []ropeCase{
 			{at(map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn", "factor": 2.0}}), "yarn"},
 			{at(map[string]any{"rope_parameters": nil, "rope_scaling": scaled}), "linear"},
 			{at(map[string]any{"rope_parameters": map[string]any{"rope_type": "default"}}), ""},
@@ -407,10 +408,7 @@ func TestRopeScalingRefused(t *testing.T) {
 				scaling["mrope_section"] = sect
 				return at(map[string]any{"rope_parameters": nil, "rope_scaling": scaling})
 			}
-			cases = append(cases, []struct {
-				set     map[string]any
-				refused string
-			}{
+			cases = append(cases, []ropeCase{
 				{legacy(map[string]any{"type": "mrope"}), ""},                                           // as the Hub publishes Qwen2-VL
 				{legacy(map[string]any{"type": "default", "rope_type": "default"}), ""},                 // as transformers 4.45-4.57 save it
 				{legacy(map[string]any{"type": "dynamic"}), "dynamic"},                                  // a scaling, by its old key
