@@ -30,44 +30,34 @@ type visionPlan struct{ Px, X, Qkv, Fc1Fc3, Pos, Spans int }
 // forwardVision runs graph vision (graphs/dots_ocr.graph:117) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	N, posData, spanData := l.Images(grids, c.M)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:118); here M = %v, N = %v", c.M, N)
-	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
-	l.Write(px, pixels, device.F32, "px", "[N, C * P * P]")
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
-	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x, Round: device.RoundProduct})
-	x2 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
+	in := l.Images(pixels, grids, model.ImagePlan{Pixels: p.Px, Pos: p.Pos, Spans: p.Spans, MergeOrder: model.Absent, WindowOrder: model.Absent, WindowInverse: model.Absent, WindowPos: model.Absent, WindowSpans: model.Absent, Width: c.C * c.P * c.P, Merge: c.M, Order: c.M, Window: 0})
+	l.Check(in.N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/dots_ocr.graph:118); here M = %v, N = %v", c.M, in.N)
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.N, Cols: c.VD}
+	l.Launch(g.K.At(0, "vision_linear_bias", "graphs/dots_ocr.graph:121"), "x", x, device.Linear{X: in.Pixels, W: w.VisPatchEmbedPatchifierProjWeight, B: w.VisPatchEmbedPatchifierProjBias, Y: x, Round: device.RoundProduct})
+	x2 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
 	l.Launch(g.K.At(1, "vision_rmsnorm", "graphs/dots_ocr.graph:122"), "x", x2, device.RMSNorm{X: x, W: w.VisPatchEmbedPatchifierNormWeight, Y: x2, Eps: float32(c.Veps)})
 	for i := 0; i < c.VL; i++ {
-		h := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
+		h := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.N, Cols: c.VD}
 		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/dots_ocr.graph:125"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(c.Veps)})
-		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: in.N, Cols: 3 * c.VD}
 		k := qkv.ColSlice(c.VD, 2*c.VD)
 		q := qkv.ColSlice(0, c.VD)
-		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/dots_ocr.graph:126,128,129"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
-		a := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
-		v := qkv.ColSlice(2*c.VD, 3*c.VD)
-		l.Launch(g.K.At(4, "vision_attention", "graphs/dots_ocr.graph:130"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/dots_ocr.graph:126,128,129"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, Y: qkv}, device.Rope{X: q, Pos: in.Pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: in.Pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(10000.0), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		a := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.N, Cols: c.VD}
+		l.Launch(g.K.At(4, "vision_attention", "graphs/dots_ocr.graph:130"), "a", a, device.Attention{Q: q, K: k, V: qkv.ColSlice(2*c.VD, 3*c.VD), Y: a, Spans: in.Spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_res", "graphs/dots_ocr.graph:131"), "proj", x2, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, Y: x2, Res: x2})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/dots_ocr.graph:132"), "h", h, device.RMSNorm{X: x2, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(c.Veps)})
-		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-		fc1Fc3 := device.Tensor{Buf: l.F32, Off: p.Fc1Fc3, Rows: N, Cols: 2 * c.VF}
-		fc1 := fc1Fc3.ColSlice(0, c.VF)
-		fc3 := fc1Fc3.ColSlice(c.VF, 2*c.VF)
-		l.Launch(g.K.At(7, "vision_linear_silu_glu", "graphs/dots_ocr.graph:133"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Fc3Weight, Y: fc1Fc3}, device.GLU{Gate: fc1, Up: fc3, Y: swiglu, Act: device.ActSiLU})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: in.N, Cols: c.VF}
+		fc1Fc3 := device.Tensor{Buf: l.F32, Off: p.Fc1Fc3, Rows: in.N, Cols: 2 * c.VF}
+		l.Launch(g.K.At(7, "vision_linear_silu_glu", "graphs/dots_ocr.graph:133"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Fc3Weight, Y: fc1Fc3}, device.GLU{Gate: fc1Fc3.ColSlice(0, c.VF), Up: fc1Fc3.ColSlice(c.VF, 2*c.VF), Y: swiglu, Act: device.ActSiLU})
 		l.Launch(g.K.At(8, "vision_linear_res_fc2", "graphs/dots_ocr.graph:133"), "fc2", x2, device.Linear{X: swiglu, W: w.VisBlocks[i].MlpFc2Weight, Y: x2, Res: x2})
 	} // graphs/dots_ocr.graph:123
 	l.Launch(g.K.At(9, "vision_rmsnorm", "graphs/dots_ocr.graph:135"), "x", x, device.RMSNorm{X: x2, W: w.VisPostTrunkNormWeight, Y: x, Eps: float32(c.Veps)})
-	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
+	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
 	l.Launch(g.K.At(10, "vision_layernorm", "graphs/dots_ocr.graph:137"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
-	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
-	x3 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	l.Launch(g.K.At(11, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: x3, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
-	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
+	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.N / (c.M * c.M), Cols: c.MD}
+	l.Launch(g.K.At(11, "vision_linear_bias_gelu", "graphs/dots_ocr.graph:138"), "mlp0", mlp0, device.Linear{X: lnQ.Reshape(in.N/(c.M*c.M), c.M*c.M*c.VD), W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N / (c.M * c.M), Cols: c.D}
 	l.Launch(g.K.At(12, "vision_linear_bias_out", "graphs/dots_ocr.graph:138"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

@@ -3,8 +3,6 @@
 package lightonocr
 
 import (
-	"fmt"
-
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
@@ -34,72 +32,43 @@ type decodePlan struct{ ImageRows, X, QProj, QNorm, KNorm, Ids, Pos, ImageAt, Lo
 // forwardDecode runs graph decode (graphs/lighton_ocr.graph:134) through l over the rows of one round and returns the logits of r.LogitRows.
 func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	if r == nil || len(r.Tokens) == 0 {
-		return nil, fmt.Errorf("%s: the round has no rows", l.Family)
-	}
-	R := len(r.Tokens)
-	I := len(r.ImageRows) / (c.D)
-	S := len(r.LogitRows)
-	l.Limit("R", R, "Rows", l.Lim.Rows)
-	l.Limit("I", I, "Rows", l.Lim.Rows)
-	l.Limit("S", S, "Rows", l.Lim.Rows)
-	ids := device.Tensor{Buf: l.I32, Off: p.Ids, Rows: 1, Cols: R}
-	l.Write(ids, r.Tokens, device.I32, "ids", "[1, R]")
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: R, Cols: c.PositionsAxes}
-	l.Write(pos, r.Positions, device.I32, "pos", "[R, positions.axes]")
-	imageRows := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: I, Cols: c.D}
-	l.Write(imageRows, r.ImageRows, device.F32, "image_rows", "[I, D]")
-	imageAt := device.Tensor{Buf: l.I32, Off: p.ImageAt, Rows: 1, Cols: I}
-	l.Write(imageAt, r.ImageAt, device.I32, "image_at", "[1, I]")
-	logitRows := device.Tensor{Buf: l.I32, Off: p.LogitRows, Rows: 1, Cols: S}
-	l.Write(logitRows, r.LogitRows, device.I32, "logit_rows", "[1, S]")
-	rowsSeq := device.Tensor{Buf: l.I32, Off: p.RowsSeq, Rows: 1, Cols: R}
-	l.Write(rowsSeq, r.Seq, device.I32, "rows_seq", "[1, R]")
-	rowsPos := device.Tensor{Buf: l.I32, Off: p.RowsPos, Rows: 1, Cols: R}
-	l.Write(rowsPos, r.Pos, device.I32, "rows_pos", "[1, R]")
-	rowsPages := device.Tensor{Buf: l.I32, Off: p.RowsPages, Rows: l.Lim.Parallel, Cols: (l.Lim.Context + l.Lim.PageSize - 1) / l.Lim.PageSize}
-	l.Write(rowsPages, r.PageTable, device.I32, "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]")
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: R, Cols: c.D}
-	l.Launch(g.K.At(0, "decode_embed", "graphs/lighton_ocr.graph:136"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
-	if I > 0 {
-		l.Launch(g.K.At(1, "decode_scatter", "graphs/lighton_ocr.graph:136"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
+	in := l.Round(r, model.RoundPlan{Tokens: p.Ids, Positions: p.Pos, ImageRows: p.ImageRows, ImageAt: p.ImageAt, LogitRows: p.LogitRows, Seq: p.RowsSeq, Pos: p.RowsPos, PageTable: p.RowsPages, Axes: c.PositionsAxes, Hidden: c.D})
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.R, Cols: c.D}
+	l.Launch(g.K.At(0, "decode_embed", "graphs/lighton_ocr.graph:136"), "embed", x, device.Embed{Ids: in.Tokens, Table: w.LmEmbedTokensWeight, Y: x})
+	if in.I > 0 {
+		l.Launch(g.K.At(1, "decode_scatter", "graphs/lighton_ocr.graph:136"), "x", x, device.Scatter{Src: in.ImageRows, Index: in.ImageAt, Y: x})
 	}
 	for i := 0; i < c.L; i++ {
-		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.D}
+		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.R, Cols: c.D}
 		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/lighton_ocr.graph:139"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.H * c.HD}
+		qProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: in.R, Cols: c.H * c.HD}
 		l.Launch(g.K.At(3, "decode_linear", "graphs/lighton_ocr.graph:140"), "q_proj", qProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjWeight, Y: qProj})
-		qNorm := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: c.H * R, Cols: c.HD}
-		unmerge := qProj.Reshape(c.H*R, c.HD)
-		l.Launch(g.K.At(4, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:140"), "q_norm", qNorm, device.RMSNorm{X: unmerge, W: w.LmLayers[i].SelfAttnQNormWeight, Y: qNorm, Eps: float32(c.Eps)})
-		kProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.HD * c.KV}
+		qNorm := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: c.H * in.R, Cols: c.HD}
+		l.Launch(g.K.At(4, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:140"), "q_norm", qNorm, device.RMSNorm{X: qProj.Reshape(c.H*in.R, c.HD), W: w.LmLayers[i].SelfAttnQNormWeight, Y: qNorm, Eps: float32(c.Eps)})
+		kProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: in.R, Cols: c.HD * c.KV}
 		l.Launch(g.K.At(5, "decode_linear_k_proj", "graphs/lighton_ocr.graph:141"), "k_proj", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnKProjWeight, Y: kProj})
-		kNorm := device.Tensor{Buf: l.F32, Off: p.KNorm, Rows: c.KV * R, Cols: c.HD}
-		unmerge2 := kProj.Reshape(c.KV*R, c.HD)
-		l.Launch(g.K.At(6, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:141"), "k_norm", kNorm, device.RMSNorm{X: unmerge2, W: w.LmLayers[i].SelfAttnKNormWeight, Y: kNorm, Eps: float32(c.Eps)})
-		q := qNorm.Reshape(R, c.H*c.HD)
-		l.Launch(g.K.At(7, "decode_rope", "graphs/lighton_ocr.graph:142"), "q", q, device.Rope{X: q, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		k := kNorm.Reshape(R, c.HD*c.KV)
-		l.Launch(g.K.At(8, "decode_rope_k", "graphs/lighton_ocr.graph:143"), "k", k, device.Rope{X: k, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		vProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.HD * c.KV}
+		kNorm := device.Tensor{Buf: l.F32, Off: p.KNorm, Rows: c.KV * in.R, Cols: c.HD}
+		l.Launch(g.K.At(6, "decode_rmsnorm_q_norm", "graphs/lighton_ocr.graph:141"), "k_norm", kNorm, device.RMSNorm{X: kProj.Reshape(c.KV*in.R, c.HD), W: w.LmLayers[i].SelfAttnKNormWeight, Y: kNorm, Eps: float32(c.Eps)})
+		q := qNorm.Reshape(in.R, c.H*c.HD)
+		l.Launch(g.K.At(7, "decode_rope", "graphs/lighton_ocr.graph:142"), "q", q, device.Rope{X: q, Pos: in.Positions, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		k := kNorm.Reshape(in.R, c.HD*c.KV)
+		l.Launch(g.K.At(8, "decode_rope_k", "graphs/lighton_ocr.graph:143"), "k", k, device.Rope{X: k, Pos: in.Positions, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		vProj := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: in.R, Cols: c.HD * c.KV}
 		l.Launch(g.K.At(9, "decode_linear_k_proj", "graphs/lighton_ocr.graph:144"), "v_proj", vProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnVProjWeight, Y: vProj})
-		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
-		rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: l.Lim.PageSize}
-		l.Launch(g.K.At(10, "decode_attention", "graphs/lighton_ocr.graph:144"), "a", a, device.Attention{Q: q, K: k, V: vProj, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
+		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.R, Cols: c.H * c.HD}
+		l.Launch(g.K.At(10, "decode_attention", "graphs/lighton_ocr.graph:144"), "a", a, device.Attention{Q: q, K: k, V: vProj, Y: a, Cache: &l.KV[i], Rows: &in.Rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
 		l.Launch(g.K.At(11, "decode_linear_res", "graphs/lighton_ocr.graph:145"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
 		l.Launch(g.K.At(12, "decode_rmsnorm", "graphs/lighton_ocr.graph:146"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		swiglu := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: R, Cols: c.F}
-		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: R, Cols: 2 * c.F}
-		gateProj := gateProjUpProj.ColSlice(0, c.F)
-		upProj := gateProjUpProj.ColSlice(c.F, 2*c.F)
-		l.Launch(g.K.At(13, "decode_linear_silu_glu", "graphs/lighton_ocr.graph:147"), "swiglu", swiglu, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.QProj, Rows: in.R, Cols: c.F}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.QNorm, Rows: in.R, Cols: 2 * c.F}
+		l.Launch(g.K.At(13, "decode_linear_silu_glu", "graphs/lighton_ocr.graph:147"), "swiglu", swiglu, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProjUpProj.ColSlice(0, c.F), Up: gateProjUpProj.ColSlice(c.F, 2*c.F), Y: swiglu, Act: device.ActSiLU})
 		l.Launch(g.K.At(14, "decode_linear_res_down_proj", "graphs/lighton_ocr.graph:147"), "down_proj", x, device.Linear{X: swiglu, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/lighton_ocr.graph:137
-	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
-	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
-	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
-	if S > 0 {
-		l.Launch(g.K.At(15, "decode_gather", "graphs/lighton_ocr.graph:149"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
+	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.S, Cols: c.D}
+	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.S, Cols: c.D}
+	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.S, Cols: c.V}
+	if in.S > 0 {
+		l.Launch(g.K.At(15, "decode_gather", "graphs/lighton_ocr.graph:149"), "gather", gather, device.Gather{X: x, Index: in.LogitRows, Y: gather})
 		l.Launch(g.K.At(16, "decode_rmsnorm", "graphs/lighton_ocr.graph:149"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
 		l.Launch(g.K.At(17, "decode_linear_logits", "graphs/lighton_ocr.graph:150"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}

@@ -30,53 +30,39 @@ type visionPlan struct{ Px, Linear, QProjKProjVProj, GateProjUpProj, Pos, Spans,
 // forwardVision runs graph vision (graphs/lighton_ocr.graph:112) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	N, posData, spanData := l.Images(grids, 1)
-	orderData := l.MergeOrder(grids, c.M)
-	I := len(orderData)
-	l.Check(I%(c.M*c.M) == 0, "graph vision requires I%%(M*M) == 0 (graphs/lighton_ocr.graph:113); here I = %v, M = %v", I, c.M)
-	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P}
-	l.Write(px, pixels, device.F32, "px", "[N, C * P * P]")
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
-	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
-	mergeOrder := device.Tensor{Buf: l.I32, Off: p.MergeOrder, Rows: 1, Cols: I}
-	l.Write(mergeOrder, orderData, device.I32, "merge_order", "[1, I]")
-	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(0, "vision_linear", "graphs/lighton_ocr.graph:114"), "linear", linear, device.Linear{X: px, W: w.VisPatchConvWeight, Y: linear})
-	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
+	in := l.Images(pixels, grids, model.ImagePlan{Pixels: p.Px, Pos: p.Pos, Spans: p.Spans, MergeOrder: p.MergeOrder, WindowOrder: model.Absent, WindowInverse: model.Absent, WindowPos: model.Absent, WindowSpans: model.Absent, Width: c.C * c.P * c.P, Merge: c.M, Order: 1, Window: 0})
+	l.Check(in.Kept%(c.M*c.M) == 0, "graph vision requires I%%(M*M) == 0 (graphs/lighton_ocr.graph:113); here I = %v, M = %v", in.Kept, c.M)
+	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
+	l.Launch(g.K.At(0, "vision_linear", "graphs/lighton_ocr.graph:114"), "linear", linear, device.Linear{X: in.Pixels, W: w.VisPatchConvWeight, Y: linear})
+	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
 	l.Launch(g.K.At(1, "vision_rmsnorm", "graphs/lighton_ocr.graph:114"), "x", x, device.RMSNorm{X: linear, W: w.VisLnPreWeight, Y: x, Eps: float32(1e-05)})
 	for i := 0; i < c.VL; i++ {
-		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
+		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
 		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/lighton_ocr.graph:117"), "h", h, device.RMSNorm{X: x, W: w.VisTransformerLayers[i].AttentionNormWeight, Y: h, Eps: float32(1e-05)})
-		qProjKProjVProj := device.Tensor{Buf: l.F32, Off: p.QProjKProjVProj, Rows: N, Cols: 3 * c.VD}
+		qProjKProjVProj := device.Tensor{Buf: l.F32, Off: p.QProjKProjVProj, Rows: in.N, Cols: 3 * c.VD}
 		kProj := qProjKProjVProj.ColSlice(c.VD, 2*c.VD)
 		qProj := qProjKProjVProj.ColSlice(0, c.VD)
-		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/lighton_ocr.graph:119,120,121"), "k", kProj, device.Linear{X: h, W: w.VisTransformerLayers[i].AttentionQProjKProjVProjWeight, Y: qProjKProjVProj}, device.Rope{X: qProj, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating}, device.Rope{X: kProj, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating})
-		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-		vProj := qProjKProjVProj.ColSlice(2*c.VD, 3*c.VD)
-		l.Launch(g.K.At(4, "vision_attention", "graphs/lighton_ocr.graph:121"), "a", a, device.Attention{Q: qProj, K: kProj, V: vProj, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(3, "vision_linear_rope_rope", "graphs/lighton_ocr.graph:119,120,121"), "k", kProj, device.Linear{X: h, W: w.VisTransformerLayers[i].AttentionQProjKProjVProjWeight, Y: qProjKProjVProj}, device.Rope{X: qProj, Pos: in.Pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating}, device.Rope{X: kProj, Pos: in.Pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopeAlternating})
+		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
+		l.Launch(g.K.At(4, "vision_attention", "graphs/lighton_ocr.graph:121"), "a", a, device.Attention{Q: qProj, K: kProj, V: qProjKProjVProj.ColSlice(2*c.VD, 3*c.VD), Y: a, Spans: in.Spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_res", "graphs/lighton_ocr.graph:122"), "o_proj", x, device.Linear{X: a, W: w.VisTransformerLayers[i].AttentionOProjWeight, Y: x, Res: x})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/lighton_ocr.graph:123"), "h", h, device.RMSNorm{X: x, W: w.VisTransformerLayers[i].FfnNormWeight, Y: h, Eps: float32(1e-05)})
-		swiglu := device.Tensor{Buf: l.F32, Off: p.QProjKProjVProj, Rows: N, Cols: c.VF}
-		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: N, Cols: 2 * c.VF}
-		gateProj := gateProjUpProj.ColSlice(0, c.VF)
-		upProj := gateProjUpProj.ColSlice(c.VF, 2*c.VF)
-		l.Launch(g.K.At(7, "vision_linear_silu_glu", "graphs/lighton_ocr.graph:124"), "swiglu", swiglu, device.Linear{X: h, W: w.VisTransformerLayers[i].FeedForwardGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.QProjKProjVProj, Rows: in.N, Cols: c.VF}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: in.N, Cols: 2 * c.VF}
+		l.Launch(g.K.At(7, "vision_linear_silu_glu", "graphs/lighton_ocr.graph:124"), "swiglu", swiglu, device.Linear{X: h, W: w.VisTransformerLayers[i].FeedForwardGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProjUpProj.ColSlice(0, c.VF), Up: gateProjUpProj.ColSlice(c.VF, 2*c.VF), Y: swiglu, Act: device.ActSiLU})
 		l.Launch(g.K.At(8, "vision_linear_res_down_proj", "graphs/lighton_ocr.graph:124"), "down_proj", x, device.Linear{X: swiglu, W: w.VisTransformerLayers[i].FeedForwardDownProjWeight, Y: x, Res: x})
 	} // graphs/lighton_ocr.graph:115
-	norm := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
+	norm := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
 	l.Launch(g.K.At(9, "vision_rmsnorm_norm", "graphs/lighton_ocr.graph:128"), "norm", norm, device.RMSNorm{X: x, W: w.ProjNormWeight, Y: norm, Eps: float32(c.Eps)})
-	gather := device.Tensor{Buf: l.F32, Off: p.Px, Rows: I, Cols: c.VD}
-	if I > 0 {
-		l.Launch(g.K.At(10, "vision_gather", "graphs/lighton_ocr.graph:128"), "gather", gather, device.Gather{X: norm, Index: mergeOrder, Y: gather})
+	gather := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.Kept, Cols: c.VD}
+	if in.Kept > 0 {
+		l.Launch(g.K.At(10, "vision_gather", "graphs/lighton_ocr.graph:128"), "gather", gather, device.Gather{X: norm, Index: in.MergeOrder, Y: gather})
 	}
-	x2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: I / (c.M * c.M), Cols: c.VD}
-	x3 := gather.Reshape(I/(c.M*c.M), c.M*c.M*c.VD)
-	linear1 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: I / (c.M * c.M), Cols: c.D}
-	outT := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: I / (c.M * c.M), Cols: c.D}
-	if I/(c.M*c.M) > 0 {
-		l.Launch(g.K.At(11, "vision_linear_x", "graphs/lighton_ocr.graph:129"), "x", x2, device.Linear{X: x3, W: w.ProjPatchMergerMergingLayerWeight, Y: x2})
+	x2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.Kept / (c.M * c.M), Cols: c.VD}
+	linear1 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.Kept / (c.M * c.M), Cols: c.D}
+	outT := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.Kept / (c.M * c.M), Cols: c.D}
+	if in.Kept/(c.M*c.M) > 0 {
+		l.Launch(g.K.At(11, "vision_linear_x", "graphs/lighton_ocr.graph:129"), "x", x2, device.Linear{X: gather.Reshape(in.Kept/(c.M*c.M), c.M*c.M*c.VD), W: w.ProjPatchMergerMergingLayerWeight, Y: x2})
 		l.Launch(g.K.At(12, "vision_linear_gelu", "graphs/lighton_ocr.graph:130"), "linear_1", linear1, device.Linear{X: x2, W: w.ProjLinear1Weight, Y: linear1, Act: device.ActGELU})
 		l.Launch(g.K.At(13, "vision_linear_out", "graphs/lighton_ocr.graph:130"), "out", outT, device.Linear{X: linear1, W: w.ProjLinear2Weight, Y: outT})
 	}

@@ -31,52 +31,35 @@ type visionPlan struct{ Px, Linear, Qkv, GateProjUpProj, WindowPos, Spans, Windo
 // forwardVision runs graph vision (graphs/qwen2_5_vl.graph:115) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	N, posData, spanData := l.Images(grids, c.M)
-	win := l.Windows(grids, posData, c.M, c.WU)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_5_vl.graph:117); here M = %v, N = %v", c.M, N)
-	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
-	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
-	windowPos := device.Tensor{Buf: l.I32, Off: p.WindowPos, Rows: N, Cols: 2}
-	l.Write(windowPos, win.Pos, device.I32, "window_pos", "[N, 2]")
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
-	windowSpans := device.Tensor{Buf: l.I32, Off: p.WindowSpans, Rows: 1, Cols: len(win.Spans)}
-	l.Write(windowSpans, win.Spans, device.I32, "window_spans", "[1, N + 1]")
-	windowOrder := device.Tensor{Buf: l.I32, Off: p.WindowOrder, Rows: 1, Cols: N}
-	l.Write(windowOrder, win.Order, device.I32, "window_order", "[1, N]")
-	windowInverse := device.Tensor{Buf: l.I32, Off: p.WindowInverse, Rows: 1, Cols: N / (c.M * c.M)}
-	l.Write(windowInverse, win.Inverse, device.I32, "window_inverse", "[1, N / (M * M)]")
-	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_5_vl.graph:118"), "linear", linear, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: linear})
-	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(1, "vision_gather", "graphs/qwen2_5_vl.graph:118"), "x", x, device.Gather{X: linear, Index: windowOrder, Y: x})
+	in := l.Images(pixels, grids, model.ImagePlan{Pixels: p.Px, Pos: model.Absent, Spans: p.Spans, MergeOrder: model.Absent, WindowOrder: p.WindowOrder, WindowInverse: p.WindowInverse, WindowPos: p.WindowPos, WindowSpans: p.WindowSpans, Width: c.C * c.P * c.P * c.TP, Merge: c.M, Order: c.M, Window: c.WU})
+	l.Check(in.N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_5_vl.graph:117); here M = %v, N = %v", c.M, in.N)
+	linear := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
+	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_5_vl.graph:118"), "linear", linear, device.Linear{X: in.Pixels, W: w.VisPatchEmbedProjWeight, Y: linear})
+	x := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
+	l.Launch(g.K.At(1, "vision_gather", "graphs/qwen2_5_vl.graph:118"), "x", x, device.Gather{X: linear, Index: in.WindowOrder, Y: x})
 	for i := 0; i < c.VL; i++ {
-		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
+		h := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
 		l.Launch(g.K.At(2, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:121"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm1Weight, Y: h, Eps: float32(1e-06)})
-		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: in.N, Cols: 3 * c.VD}
 		k := qkv.ColSlice(c.VD, 2*c.VD)
 		q := qkv.ColSlice(0, c.VD)
-		l.Launch(g.K.At(3, "vision_linear_bias_rope_rope", "graphs/qwen2_5_vl.graph:122,124,125"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: windowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
-		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
-		v := qkv.ColSlice(2*c.VD, 3*c.VD)
-		l.Launch(g.K.At(4, "vision_attention", "graphs/qwen2_5_vl.graph:127"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: model.Cond(model.In(i, c.Fullatt), spans, windowSpans), Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(3, "vision_linear_bias_rope_rope", "graphs/qwen2_5_vl.graph:122,124,125"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: in.WindowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: in.WindowPos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		a := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
+		l.Launch(g.K.At(4, "vision_attention", "graphs/qwen2_5_vl.graph:127"), "a", a, device.Attention{Q: q, K: k, V: qkv.ColSlice(2*c.VD, 3*c.VD), Y: a, Spans: model.Cond(model.In(i, c.Fullatt), in.Spans, in.WindowSpans), Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(5, "vision_linear_bias_res", "graphs/qwen2_5_vl.graph:128"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
 		l.Launch(g.K.At(6, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:129"), "h", h, device.RMSNorm{X: x, W: w.VisBlocks[i].Norm2Weight, Y: h, Eps: float32(1e-06)})
-		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
-		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: N, Cols: 2 * c.VF}
-		gateProj := gateProjUpProj.ColSlice(0, c.VF)
-		upProj := gateProjUpProj.ColSlice(c.VF, 2*c.VF)
-		l.Launch(g.K.At(7, "vision_linear_bias_silu_glu", "graphs/qwen2_5_vl.graph:130"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjUpProjWeight, B: w.VisBlocks[i].MlpGateProjUpProjBias, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: in.N, Cols: c.VF}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: in.N, Cols: 2 * c.VF}
+		l.Launch(g.K.At(7, "vision_linear_bias_silu_glu", "graphs/qwen2_5_vl.graph:130"), "swiglu", swiglu, device.Linear{X: h, W: w.VisBlocks[i].MlpGateProjUpProjWeight, B: w.VisBlocks[i].MlpGateProjUpProjBias, Y: gateProjUpProj}, device.GLU{Gate: gateProjUpProj.ColSlice(0, c.VF), Up: gateProjUpProj.ColSlice(c.VF, 2*c.VF), Y: swiglu, Act: device.ActSiLU})
 		l.Launch(g.K.At(8, "vision_linear_bias_res_down_proj", "graphs/qwen2_5_vl.graph:130"), "down_proj", x, device.Linear{X: swiglu, W: w.VisBlocks[i].MlpDownProjWeight, B: w.VisBlocks[i].MlpDownProjBias, Y: x, Res: x})
 	} // graphs/qwen2_5_vl.graph:119
-	lnQ := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N, Cols: c.VD}
+	lnQ := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N, Cols: c.VD}
 	l.Launch(g.K.At(9, "vision_rmsnorm", "graphs/qwen2_5_vl.graph:134"), "ln_q", lnQ, device.RMSNorm{X: x, W: w.VisMergerLnQWeight, Y: lnQ, Eps: float32(1e-06)})
-	mlp0 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.MD}
-	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	l.Launch(g.K.At(10, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:135"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
-	mlp2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: N / (c.M * c.M), Cols: c.VO}
+	mlp0 := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N / (c.M * c.M), Cols: c.MD}
+	l.Launch(g.K.At(10, "vision_linear_bias_gelu", "graphs/qwen2_5_vl.graph:135"), "mlp0", mlp0, device.Linear{X: lnQ.Reshape(in.N/(c.M*c.M), c.M*c.M*c.VD), W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	mlp2 := device.Tensor{Buf: l.F32, Off: p.Linear, Rows: in.N / (c.M * c.M), Cols: c.VO}
 	l.Launch(g.K.At(11, "vision_linear_bias", "graphs/qwen2_5_vl.graph:135"), "mlp2", mlp2, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: mlp2})
-	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.VO}
-	l.Launch(g.K.At(12, "vision_gather_out", "graphs/qwen2_5_vl.graph:135"), "out", outT, device.Gather{X: mlp2, Index: windowInverse, Y: outT})
+	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N / (c.M * c.M), Cols: c.VO}
+	l.Launch(g.K.At(12, "vision_gather_out", "graphs/qwen2_5_vl.graph:135"), "out", outT, device.Gather{X: mlp2, Index: in.WindowInverse, Y: outT})
 	return l.Finish(outT)
 }

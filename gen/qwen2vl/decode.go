@@ -3,8 +3,6 @@
 package qwen2vl
 
 import (
-	"fmt"
-
 	"tfc/runtime/device"
 	"tfc/runtime/model"
 )
@@ -34,61 +32,33 @@ type decodePlan struct{ ImageRows, X, QProjKProjV, GateProjUpProj, Ids, Pos, Ima
 // forwardDecode runs graph decode (graphs/qwen2_vl.graph:140) through l over the rows of one round and returns the logits of r.LogitRows.
 func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	if r == nil || len(r.Tokens) == 0 {
-		return nil, fmt.Errorf("%s: the round has no rows", l.Family)
-	}
-	R := len(r.Tokens)
-	I := len(r.ImageRows) / (c.D)
-	S := len(r.LogitRows)
-	l.Limit("R", R, "Rows", l.Lim.Rows)
-	l.Limit("I", I, "Rows", l.Lim.Rows)
-	l.Limit("S", S, "Rows", l.Lim.Rows)
-	ids := device.Tensor{Buf: l.I32, Off: p.Ids, Rows: 1, Cols: R}
-	l.Write(ids, r.Tokens, device.I32, "ids", "[1, R]")
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: R, Cols: c.PositionsAxes}
-	l.Write(pos, r.Positions, device.I32, "pos", "[R, positions.axes]")
-	imageRows := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: I, Cols: c.D}
-	l.Write(imageRows, r.ImageRows, device.F32, "image_rows", "[I, D]")
-	imageAt := device.Tensor{Buf: l.I32, Off: p.ImageAt, Rows: 1, Cols: I}
-	l.Write(imageAt, r.ImageAt, device.I32, "image_at", "[1, I]")
-	logitRows := device.Tensor{Buf: l.I32, Off: p.LogitRows, Rows: 1, Cols: S}
-	l.Write(logitRows, r.LogitRows, device.I32, "logit_rows", "[1, S]")
-	rowsSeq := device.Tensor{Buf: l.I32, Off: p.RowsSeq, Rows: 1, Cols: R}
-	l.Write(rowsSeq, r.Seq, device.I32, "rows_seq", "[1, R]")
-	rowsPos := device.Tensor{Buf: l.I32, Off: p.RowsPos, Rows: 1, Cols: R}
-	l.Write(rowsPos, r.Pos, device.I32, "rows_pos", "[1, R]")
-	rowsPages := device.Tensor{Buf: l.I32, Off: p.RowsPages, Rows: l.Lim.Parallel, Cols: (l.Lim.Context + l.Lim.PageSize - 1) / l.Lim.PageSize}
-	l.Write(rowsPages, r.PageTable, device.I32, "rows_pages", "[Parallel, (Context + PageSize - 1) / PageSize]")
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: R, Cols: c.D}
-	l.Launch(g.K.At(0, "decode_embed", "graphs/qwen2_vl.graph:142"), "embed", x, device.Embed{Ids: ids, Table: w.LmEmbedTokensWeight, Y: x})
-	if I > 0 {
-		l.Launch(g.K.At(1, "decode_scatter", "graphs/qwen2_vl.graph:142"), "x", x, device.Scatter{Src: imageRows, Index: imageAt, Y: x})
+	in := l.Round(r, model.RoundPlan{Tokens: p.Ids, Positions: p.Pos, ImageRows: p.ImageRows, ImageAt: p.ImageAt, LogitRows: p.LogitRows, Seq: p.RowsSeq, Pos: p.RowsPos, PageTable: p.RowsPages, Axes: c.PositionsAxes, Hidden: c.D})
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.R, Cols: c.D}
+	l.Launch(g.K.At(0, "decode_embed", "graphs/qwen2_vl.graph:142"), "embed", x, device.Embed{Ids: in.Tokens, Table: w.LmEmbedTokensWeight, Y: x})
+	if in.I > 0 {
+		l.Launch(g.K.At(1, "decode_scatter", "graphs/qwen2_vl.graph:142"), "x", x, device.Scatter{Src: in.ImageRows, Index: in.ImageAt, Y: x})
 	}
 	for i := 0; i < c.L; i++ {
-		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.D}
+		h := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.R, Cols: c.D}
 		l.Launch(g.K.At(2, "decode_rmsnorm", "graphs/qwen2_vl.graph:145"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].InputLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		qProjKProjV := device.Tensor{Buf: l.F32, Off: p.QProjKProjV, Rows: R, Cols: c.H*c.HD + 2*c.HD*c.KV}
+		qProjKProjV := device.Tensor{Buf: l.F32, Off: p.QProjKProjV, Rows: in.R, Cols: c.H*c.HD + 2*c.HD*c.KV}
 		kProj := qProjKProjV.ColSlice(c.H*c.HD, c.H*c.HD+c.HD*c.KV)
 		qProj := qProjKProjV.ColSlice(0, c.H*c.HD)
-		l.Launch(g.K.At(3, "decode_linear_bias_rope_rope", "graphs/qwen2_vl.graph:146,147,148"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjKProjVProjWeight, B: w.LmLayers[i].SelfAttnQProjKProjVProjBias, Y: qProjKProjV}, device.Rope{X: qProj, Pos: pos, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections}, device.Rope{X: kProj, Pos: pos, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
-		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: R, Cols: c.H * c.HD}
-		v := qProjKProjV.ColSlice(c.H*c.HD+c.HD*c.KV, c.H*c.HD+2*c.HD*c.KV)
-		rows := device.Rows{RowSeq: rowsSeq, RowPos: rowsPos, PageTable: rowsPages, PageSize: l.Lim.PageSize}
-		l.Launch(g.K.At(4, "decode_attention", "graphs/qwen2_vl.graph:149"), "a", a, device.Attention{Q: qProj, K: kProj, V: v, Y: a, Cache: &l.KV[i], Rows: &rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
+		l.Launch(g.K.At(3, "decode_linear_bias_rope_rope", "graphs/qwen2_vl.graph:146,147,148"), "k", kProj, device.Linear{X: h, W: w.LmLayers[i].SelfAttnQProjKProjVProjWeight, B: w.LmLayers[i].SelfAttnQProjKProjVProjBias, Y: qProjKProjV}, device.Rope{X: qProj, Pos: in.Positions, Heads: c.H, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections}, device.Rope{X: kProj, Pos: in.Positions, Heads: c.KV, HeadDim: c.HD, Theta: float32(c.Theta), Sections: c.Sect, Mode: device.RopeSections})
+		a := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.R, Cols: c.H * c.HD}
+		l.Launch(g.K.At(4, "decode_attention", "graphs/qwen2_vl.graph:149"), "a", a, device.Attention{Q: qProj, K: kProj, V: qProjKProjV.ColSlice(c.H*c.HD+c.HD*c.KV, c.H*c.HD+2*c.HD*c.KV), Y: a, Cache: &l.KV[i], Rows: &in.Rows, Heads: c.H, KVHeads: c.KV, HeadDim: c.HD, Scale: float32(model.Rsqrt(c.HD))})
 		l.Launch(g.K.At(5, "decode_linear_res", "graphs/qwen2_vl.graph:150"), "o_proj", x, device.Linear{X: a, W: w.LmLayers[i].SelfAttnOProjWeight, Y: x, Res: x})
 		l.Launch(g.K.At(6, "decode_rmsnorm", "graphs/qwen2_vl.graph:151"), "h", h, device.RMSNorm{X: x, W: w.LmLayers[i].PostAttentionLayernormWeight, Y: h, Eps: float32(c.Eps)})
-		swiglu := device.Tensor{Buf: l.F32, Off: p.QProjKProjV, Rows: R, Cols: c.F}
-		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: R, Cols: 2 * c.F}
-		gateProj := gateProjUpProj.ColSlice(0, c.F)
-		upProj := gateProjUpProj.ColSlice(c.F, 2*c.F)
-		l.Launch(g.K.At(7, "decode_linear_silu_glu", "graphs/qwen2_vl.graph:152"), "swiglu", swiglu, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProj, Up: upProj, Y: swiglu, Act: device.ActSiLU})
+		swiglu := device.Tensor{Buf: l.F32, Off: p.QProjKProjV, Rows: in.R, Cols: c.F}
+		gateProjUpProj := device.Tensor{Buf: l.F32, Off: p.GateProjUpProj, Rows: in.R, Cols: 2 * c.F}
+		l.Launch(g.K.At(7, "decode_linear_silu_glu", "graphs/qwen2_vl.graph:152"), "swiglu", swiglu, device.Linear{X: h, W: w.LmLayers[i].MlpGateProjUpProjWeight, Y: gateProjUpProj}, device.GLU{Gate: gateProjUpProj.ColSlice(0, c.F), Up: gateProjUpProj.ColSlice(c.F, 2*c.F), Y: swiglu, Act: device.ActSiLU})
 		l.Launch(g.K.At(8, "decode_linear_res_down_proj", "graphs/qwen2_vl.graph:152"), "down_proj", x, device.Linear{X: swiglu, W: w.LmLayers[i].MlpDownProjWeight, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:143
-	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.D}
-	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: S, Cols: c.D}
-	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: S, Cols: c.V}
-	if S > 0 {
-		l.Launch(g.K.At(9, "decode_gather", "graphs/qwen2_vl.graph:154"), "gather", gather, device.Gather{X: x, Index: logitRows, Y: gather})
+	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.S, Cols: c.D}
+	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.S, Cols: c.D}
+	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.S, Cols: c.V}
+	if in.S > 0 {
+		l.Launch(g.K.At(9, "decode_gather", "graphs/qwen2_vl.graph:154"), "gather", gather, device.Gather{X: x, Index: in.LogitRows, Y: gather})
 		l.Launch(g.K.At(10, "decode_rmsnorm", "graphs/qwen2_vl.graph:154"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
 		l.Launch(g.K.At(11, "decode_linear", "graphs/qwen2_vl.graph:155"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
 	}

@@ -30,38 +30,30 @@ type visionPlan struct{ Px, X, Qkv, Pos, Spans int }
 // forwardVision runs graph vision (graphs/qwen2_vl.graph:116) through l on pixels [N, C] of images with the given (t, h, w) grids.
 func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
-	N, posData, spanData := l.Images(grids, c.M)
-	l.Check(N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:117); here M = %v, N = %v", c.M, N)
-	px := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.C * c.P * c.P * c.TP}
-	l.Write(px, pixels, device.F32, "px", "[N, C * P * P * TP]")
-	pos := device.Tensor{Buf: l.I32, Off: p.Pos, Rows: N, Cols: 2}
-	l.Write(pos, posData, device.I32, "pos", "[N, 2]")
-	spans := device.Tensor{Buf: l.I32, Off: p.Spans, Rows: 1, Cols: len(spanData)}
-	l.Write(spans, spanData, device.I32, "spans", "[1, N + 1]")
-	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: N, Cols: c.VD}
-	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_vl.graph:118"), "x", x, device.Linear{X: px, W: w.VisPatchEmbedProjWeight, Y: x})
+	in := l.Images(pixels, grids, model.ImagePlan{Pixels: p.Px, Pos: p.Pos, Spans: p.Spans, MergeOrder: model.Absent, WindowOrder: model.Absent, WindowInverse: model.Absent, WindowPos: model.Absent, WindowSpans: model.Absent, Width: c.C * c.P * c.P * c.TP, Merge: c.M, Order: c.M, Window: 0})
+	l.Check(in.N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/qwen2_vl.graph:117); here M = %v, N = %v", c.M, in.N)
+	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.N, Cols: c.VD}
+	l.Launch(g.K.At(0, "vision_linear", "graphs/qwen2_vl.graph:118"), "x", x, device.Linear{X: in.Pixels, W: w.VisPatchEmbedProjWeight, Y: x})
 	for i := 0; i < c.VL; i++ {
-		h := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
+		h := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
 		l.Launch(g.K.At(1, "vision_layernorm", "graphs/qwen2_vl.graph:121"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm1Weight, B: w.VisBlocks[i].Norm1Bias, Y: h, Eps: float32(1e-06)})
-		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: 3 * c.VD}
+		qkv := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: in.N, Cols: 3 * c.VD}
 		k := qkv.ColSlice(c.VD, 2*c.VD)
 		q := qkv.ColSlice(0, c.VD)
-		l.Launch(g.K.At(2, "vision_linear_bias_rope_rope", "graphs/qwen2_vl.graph:122,124,125"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
-		a := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
-		v := qkv.ColSlice(2*c.VD, 3*c.VD)
-		l.Launch(g.K.At(3, "vision_attention", "graphs/qwen2_vl.graph:126"), "a", a, device.Attention{Q: q, K: k, V: v, Y: a, Spans: spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
+		l.Launch(g.K.At(2, "vision_linear_bias_rope_rope", "graphs/qwen2_vl.graph:122,124,125"), "k", k, device.Linear{X: h, W: w.VisBlocks[i].AttnQkvWeight, B: w.VisBlocks[i].AttnQkvBias, Y: qkv}, device.Rope{X: q, Pos: in.Pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis}, device.Rope{X: k, Pos: in.Pos, Heads: c.VH, HeadDim: c.VD / c.VH, Theta: float32(c.Vtheta), Sections: []int{c.VHD / 4, c.VHD / 4}, Mode: device.RopePerAxis})
+		a := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
+		l.Launch(g.K.At(3, "vision_attention", "graphs/qwen2_vl.graph:126"), "a", a, device.Attention{Q: q, K: k, V: qkv.ColSlice(2*c.VD, 3*c.VD), Y: a, Spans: in.Spans, Heads: c.VH, KVHeads: c.VH, HeadDim: c.VD / c.VH, Scale: float32(model.Rsqrt(c.VD / c.VH))})
 		l.Launch(g.K.At(4, "vision_linear_bias_res", "graphs/qwen2_vl.graph:127"), "proj", x, device.Linear{X: a, W: w.VisBlocks[i].AttnProjWeight, B: w.VisBlocks[i].AttnProjBias, Y: x, Res: x})
 		l.Launch(g.K.At(5, "vision_layernorm", "graphs/qwen2_vl.graph:128"), "h", h, device.LayerNorm{X: x, W: w.VisBlocks[i].Norm2Weight, B: w.VisBlocks[i].Norm2Bias, Y: h, Eps: float32(1e-06)})
-		fc1 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: N, Cols: c.VF}
+		fc1 := device.Tensor{Buf: l.F32, Off: p.Qkv, Rows: in.N, Cols: c.VF}
 		l.Launch(g.K.At(6, "vision_linear_bias_quick_gelu", "graphs/qwen2_vl.graph:129"), "fc1", fc1, device.Linear{X: h, W: w.VisBlocks[i].MlpFc1Weight, B: w.VisBlocks[i].MlpFc1Bias, Y: fc1, Act: device.ActQuickGELU})
 		l.Launch(g.K.At(7, "vision_linear_bias_res_fc2", "graphs/qwen2_vl.graph:129"), "fc2", x, device.Linear{X: fc1, W: w.VisBlocks[i].MlpFc2Weight, B: w.VisBlocks[i].MlpFc2Bias, Y: x, Res: x})
 	} // graphs/qwen2_vl.graph:119
-	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N, Cols: c.VD}
+	lnQ := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N, Cols: c.VD}
 	l.Launch(g.K.At(8, "vision_layernorm", "graphs/qwen2_vl.graph:132"), "ln_q", lnQ, device.LayerNorm{X: x, W: w.VisMergerLnQWeight, B: w.VisMergerLnQBias, Y: lnQ, Eps: float32(1e-06)})
-	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: N / (c.M * c.M), Cols: c.MD}
-	x2 := lnQ.Reshape(N/(c.M*c.M), c.M*c.M*c.VD)
-	l.Launch(g.K.At(9, "vision_linear_bias_gelu", "graphs/qwen2_vl.graph:133"), "mlp0", mlp0, device.Linear{X: x2, W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
-	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: N / (c.M * c.M), Cols: c.D}
+	mlp0 := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.N / (c.M * c.M), Cols: c.MD}
+	l.Launch(g.K.At(9, "vision_linear_bias_gelu", "graphs/qwen2_vl.graph:133"), "mlp0", mlp0, device.Linear{X: lnQ.Reshape(in.N/(c.M*c.M), c.M*c.M*c.VD), W: w.VisMergerMlp0Weight, B: w.VisMergerMlp0Bias, Y: mlp0, Act: device.ActGELU})
+	outT := device.Tensor{Buf: l.F32, Off: p.Px, Rows: in.N / (c.M * c.M), Cols: c.D}
 	l.Launch(g.K.At(10, "vision_linear_bias", "graphs/qwen2_vl.graph:133"), "out", outT, device.Linear{X: mlp0, W: w.VisMergerMlp2Weight, B: w.VisMergerMlp2Bias, Y: outT})
 	return l.Finish(outT)
 }

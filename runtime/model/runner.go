@@ -9,7 +9,6 @@ import (
 	"tfc/compiler/lower"
 	"tfc/compiler/specialize"
 	"tfc/runtime/device"
-	"tfc/runtime/positions"
 )
 
 // Runner is what every generated graph runner is at a family's values and the limits: the
@@ -320,39 +319,4 @@ func (a *Arenas) Plan() GraphPlan {
 		I32:     a.i32.Size,
 		Buffers: append(append([]PlanBuffer(nil), a.f32.Buffers...), a.i32.Buffers...),
 	}
-}
-
-// Images is what a vision graph's call needs of its images of (t, h, w) grids, each side a
-// multiple of merge: their patch count (ImagePatches, within the Patches limit), each patch's
-// 2-D position (positions.Vision2D) and the cumulative patch offsets of their frames, within
-// which attention runs (positions.Spans). A bad grid is kept as the call's error (Finish
-// returns it) and gives no patches.
-func (l *Launcher) Images(grids [][3]int, merge int) (patches int, pos, spans []int32) {
-	if l.err != nil {
-		return 0, nil, nil
-	}
-	n, err := ImagePatches(l.Family, grids, merge, l.Lim.Patches)
-	if err != nil {
-		l.err = err
-		return 0, nil, nil
-	}
-	return n, positions.Vision2D(grids, merge), positions.Spans(grids)
-}
-
-// MergeOrder is, for a vision graph whose patches come in raster order, each merged unit's patch
-// rows (positions.MergeOrder): what gather puts before merge; none after an error.
-func (l *Launcher) MergeOrder(grids [][3]int, merge int) []int32 {
-	if l.err != nil {
-		return nil
-	}
-	return positions.MergeOrder(grids, merge)
-}
-
-// Windows is the window layout of a vision graph's images (positions.WindowLayout) for windows
-// of window×window merged units, pos being what Images gave; none after an error.
-func (l *Launcher) Windows(grids [][3]int, pos []int32, merge, window int) positions.Windows {
-	if l.err != nil {
-		return positions.Windows{}
-	}
-	return positions.WindowLayout(grids, pos, merge, window)
 }

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/dave/jennifer/jen"
 
+	"tfc/compiler/ir"
 	"tfc/compiler/lower"
 	"tfc/runtime/device/catalog"
 )
@@ -25,6 +26,10 @@ type fwd struct {
 	depth    map[string]int           // pass 2: how many loops deep each variable is declared
 	pending  []decl                   // pass 2: declarations not yet placed
 	declared map[string]bool          // the variables declared so far
+	sizes    map[string]string        // each size's count in the inputs (in.R)
+	refs     map[string]int           // pass 1: how often each variable is read
+	inline   map[string]bool          // pass 2: the views read once, written where they are read
+	views    map[string]bool          // the variables that are views of another
 }
 
 // decl is a variable's declaration, to be placed depth loops deep.
@@ -34,7 +39,7 @@ type decl struct {
 }
 
 func newFwd(e *emitter, g *lower.Graph) *fwd {
-	return &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}, scope: map[string][]*lower.Loop{}, declared: map[string]bool{}}
+	return &fwd{e: e, g: g, vars: map[string]string{}, names: map[string]int{}, byVal: map[*lower.Value]string{}, scope: map[string][]*lower.Loop{}, declared: map[string]bool{}, refs: map[string]int{}, views: map[string]bool{}}
 }
 
 // declare records variable name's declaration (pass 2 places it) and a use of it.
@@ -91,13 +96,23 @@ func (f *fwd) fresh(name string) string {
 	return fmt.Sprintf("%s%d", base, n+1)
 }
 
-func (f *fwd) ref(x *lower.Expr) string { return f.e.goExpr(x, limitRef("l.Lim")) }
+// ref is x in Go: a size as its count in the inputs (in.R), a limit as l.Lim's.
+func (f *fwd) ref(x *lower.Expr) string {
+	lim := limitRef("l.Lim")
+	return f.e.goExpr(x, func(name string) string {
+		if s, ok := f.sizes[name]; ok {
+			return s
+		}
+		return lim(name)
+	})
+}
 
 // tensor returns the Go expression of a value, declaring its tensor on first use.
 func (f *fwd) tensor(v *lower.Value) string {
 	x := f.tensorOf(v)
 	if name := strings.TrimPrefix(x, "&"); f.declared[name] {
 		f.use(name)
+		f.refs[name]++
 	}
 	return x
 }
@@ -117,15 +132,7 @@ func (f *fwd) tensorOf(v *lower.Value) string {
 	case lower.CacheRef:
 		return fmt.Sprintf("&l.KV[%s]", f.ref(lower.FromDim(*v.Index)))
 	case lower.RowsRef:
-		if name, ok := f.byVal[v]; ok {
-			return "&" + name
-		}
-		name := f.fresh(v.Name)
-		f.byVal[v] = name
-		f.declare(name, Qual(devicePkg, "Rows").Values(
-			field("RowSeq", Id(f.tensor(v.RowSeq))), field("RowPos", Id(f.tensor(v.RowPos))), field("PageTable", Id(f.tensor(v.PageTable))),
-			field("PageSize", Id("l.Lim.PageSize"))))
-		return "&" + name
+		return "&in.Rows" // the round's rows, which model.Launcher.Round writes
 	}
 	if name, ok := f.byVal[v]; ok {
 		return name
@@ -147,12 +154,6 @@ func (f *fwd) tensorOf(v *lower.Value) string {
 		buf := v.Buffer()
 		key = fmt.Sprintf("%s %s %s×%s", buf.Name, v.StorageName(), lower.FromDim(v.Rows), lower.FromDim(v.Cols))
 		rows, cols := f.ref(lower.FromDim(v.Rows)), f.ref(lower.FromDim(v.Cols))
-		switch v.Role {
-		case "spans":
-			cols = "len(spanData)"
-		case "window_spans":
-			cols = "len(win.Spans)"
-		}
 		code = Qual(devicePkg, "Tensor").Values(field("Buf", Id(arenaRef(arenaOf(f.g, buf)))),
 			field("Off", Id("p."+lower.GoName(buf.Name))), field("Rows", Id(rows)), field("Cols", Id(cols)))
 	}
@@ -165,8 +166,12 @@ func (f *fwd) tensorOf(v *lower.Value) string {
 		name = v.StorageName()
 	}
 	name = f.fresh(name)
+	if f.inline[name] {
+		return fmt.Sprintf("%#v", code)
+	}
 	f.vars[key] = name
 	f.byVal[v] = name
+	f.views[name] = v.Kind == lower.View
 	f.declare(name, code)
 	return name
 }
@@ -284,78 +289,113 @@ func (f *fwd) steps(steps []*lower.Step) []Code {
 	return out
 }
 
-// hostData is the Go expression of an input's host data and its element type.
-func hostData(role string) (string, string) {
-	switch role {
-	case "pixels":
-		return "pixels", "F32"
-	case "positions2d":
-		return "posData", "I32"
-	case "spans":
-		return "spanData", "I32"
-	case "window_order":
-		return "win.Order", "I32"
-	case "window_inverse":
-		return "win.Inverse", "I32"
-	case "window_pos":
-		return "win.Pos", "I32"
-	case "window_spans":
-		return "win.Spans", "I32"
-	case "merge_order":
-		return "orderData", "I32"
-	case "tokens":
-		return "r.Tokens", "I32"
-	case "positions":
-		return "r.Positions", "I32"
-	case "image_rows":
-		return "r.ImageRows", "F32"
-	case "image_at":
-		return "r.ImageAt", "I32"
-	case "logit_rows":
-		return "r.LogitRows", "I32"
-	case "row_seq":
-		return "r.Seq", "I32"
-	case "row_pos":
-		return "r.Pos", "I32"
-	case "page_table":
-		return "r.PageTable", "I32"
+// roundRoles is, for each role a decoder graph's inputs take, its field in model.RoundPlan and
+// model.RoundIn and the size its rows or (for one-row inputs) columns give, by field of RoundIn.
+var roundRoles = map[string]struct{ field, size string }{
+	"tokens": {"Tokens", "R"}, "positions": {"Positions", "R"}, "image_rows": {"ImageRows", "I"},
+	"image_at": {"ImageAt", "I"}, "logit_rows": {"LogitRows", "S"},
+	"row_seq": {"Seq", "R"}, "row_pos": {"Pos", "R"}, "page_table": {"PageTable", ""},
+}
+
+// imageRoles is the same for a vision graph's inputs, in model.ImagePlan and model.ImageIn.
+var imageRoles = map[string]struct{ field, size string }{
+	"pixels": {"Pixels", "N"}, "positions2d": {"Pos", "N"}, "spans": {"Spans", ""},
+	"merge_order": {"MergeOrder", "Kept"}, "window_order": {"WindowOrder", "N"}, "window_inverse": {"WindowInverse", ""},
+	"window_pos": {"WindowPos", "N"}, "window_spans": {"WindowSpans", ""},
+}
+
+// roundFields lists model.RoundPlan's offset fields and imageFields model.ImagePlan's, in order.
+var (
+	roundFields = []string{"Tokens", "Positions", "ImageRows", "ImageAt", "LogitRows", "Seq", "Pos", "PageTable"}
+	imageFields = []string{"Pixels", "Pos", "Spans", "MergeOrder", "WindowOrder", "WindowInverse", "WindowPos", "WindowSpans"}
+)
+
+// bindInputs makes g's inputs the fields of in (model.RoundIn or model.ImageIn, which the
+// runtime writes from a round or from images) and its sizes in's counts, and returns the plan's
+// offset fields: each role's buffer, model.Absent for one the graph does not read.
+func (f *fwd) bindInputs(roles map[string]struct{ field, size string }, fields []string) (map[string]Code, error) {
+	g := f.g
+	offs := map[string]Code{}
+	for _, name := range fields {
+		offs[name] = Qual(modelPkg, "Absent")
 	}
-	return "", ""
+	f.sizes = map[string]string{}
+	for _, in := range g.Inputs {
+		r, ok := roles[in.Role]
+		if !ok || in.Kind != lower.Input {
+			continue
+		}
+		x := "in." + r.field
+		if g.Role != "vision" && (r.field == "Seq" || r.field == "Pos" || r.field == "PageTable") {
+			x = "in.Rows." + map[string]string{"Seq": "RowSeq", "Pos": "RowPos", "PageTable": "PageTable"}[r.field]
+		}
+		f.byVal[in] = x
+		offs[r.field] = Id("p." + lower.GoName(in.Buffer().Name))
+		if r.size == "" {
+			continue
+		}
+		d := lower.FromDim(in.Rows)
+		if d.IsInt(1) {
+			d = lower.FromDim(in.Cols)
+		}
+		if d.Op != "ref" {
+			return nil, fmt.Errorf("graph %s: input %s is %s rows; a %s input's rows are a size of the graph's own", g.Name, in.Name, d, in.Role)
+		}
+		if prev, ok := f.sizes[d.Name]; ok && prev != "in."+r.size {
+			return nil, fmt.Errorf("graph %s: size %s is both %s and %s", g.Name, d.Name, prev, "in."+r.size)
+		}
+		f.sizes[d.Name] = "in." + r.size
+	}
+	for _, d := range g.Sizes {
+		if _, ok := f.sizes[d.Name]; !ok {
+			return nil, fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
+		}
+		if g.Role != "vision" && !d.Limit.Equal(ir.Var("Rows")) {
+			return nil, fmt.Errorf("graph %s: size %s is bounded by %s; a round's sizes are bounded by Rows", g.Name, d.Name, lower.FromDim(d.Limit))
+		}
+	}
+	return offs, nil
+}
+
+// planLit is the plan literal: the offset fields in order, then the widths and rule sizes.
+func planLit(typ string, fields []string, offs map[string]Code, rest ...Code) Code {
+	var fs []Code
+	for _, name := range fields {
+		fs = append(fs, field(name, offs[name]))
+	}
+	return Qual(modelPkg, typ).Values(append(fs, rest...)...)
 }
 
 // graphForward is graph g's Forward: a call of the graph on the launcher's backend and arenas,
 // launch by launch with each site's kernel and graph lines. It returns the number of launch sites.
 func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
-	run := func(f *fwd) (writes, launches []Code, result string) {
-		for _, in := range g.Inputs {
-			data, dt := hostData(in.Role)
-			if data == "" || in.Rows.IsZero() {
-				continue
-			}
-			tn := f.tensor(in)
-			writes = append(writes, f.flush()...)
-			writes = append(writes, Id("l").Dot("Write").Call(Id(tn), Id(data), Qual(devicePkg, dt), Lit(in.Name), Lit(fmt.Sprintf("[%s, %s]", lower.FromDim(in.Rows), lower.FromDim(in.Cols)))))
+	roles, fields := roundRoles, roundFields
+	if g.Role == "vision" {
+		roles, fields = imageRoles, imageFields
+	}
+	run := func(f *fwd) (offs map[string]Code, launches []Code, result string, err error) {
+		if offs, err = f.bindInputs(roles, fields); err != nil {
+			return nil, nil, "", err
 		}
 		launches = f.steps(g.Steps)
 		result = f.tensor(g.Output)
-		return writes, append(launches, f.flush()...), result
+		return offs, append(launches, f.flush()...), result, nil
 	}
 	first := newFwd(e, g)
-	run(first)
+	if _, _, _, err := run(first); err != nil {
+		return nil, 0, err
+	}
 	f := newFwd(e, g)
-	f.depth = map[string]int{}
+	f.depth, f.inline = map[string]int{}, map[string]bool{}
 	for name, s := range first.scope {
 		f.depth[name] = len(s)
 	}
-	writes, launches, result := run(f)
+	for name, n := range first.refs {
+		f.inline[name] = n == 1 && first.views[name]
+	}
+	offs, launches, result, _ := run(f)
 
 	var body []Code
-	// dims from the host data
-	dimSet := map[string]bool{}
-	for _, d := range g.Sizes {
-		dimSet[d.Name] = true
-	}
-	defined := map[string]bool{}
 	if g.Role == "vision" {
 		r := e.rule("image")
 		merge := "1"
@@ -367,68 +407,31 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		if r != nil && r.Name == "pixtral" {
 			order = "1"
 		}
-		px := input(g, "pixels")
-		if px == nil {
+		if input(g, "pixels") == nil {
 			return nil, 0, fmt.Errorf("graph %s has no pixels input", g.Name)
 		}
-		n := lower.FromDim(px.Rows).Name
-		pos, spans := Id("_"), Id("_")
-		if input(g, "positions2d") != nil || windowed(g) {
-			pos = Id("posData")
+		if input(g, "merge_order") != nil && (r == nil || r.Name != "pixtral") {
+			return nil, 0, fmt.Errorf("graph %s reads merge_order, which the pixtral image rule's raster patches need; this family's image rule lists merge windows together already", g.Name)
 		}
-		if input(g, "spans") != nil {
-			spans = Id("spanData")
-		}
-		body = append(body, List(Id(n), pos, spans).Op(":=").Id("l").Dot("Images").Call(Id("grids"), Id(order)))
-		defined[n] = true
-		if mo := input(g, "merge_order"); mo != nil {
-			if r == nil || r.Name != "pixtral" {
-				return nil, 0, fmt.Errorf("graph %s reads merge_order, which the pixtral image rule's raster patches need; this family's image rule lists merge windows together already", g.Name)
-			}
-			body = append(body, Id("orderData").Op(":=").Id("l").Dot("MergeOrder").Call(Id("grids"), Id(merge)))
-			if d := lower.FromDim(mo.Cols); d.Op == "ref" && dimSet[d.Name] && !defined[d.Name] {
-				body = append(body, Id(d.Name).Op(":=").Len(Id("orderData")))
-				defined[d.Name] = true
-			}
-		}
+		window := "0"
 		if windowed(g) {
 			if r == nil || r.Arg("window") == nil {
 				return nil, 0, fmt.Errorf("graph %s reads the window layout; the image rule names no window", g.Name)
 			}
-			body = append(body, Id("win").Op(":=").Id("l").Dot("Windows").Call(Id("grids"), Id("posData"), Id(merge), Id(f.ref(r.Arg("window")))))
+			window = f.ref(r.Arg("window"))
 		}
+		width := f.ref(lower.FromDim(input(g, "pixels").Cols))
+		body = append(body, Id("in").Op(":=").Id("l").Dot("Images").Call(Id("pixels"), Id("grids"), planLit("ImagePlan", fields, offs,
+			field("Width", Id(width)), field("Merge", Id(merge)), field("Order", Id(order)), field("Window", Id(window)))))
 	} else {
-		body = append(body, If(Id("r").Op("==").Nil().Op("||").Len(Id("r").Dot("Tokens")).Op("==").Lit(0)).Block(Return(Nil(), Qual("fmt", "Errorf").Call(Lit("%s: the round has no rows"), Id("l").Dot("Family")))))
-		for _, in := range g.Inputs {
-			data, _ := hostData(in.Role)
-			if data == "" || in.Rows.IsZero() {
-				continue
-			}
-			var d *lower.Expr
-			var per string
-			rows, cols := lower.FromDim(in.Rows), lower.FromDim(in.Cols)
-			switch {
-			case rows.Op == "ref" && dimSet[rows.Name]:
-				d, per = rows, f.ref(cols)
-			case rows.IsInt(1) && cols.Op == "ref" && dimSet[cols.Name]:
-				d, per = cols, "1"
-			}
-			if d == nil || defined[d.Name] {
-				continue
-			}
-			defined[d.Name] = true
-			if per == "1" {
-				body = append(body, Id(d.Name).Op(":=").Len(Id(data)))
-			} else {
-				body = append(body, Id(d.Name).Op(":=").Len(Id(data)).Op("/").Parens(Id(per)))
-			}
+		axes, hidden := "0", "0"
+		if in := input(g, "positions"); in != nil {
+			axes = f.ref(lower.FromDim(in.Cols))
 		}
-		for _, d := range g.Sizes {
-			if !defined[d.Name] {
-				return nil, 0, fmt.Errorf("graph %s: no input gives the size %s", g.Name, d.Name)
-			}
-			body = append(body, Id("l").Dot("Limit").Call(Lit(d.Name), Id(d.Name), Lit(lower.FromDim(d.Limit).String()), Id(lower.FromDim(d.Limit).Go(limitRef("l.Lim")))))
+		if in := input(g, "image_rows"); in != nil {
+			hidden = f.ref(lower.FromDim(in.Cols))
 		}
+		body = append(body, Id("in").Op(":=").Id("l").Dot("Round").Call(Id("r"), planLit("RoundPlan", fields, offs, field("Axes", Id(axes)), field("Hidden", Id(hidden)))))
 	}
 	for _, r := range g.Requires {
 		format := fmt.Sprintf("graph %s requires %s (%s); here", g.Name, strings.ReplaceAll(r.Src, "%", "%%"), lineOf(r.Pos))
@@ -442,7 +445,6 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		}
 		body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
 	}
-	body = append(body, writes...)
 	body = append(body, launches...)
 	body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
 	body = append(receiverFields(body, "c", "w", "p"), body...)
