@@ -551,6 +551,10 @@ func (c *checker) stringInRequire(e *syntax.Expr, sc *scope) *ir.Require {
 		return nil
 	}
 	req := &ir.Require{Op: ir.IN, Name: l.name, Src: syntax.ExprString(e), Pos: pos(e.Pos)}
+	if len(list.Elems) == 0 {
+		c.errorf(e.Pos, "require %s can never hold: the list is empty", req.Src)
+		return nil
+	}
 	for _, x := range list.Elems {
 		v, ok := c.eval(x, sc)
 		if !ok {
