@@ -24,7 +24,7 @@
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
-// key 0 of the span: K and V as [plane][key][d], BF16, rows padded by 8 elements so that
+// key 0 of the span (16 or 32 with three terms, 64 with one): K and V as [plane][key][d], BF16, rows padded by 8 elements so that
 // ldmatrix reads hit distinct banks (V is read transposed, with ldmatrix .trans); head_dim is
 // padded with zeros to a multiple of 16 and keys past the span are zeros with score -Inf. Everything a row's bits
 // depend on (its warp's instructions, the key tiles, the order of every sum) is fixed by the
@@ -35,20 +35,39 @@
 // a NaN or ±Inf is recomputed as a plain F32 dot product (as tfc_attend does), and a V element
 // that is not finite is staged as zero and its p·v added to the output apart. The fill flags
 // such K rows and V columns with the tile's first key (-1 is none).
-template <int HD>
+// TFC_ATTN_TILE1 is the keys a tile where one term of each operand is taken (BF16 precision):
+// two planes leave room for 64 keys at head_dim 128, halving the barriers and per-tile work.
+#ifndef TFC_ATTN_TILE1
+#define TFC_ATTN_TILE1 64
+#endif
+template <int HD, int TERMS>
 struct tfc_attn_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
   static constexpr int ldk = hdp + 8;              // a K or V tile row (BF16 elements)
-  static constexpr int tk = 6 * 32 * ldk * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile: 32 where six planes fit 40 KiB
+  static constexpr int planes = 2 * TERMS;         // K's terms, then V's
+  static constexpr int tk = TERMS == 1 ? TFC_ATTN_TILE1 : planes * 32 * ldk * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile
   static constexpr int plane = tk * ldk;
-  static constexpr int size = 6 * plane;  // BF16 elements
+  static constexpr int size = planes * plane;  // BF16 elements
 };
 
-// tfc_attn_smem is the LDS of a tile: the three K planes, then the three V planes.
-template <int HD>
+// tfc_attn_smem is the LDS of a tile: the K planes, then the V planes.
+template <int HD, int TERMS>
 __device__ __forceinline__ unsigned short* tfc_attn_smem() {
-  __shared__ __align__(16) unsigned short sm[tfc_attn_mma_shape<HD>::size];
+  __shared__ __align__(16) unsigned short sm[tfc_attn_mma_shape<HD, TERMS>::size];
   return sm;
+}
+
+// TFC_ATTN_AHEAD is the registers a thread may hold for the next tile's K and V.
+#ifndef TFC_ATTN_AHEAD
+#define TFC_ATTN_AHEAD 40
+#endif
+
+// tfc_ld4 loads p[0..3] (those below n) as floats: one 16-byte load where vec says the F32 rows
+// allow it.
+template <typename T>
+__device__ __forceinline__ float4 tfc_ld4(const T* p, int n, bool vec) {
+  if (sizeof(T) == 4 && vec && n >= 4) return *reinterpret_cast<const float4*>(p);
+  return make_float4(n > 0 ? tfc_ld(p) : 0.f, n > 1 ? tfc_ld(p + 1) : 0.f, n > 2 ? tfc_ld(p + 2) : 0.f, n > 3 ? tfc_ld(p + 3) : 0.f);
 }
 
 __device__ __forceinline__ bool tfc_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
@@ -83,12 +102,12 @@ __device__ __forceinline__ void tfc_mma_split6(float (&big)[4], float (&small)[4
 template <int HD, int QG, int MUT, int TERMS, typename TQ, typename TK, typename TV, typename TY>
 __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK* K, int ldk, const TV* V, int ldv, TY* Y,
                                                   int ldy, int h, int kh, int s0, int s1, int r0, float scale) {
-  using shape = tfc_attn_mma_shape<HD>;
-  constexpr int HDP = shape::hdp, BK = shape::tk, LDK = shape::ldk, PL = shape::plane;
+  using shape = tfc_attn_mma_shape<HD, TERMS>;
+  constexpr int HDP = shape::hdp, BK = shape::tk, LDK = shape::ldk, PL = shape::plane, VP = TERMS * PL;
   constexpr int KS = HDP / 16, NK = BK / 8, KK = BK / 16, ND = HDP / 8;
   static_assert(QG == 128, "a block is 8 warps of 16 rows");
   static_assert(shape::size * 2 <= 40 * 1024, "the tiles' LDS must leave room in a block's static 48 KiB");
-  unsigned short* const sm = tfc_attn_smem<HD>();
+  unsigned short* const sm = tfc_attn_smem<HD, TERMS>();
   __shared__ int kbad[BK], vbad[HDP], tbad[2];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int nq = min(QG, s1 - r0), kcol = kh * HD, qcol = h * HD;
@@ -135,23 +154,27 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   // shared byte addresses of this lane's ldmatrix rows (x2: lanes 0..7 give matrix 0, 8..15
   // matrix 1): K key lane%8 and columns 8(lane/8%2).. (k = head dims), V key lane%16 (k = keys)
   const unsigned ka = tfc_smem_addr(sm) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);
-  const unsigned va = tfc_smem_addr(sm) + 2 * (3 * PL + (lane % 16) * LDK);
+  const unsigned va = tfc_smem_addr(sm) + 2 * (VP + (lane % 16) * LDK);
   __syncthreads();  // the flags are reset
 
-  // a tile's K and V pass through registers: element u = tid + 256i is key u / HDP, column u % HDP.
-  // Where head_dim is at most 96 the next tile's loads are in flight while the tensor cores work.
-  constexpr int FR = (BK * HDP + 255) / 256;
-  constexpr bool ahead = HDP <= 96;
-  float kr[FR], vr[FR];
+  // a tile's K and V pass through registers four head dims at a time: unit u = tid + 256i is key
+  // u / (HDP/4), dims 4(u % (HDP/4)).., one 16-byte load each where the rows allow. In F32
+  // precision, where head_dim is at most 96 and the loads fit TFC_ATTN_AHEAD registers, the next
+  // tile's loads are in flight while the tensor cores work; with one term (64-key tiles) holding
+  // them costs more than it hides (measured on sm_90: 3.8 ms a launch without, 5.5 with).
+  constexpr int UR = HDP / 4, FU = (BK * UR + 255) / 256;
+  constexpr bool ahead = TERMS == 3 && HDP <= 96 && 8 * FU <= TFC_ATTN_AHEAD;
+  const bool vec = HD % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 && ((reinterpret_cast<size_t>(K) | reinterpret_cast<size_t>(V)) & 15) == 0;
+  float4 kr[FU], vr[FU];
   auto load = [&](int t0) {
 #pragma unroll
-    for (int i = 0; i < FR; ++i) {
-      const int u = tid + 256 * i, j = u / HDP, d = u % HDP;
-      kr[i] = vr[i] = 0.f;
-      if (u < BK * HDP && t0 + j < kend && d < HD) {
+    for (int i = 0; i < FU; ++i) {
+      const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
+      kr[i] = vr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (u < BK * UR && t0 + j < kend && d < HD) {
         const size_t row = (size_t)(s0 + t0 + j);
-        kr[i] = tfc_ld(K + row * ldk + kcol + d);
-        vr[i] = tfc_ld(V + row * ldv + kcol + d);
+        kr[i] = tfc_ld4(K + row * ldk + kcol + d, HD - d, vec);
+        vr[i] = tfc_ld4(V + row * ldv + kcol + d, HD - d, vec);
       }
     }
   };
@@ -162,23 +185,30 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
     if (!ahead) load(t0);
     tfc_fill_skew<MUT>();
 #pragma unroll
-    for (int i = 0; i < FR; ++i) {
-      const int u = tid + 256 * i, j = u / HDP, d = u % HDP;
-      if (u >= BK * HDP) continue;
-      float vx = vr[i];
-      if (!tfc_finite(kr[i])) kbad[j] = tbad[0] = t0;
-      if (!tfc_finite(vx)) {
-        vbad[d] = tbad[1] = t0;
-        vx = 0.f;
+    for (int i = 0; i < FU; ++i) {
+      const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
+      if (u >= BK * UR) continue;
+      float kx[4] = {kr[i].x, kr[i].y, kr[i].z, kr[i].w}, vx[4] = {vr[i].x, vr[i].y, vr[i].z, vr[i].w};
+      unsigned kh[4], kl[4], k2[4], vh[4], vl[4], v2[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (!tfc_finite(kx[c])) kbad[j] = tbad[0] = t0;
+        if (!tfc_finite(vx[c])) {
+          vbad[d + c] = tbad[1] = t0;
+          vx[c] = 0.f;
+        }
+        tfc_split3(kx[c], kh[c], kl[c], k2[c]);
+        tfc_split3(vx[c], vh[c], vl[c], v2[c]);
       }
-      unsigned hh, ll, l2;
-      tfc_split3(kr[i], hh, ll, l2);
       unsigned short* const kt = sm + j * LDK + d;
-      kt[0] = hh;
-      if (TERMS == 3) kt[PL] = ll, kt[2 * PL] = l2;
-      tfc_split3(vx, hh, ll, l2);
-      kt[3 * PL] = hh;
-      if (TERMS == 3) kt[4 * PL] = ll, kt[5 * PL] = l2;
+      *reinterpret_cast<uint2*>(kt) = make_uint2(tfc_pack_bf16(kh[0], kh[1]), tfc_pack_bf16(kh[2], kh[3]));
+      *reinterpret_cast<uint2*>(kt + VP) = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
+      if (TERMS == 3) {
+        *reinterpret_cast<uint2*>(kt + PL) = make_uint2(tfc_pack_bf16(kl[0], kl[1]), tfc_pack_bf16(kl[2], kl[3]));
+        *reinterpret_cast<uint2*>(kt + 2 * PL) = make_uint2(tfc_pack_bf16(k2[0], k2[1]), tfc_pack_bf16(k2[2], k2[3]));
+        *reinterpret_cast<uint2*>(kt + 4 * PL) = make_uint2(tfc_pack_bf16(vl[0], vl[1]), tfc_pack_bf16(vl[2], vl[3]));
+        *reinterpret_cast<uint2*>(kt + 5 * PL) = make_uint2(tfc_pack_bf16(v2[0], v2[1]), tfc_pack_bf16(v2[2], v2[3]));
+      }
     }
     tfc_fill_barrier<MUT>();
     if (ahead && t0 + BK < kend) load(t0 + BK);

@@ -16,6 +16,13 @@
 #include "tfc_kernels.h"
 
 constexpr int QG = 128;  // the emitter's rows a block (spanRows)
+// TOL is the worst error allowed against float64: F32 accuracy, or a few BF16 roundings in BF16
+// precision (inputs BF16-exact, one term of each on the tensor cores, P and the output rounded).
+#if TFC_BF16
+constexpr double TOL = 0x1p-6;
+#else
+constexpr double TOL = 5e-6;
+#endif
 
 struct Batch {
   std::vector<int> spans;
@@ -33,9 +40,9 @@ static Batch make(std::vector<int> lens, int heads, int kvh, int hd, int qpad, u
   b.q.resize((size_t)r * b.ldq + 1);
   b.k.resize((size_t)r * b.ldk + 1);
   b.v.resize((size_t)r * b.ldk + 1);
-  for (auto& x : b.q) x = qscale * nd(rng);
-  for (auto& x : b.k) x = nd(rng);
-  for (auto& x : b.v) x = nd(rng);
+  for (auto& x : b.q) x = tfc_rnd(qscale * nd(rng));  // BF16-exact in BF16 precision
+  for (auto& x : b.k) x = tfc_rnd(nd(rng));
+  for (auto& x : b.v) x = tfc_rnd(nd(rng));
   return b;
 }
 
@@ -46,8 +53,8 @@ static std::vector<float> run(const Batch& b, float scale) {
   const int S = (int)b.spans.size() - 1, ldy = b.heads * HD;
   std::vector<float> y((size_t)b.rows() * ldy, NAN);
 #if TFC_CUDA
-  unsigned char* sm = reinterpret_cast<unsigned char*>(tfc_attn_smem<HD>());
-  const size_t bytes = tfc_attn_mma_shape<HD>::size * 2;
+  unsigned char* sm = reinterpret_cast<unsigned char*>(tfc_attn_smem<HD, TERMS>());
+  const size_t bytes = tfc_attn_mma_shape<HD, TERMS>::size * 2;
 #else
   static float4 lds[4];  // tfc_attend's LDS is its own statics
   unsigned char* sm = reinterpret_cast<unsigned char*>(lds);
@@ -108,7 +115,7 @@ static void suite(const char* name, std::vector<int> lens, int heads, int kvh, i
   const auto y = run<HD, TFC_MUT_NONE>(b, scale);
   const double e = worst(b.hd, y, reference(b, scale));
   std::snprintf(what, sizeof what, "%s: worst %.3g", name, e);
-  check(e >= 0 && e < 5e-6, what);
+  check(e >= 0 && e < TOL, what);
   std::printf("  %s\n", what);
   if (!reorder) return;
   // the same spans in another order, each row's bits unchanged
@@ -155,7 +162,7 @@ static void specials(int which, unsigned seed) {
   const double e = worst(b.hd, y, reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d specials in %s%s%s: NaN and ±Inf as the reference's, worst %.3g", HD,
                 which & 1 ? "Q" : "", which & 2 ? "K" : "", which & 4 ? "V" : "", e);
-  check(e >= 0 && e < 5e-6, what);
+  check(e >= 0 && e < TOL, what);
 }
 
 template <int HD>
@@ -166,43 +173,36 @@ static void controls() {
   const double ok = worst(b.hd, run<HD, TFC_MUT_NONE>(b, scale), reference(b, scale));
   const double bound = worst(b.hd, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: off-by-one control differs (worst %.3g)", HD, bound);
-  check(bound < 0 || bound > 1e-4, what);
-  check(worst(b.hd, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale, 1)) < 5e-6, "off-by-one control drops the last key");
+  check(bound < 0 || bound > 20 * TOL, what);
+  check(worst(b.hd, run<HD, TFC_MUT_BOUND>(b, scale), reference(b, scale, 1)) < TOL, "off-by-one control drops the last key");
   const double sc = worst(b.hd, run<HD, TFC_MUT_SCALE>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: dropped-scale control differs (worst %.3g)", HD, sc);
-  check(sc < 0 || sc > 1e-4, what);
+  check(sc < 0 || sc > 20 * TOL, what);
   const double st = worst(b.hd, run<HD, TFC_MUT_STRIDE>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: wrong-stride control differs (worst %.3g)", HD, st);
-  check(st < 0 || st > 1e-4, what);
+  check(st < 0 || st > 20 * TOL, what);
   const double ba = worst(b.hd, run<HD, TFC_MUT_BARRIER>(b, scale), reference(b, scale));
   std::snprintf(what, sizeof what, "hd=%d: missing-barrier control differs (worst %.3g)", HD, ba);
-  check(ba < 0 || ba > 1e-4, what);
-  check(ok >= 0 && ok < 5e-6, "the controls' case passes unmutated");
+  check(ba < 0 || ba > 20 * TOL, what);
+  check(ok >= 0 && ok < TOL, "the controls' case passes unmutated");
 }
 
-// bf16 checks BF16 precision on BF16-exact Q, K and V: on the tensor cores one term of each
-// operand gives the six products' bits (P is rounded before P·V); every output is BF16-exact;
-// and it lies within a few BF16 roundings of the float64 attention.
+// bf16 checks BF16 precision on BF16-exact Q, K and V (one term of each on the tensor cores, P
+// rounded before P·V): every output is BF16-exact and within a few BF16 roundings of the float64
+// attention.
 template <int HD>
 static void bf16(const char* name, std::vector<int> lens, int heads, int kvh) {
   char what[160];
   const float scale = 1.f / std::sqrt((float)HD);
   Batch b = make(lens, heads, kvh, HD, 0, 41 + HD, 2.f);
-  for (auto* t : {&b.q, &b.k, &b.v})
-    for (auto& x : *t) x = tfc_rnd(x);
-  const auto y = run<HD, TFC_MUT_NONE, 1>(b, scale);
-#if TFC_CUDA
-  const auto six = run<HD, TFC_MUT_NONE, 3>(b, scale);
-  std::snprintf(what, sizeof what, "%s: one term gives the six products' bits", name);
-  check(std::memcmp(y.data(), six.data(), y.size() * 4) == 0, what);
-#endif
+  const auto y = run<HD, TFC_MUT_NONE>(b, scale);
   bool exact = true;
   for (float x : y) exact = exact && (x != x || tfc_rnd(x) == x);
   std::snprintf(what, sizeof what, "%s: every output is BF16-exact", name);
   check(exact, what);
   const double e = worst(b.hd, y, reference(b, scale));
   std::snprintf(what, sizeof what, "%s: worst %.3g against float64, within a few BF16 roundings", name, e);
-  check(e >= 0 && e < 0x1p-6, what);
+  check(e >= 0 && e < TOL, what);
   std::printf("  %s\n", what);
 }
 
@@ -215,8 +215,7 @@ int main() {
 #if TFC_BF16
   bf16<16>("bf16 hd=16 gqa 2:1, spans 1 7 64 100", {1, 7, 64, 100}, 2, 1);
   bf16<80>("bf16 hd=80, spans 33 140", {33, 140}, 1, 1);
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed != 0;
+  bf16<128>("bf16 hd=128, spans 65 130", {65, 130}, 1, 1);
 #endif
   suite<16>("hd=16 gqa 2:1, spans 1 7 64 100 300", {1, 7, 64, 100, 300}, 2, 1, 0, true);
   suite<16>("hd=16 strided Q, spans 129 3", {129, 3}, 2, 2, 5, true);
