@@ -32,18 +32,30 @@
 //
 // 256 threads are 8 warps, (BM/16) along the rows by 8/(BM/16) along the columns; warp (wm, wn)
 // owns rows 16wm..16wm+15 and the 8-column tiles wn, wn + WN, ... Each TFC_MMA_BK step is staged
-// in LDS as BF16 (three planes of X's terms and one of W, rows padded to TFC_MMA_LD elements so
-// that ldmatrix reads hit distinct banks), double-buffered: the next step's global loads are in
-// flight while the tensor cores work on this one, and one barrier a step separates them.
+// in LDS as BF16 (a plane of each of X's terms taken and one of W, rows padded to 8 elements
+// past the step so that ldmatrix reads hit distinct banks), double-buffered: the next step's
+// global loads are in flight while the tensor cores work on this one, and one barrier a step
+// separates them. A step is TFC_MMA_BK = 32 columns of K with three terms, and TFC_MMA_BK1 = 64
+// with one (one plane of X leaves room for them): twice the tensor work between barriers for the
+// same global latency. Either way an output takes the same mma.sync chain (k16 steps in order,
+// steps past K's padding to 32 skipped), so the bits do not depend on the step.
 #define TFC_MMA_BK 32
 #define TFC_MMA_LD (TFC_MMA_BK + 8)
-// The stage layout is the same whether the products take one term of X or three.
+#ifndef TFC_MMA_BK1
+#define TFC_MMA_BK1 64
+#endif
+
+// tfc_mma_step is the K step and the LDS row of tfc_gemm_mma taking TERMS terms of X.
+template <int TERMS>
+struct tfc_mma_step {
+  static constexpr int bk = TERMS == 1 ? TFC_MMA_BK1 : TFC_MMA_BK, ld = bk + 8;
+};
 
 // tfc_mma_smem is the LDS (in floats) tfc_gemm_mma needs: two stages, then the C tile.
-template <int BM, int BN>
+template <int BM, int BN, int TERMS = TFC_MMA_TERMS>
 struct tfc_mma_smem {
-  static constexpr int stage = (3 * BM + BN) * TFC_MMA_LD;  // BF16 elements of one stage
-  static constexpr int ab = stage;                          // floats of two stages
+  static constexpr int stage = (TERMS * BM + BN) * tfc_mma_step<TERMS>::ld;  // BF16 elements of one stage
+  static constexpr int ab = stage;                                          // floats of two stages
   static constexpr int c = BM * (BN + 1);
   static constexpr int floats = ab > c ? ab : c;
 };
@@ -101,15 +113,15 @@ __device__ __forceinline__ void tfc_mma_bf16(float (&d)[4], const unsigned (&a)[
 }
 #endif
 
-// tfc_mma_load reads the TFC_MMA_BK step at k0 of the tile into registers: a thread's float4s of
-// X (unit u: row u/8, k 4(u%8)) and 8-element pieces of W (unit u: column u/4, k 8(u%4)). Past
+// tfc_mma_load reads the BK step at k0 of the tile into registers: a thread's float4s of X
+// (unit u: row u/(BK/4), k 4(u%(BK/4))) and 8-element pieces of W (unit u: column u/(BK/8), k
+// 8(u%(BK/8))). Past
 // M, N or kend it reads zeros; rows that are not 16-byte aligned are read an element at a time.
 // Tile column c is W row tfc_col(cols, c): cols is n0, or a tfc_rope_pairs.
-template <int BM, int BN, int N, int A4, int B8, typename COLS>
+template <int BM, int BN, int N, int BK, int A4, int B8, typename COLS>
 __device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], const float* X, int ldx, bool xvec,
                                              const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols, int k0,
                                              int kend) {
-  constexpr int BK = TFC_MMA_BK;
 #pragma unroll
   for (int i = 0; i < A4; ++i) {
     const int u = threadIdx.x + 256 * i, m = m0 + u / (BK / 4), k = k0 + 4 * (u % (BK / 4));
@@ -147,10 +159,10 @@ __device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], 
 }
 
 // tfc_mma_store writes the registers tfc_mma_load read into the stage at s: X split into its
-// three planes [3][BM][TFC_MMA_LD], then W [BN][TFC_MMA_LD].
+// TERMS planes [TERMS][BM][LD], then W [BN][LD] (tfc_mma_step's BK and LD).
 template <int BM, int BN, int A4, int B8, int MUT, int TERMS>
 __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&ra)[A4], const uint4 (&rb)[B8]) {
-  constexpr int BK = TFC_MMA_BK, LD = TFC_MMA_LD;
+  constexpr int BK = tfc_mma_step<TERMS>::bk, LD = tfc_mma_step<TERMS>::ld;
   tfc_fill_skew<MUT>();
 #pragma unroll
   for (int i = 0; i < A4; ++i) {
@@ -169,28 +181,29 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
 #pragma unroll
   for (int i = 0; i < B8; ++i) {
     const int u = threadIdx.x + 256 * i, c = u / (BK / 8), k = 8 * (u % (BK / 8));
-    if (u < BN * BK / 8) *reinterpret_cast<uint4*>(s + (3 * BM + c) * LD + k) = rb[i];
+    if (u < BN * BK / 8) *reinterpret_cast<uint4*>(s + (TERMS * BM + c) * LD + k) = rb[i];
   }
 }
 
 template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
-  constexpr int BK = TFC_MMA_BK, LD = TFC_MMA_LD;
+  constexpr int BK = tfc_mma_step<TERMS>::bk, LD = tfc_mma_step<TERMS>::ld;
+  constexpr int KP = (K + TFC_MMA_BK - 1) / TFC_MMA_BK * TFC_MMA_BK;  // K padded as every layout pads it
   constexpr int WM = BM / 16, WN = 8 / WM;            // warps along rows and columns
   constexpr int NT8 = BN / 8, NT = (NT8 + WN - 1) / WN;  // 8-column tiles: of the tile, of a warp
   constexpr int A4 = (BM * BK / 4 + 255) / 256, B8 = (BN * BK / 8 + 255) / 256;
-  constexpr int KT = (K + BK - 1) / BK, STAGE = tfc_mma_smem<BM, BN>::stage;
+  constexpr int KT = (K + BK - 1) / BK, STAGE = tfc_mma_smem<BM, BN, TERMS>::stage;
   static_assert(BM % 16 == 0 && WM >= 1 && WM <= 8 && 8 % WM == 0, "BM must be 16, 32, 64 or 128");
   static_assert(BN % 8 == 0, "BN must be a multiple of 8");
   static_assert(TFC_KC % BK == 0, "chunks hold whole steps");
-  static_assert(tfc_mma_smem<BM, BN>::floats * 4 <= 48 * 1024, "the tile's LDS must fit a block's static 48 KiB");
+  static_assert(tfc_mma_smem<BM, BN, TERMS>::floats * 4 <= 48 * 1024, "the tile's LDS must fit a block's static 48 KiB");
   static_assert(TERMS == 1 || TERMS == 3, "an activation is taken as one BF16 term or three");
   unsigned short* const sm = reinterpret_cast<unsigned short*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp % WM, wn = warp / WM;
   // shared byte addresses of this lane's ldmatrix rows in stage 0: A (hi; lo and lo2 follow
   // BM rows apart) and B (8-column tile 0; tile j is 8j rows on)
   const unsigned a0 = tfc_smem_addr(sm) + 2 * ((wm * 16 + lane % 16) * LD + lane / 16 * 8);
-  const unsigned b0 = tfc_smem_addr(sm) + 2 * ((3 * BM + lane % 8) * LD + lane / 8 % 2 * 8);
+  const unsigned b0 = tfc_smem_addr(sm) + 2 * ((TERMS * BM + lane % 8) * LD + lane / 8 % 2 * 8);
   const unsigned b0x4 = b0 + 2 * (lane / 16 * WN * 8 * LD);  // lanes 16..31: tile j + WN
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
@@ -203,15 +216,16 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 
   float4 ra[A4];
   uint4 rb[B8];
-  tfc_mma_load<BM, BN, N>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, 0, kend);
+  tfc_mma_load<BM, BN, N, BK>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, 0, kend);
   tfc_mma_store<BM, BN, A4, B8, MUT, TERMS>(sm, ra, rb);
   tfc_fill_barrier<MUT>();
 #pragma unroll 1
   for (int s = 0; s < KT; ++s) {
-    if (s + 1 < KT) tfc_mma_load<BM, BN, N>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, (s + 1) * BK, kend);
+    if (s + 1 < KT) tfc_mma_load<BM, BN, N, BK>(ra, rb, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, (s + 1) * BK, kend);
     const unsigned st = 2 * (s & 1) * STAGE;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
+      if (KP % BK != 0 && s * BK + kk >= KP) break;  // past the padding every layout takes
       unsigned a[3][4];  // hi, lo, lo2 of rows 16wm.., k kk..kk+15
 #pragma unroll
       for (int p = 0; p < TERMS; ++p) tfc_ldsm_x4(a[p], a0 + st + 2 * (p * BM * LD + kk));

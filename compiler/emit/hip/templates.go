@@ -85,9 +85,10 @@ func newGEMM(k Kernel) (template, error) {
 	return f, nil
 }
 
-// The tensor-core GEMM's LDS step and row padding, as kernels/tfc_kernels.h names them
-// (TFC_MMA_BK, TFC_MMA_LD), and the static LDS a block may declare.
-const mmaBK, mmaLD, staticLDS = 32, 32 + 8, 48 * 1024
+// The tensor-core GEMM's LDS steps with three terms and with one and its row padding, as
+// kernels/tfc_mma_gemm.h names them (TFC_MMA_BK, TFC_MMA_BK1, TFC_MMA_LD), and the static LDS a
+// block may declare.
+const mmaBK, mmaBK1, mmaPad, staticLDS = 32, 64, 8, 48 * 1024
 
 // useMMA says whether the linear is computed on tensor cores under CUDA (tfc_gemm_mma for tiles,
 // tfc_gemm_mma_rows, the same bits, for launches of at most smallRows rows): with F32 activations
@@ -102,8 +103,9 @@ func (f *gemm) useMMA() bool {
 	if f.bm%16 != 0 || wm < 1 || 8%wm != 0 || f.bn%8 != 0 {
 		return false
 	}
-	stages, c := (3*f.bm+f.bn)*mmaLD, f.bm*(f.bn+1) // floats: two BF16 stages; the C tile
-	return 4*max(stages, c, mmaRowsFloats(f.bm, f.bn), mmaRowsFloats(f.bm, smallBN)) <= staticLDS
+	// floats: two BF16 stages of three planes of X, or of one at the wider step; the C tile
+	stages3, stages1, c := (3*f.bm+f.bn)*(mmaBK+mmaPad), (f.bm+f.bn)*(mmaBK1+mmaPad), f.bm*(f.bn+1)
+	return 4*max(stages3, stages1, c, mmaRowsFloats(f.bm, f.bn), mmaRowsFloats(f.bm, smallBN)) <= staticLDS
 }
 
 // mmaRowsFloats is the LDS in floats tfc_gemm_mma_rows takes at tile bm×bn (tfc_mma_rows_smem):
@@ -163,7 +165,7 @@ func (f *gemm) tile() string {
 		t += fmt.Sprintf("; %d rotary pairs on at most %d rows", smallBN/2, smallRows)
 	}
 	if f.mma {
-		t += fmt.Sprintf("; tensor cores on CUDA (mma.sync BF16, K step %d)", mmaBK)
+		t += fmt.Sprintf("; tensor cores on CUDA (mma.sync BF16, K step %d, %d in BF16 precision)", mmaBK, mmaBK1)
 	}
 	return t
 }

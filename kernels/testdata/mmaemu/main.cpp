@@ -33,7 +33,7 @@ static tfc_bf16 to_bf16(float x) {
 // taking TERMS BF16 terms of each activation.
 template <int BM, int BN, int N, int K, int MUT, int TERMS = 3>
 static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
-  constexpr int floats = tfc_mma_smem<BM, BN>::floats;
+  constexpr int floats = tfc_mma_smem<BM, BN, TERMS>::floats;
   std::vector<float4> store((floats + 3) / 4 + 1);
   float* smem = reinterpret_cast<float*>(store.data());
   for (int by = 0; by < (N + BN - 1) / BN; ++by)
@@ -158,6 +158,16 @@ static void suite(const char* name) {
         run<BM, BN, N, K, TFC_MUT_NONE, 1>(c.x.data(), ldx, c.w.data(), ldw, M, one.data());
         std::snprintf(what, sizeof what, "%s: one term on F32 rows drops their low bits", name);
         check(std::memcmp(y.data(), one.data(), y.size() * 4) != 0, what);
+        // one term's own step (TFC_MMA_BK1): its controls change its result
+        for (int mut : {TFC_MUT_BOUND, TFC_MUT_STRIDE, TFC_MUT_BARRIER}) {
+          if (mut == TFC_MUT_BOUND) run<BM, BN, N, K, TFC_MUT_BOUND, 1>(e.x.data(), ldx, e.w.data(), ldw, M, one.data());
+          if (mut == TFC_MUT_STRIDE) run<BM, BN, N, K, TFC_MUT_STRIDE, 1>(e.x.data(), ldx, e.w.data(), ldw, M, one.data());
+          if (mut == TFC_MUT_BARRIER) run<BM, BN, N, K, TFC_MUT_BARRIER, 1>(e.x.data(), ldx, e.w.data(), ldw, M, one.data());
+          const double w = worst<N, K>(e, M, one.data());
+          std::snprintf(what, sizeof what, "%s: one term's %s control differs", name,
+                        mut == TFC_MUT_BOUND ? "off-by-one" : mut == TFC_MUT_STRIDE ? "wrong-stride" : "missing-barrier");
+          check(w < 0 || w > 1e-4, what);
+        }
       }
     }
     if (strided) continue;
