@@ -506,6 +506,9 @@ func (c *checker) require(e *syntax.Expr, sc *scope) *ir.Require {
 	if l.kind == vString || r.kind == vString {
 		return c.stringRequire(e, l, r)
 	}
+	if l.kind == vFloat || r.kind == vFloat {
+		return c.floatRequire(e, l, r)
+	}
 	for _, v := range []val{l, r} {
 		if v.kind != vInt {
 			c.errorf(v.pos, "require compares ints; %s is %s", v.src, v.describe())
@@ -537,6 +540,23 @@ func (c *checker) stringRequire(e *syntax.Expr, l, r val) *ir.Require {
 		return nil
 	}
 	return &ir.Require{Op: op, Name: l.name, Str: r.str, Src: syntax.ExprString(e), Pos: pos(e.Pos)}
+}
+
+// floatRequire is `name == literal` or `name != literal` over a float config value.
+func (c *checker) floatRequire(e *syntax.Expr, l, r val) *ir.Require {
+	if l.name == "" {
+		l, r = r, l
+	}
+	op := ir.CmpOp(e.Cond.Op)
+	lit := r.f
+	if n, ok := c.facts.Const(r.dim); r.kind == vInt && ok { // an int literal reads as a float
+		lit, r.kind = float64(n), vFloat
+	}
+	if l.kind != vFloat || l.name == "" || r.kind != vFloat || r.name != "" || (op != ir.EQ && op != ir.NE) {
+		c.errorf(e.Pos, "a float require compares a float config value with a number literal by == or !=; got %s", syntax.ExprString(e))
+		return nil
+	}
+	return &ir.Require{Op: op, Name: l.name, Float: &lit, Src: syntax.ExprString(e), Pos: pos(e.Pos)}
 }
 
 // stringInRequire is `name in ["a", "b", …]` over a string config value.

@@ -24,27 +24,28 @@ var rules map[ir.Op]func(o *opCtx) ([]out, bool)
 
 func init() {
 	rules = map[ir.Op]func(o *opCtx) ([]out, bool){
-		ir.OpLinear:    linearRule,
-		ir.OpRMSNorm:   normRule,
-		ir.OpLayerNorm: normRule,
-		ir.OpRope:      ropeRule,
-		ir.OpAttention: attentionRule,
-		ir.OpAdd:       binaryRule,
-		ir.OpMul:       binaryRule,
-		ir.OpSiLU:      unaryRule,
-		ir.OpGELU:      unaryRule,
-		ir.OpGELUTanh:  unaryRule,
-		ir.OpQuickGELU: unaryRule,
-		ir.OpSwiGLU:    swigluRule,
-		ir.OpEmbed:     embedRule,
-		ir.OpScatter:   scatterRule,
-		ir.OpGather:    gatherRule,
-		ir.OpSplit:     splitRule,
-		ir.OpMerge:     mergeRule,
-		ir.OpUnmerge:   unmergeRule,
-		ir.OpFlatten:   flattenRule,
-		ir.OpUnfold:    unfoldRule,
-		ir.OpSelect:    selectRule,
+		ir.OpLinear:       linearRule,
+		ir.OpRMSNorm:      normRule,
+		ir.OpLayerNorm:    normRule,
+		ir.OpRope:         ropeRule,
+		ir.OpAttention:    attentionRule,
+		ir.OpAdd:          binaryRule,
+		ir.OpMul:          binaryRule,
+		ir.OpSiLU:         unaryRule,
+		ir.OpGELU:         unaryRule,
+		ir.OpGELUTanh:     unaryRule,
+		ir.OpQuickGELU:    unaryRule,
+		ir.OpSwiGLU:       swigluRule,
+		ir.OpEmbed:        embedRule,
+		ir.OpScatter:      scatterRule,
+		ir.OpGather:       gatherRule,
+		ir.OpSplit:        splitRule,
+		ir.OpMerge:        mergeRule,
+		ir.OpUnmerge:      unmergeRule,
+		ir.OpFlatten:      flattenRule,
+		ir.OpUnfold:       unfoldRule,
+		ir.OpDeinterleave: deinterleaveRule,
+		ir.OpSelect:       selectRule,
 	}
 }
 
@@ -322,13 +323,15 @@ func flattenRule(o *opCtx) ([]out, bool) {
 	return []out{{ir.WeightView, ir.Shape{w[0], ir.Shape(w[1:]).Elems()}, ir.Stored}}, true
 }
 
-// unfold: weight [O, C*f], f dividing the width → [O, C*f], its columns read in merge's order.
+// unfold: weight [O, C*f] (or [O, C, …], flattened), f dividing the width → [O, C*f], its
+// columns read in merge's order.
 func unfoldRule(o *opCtx) ([]out, bool) {
 	w := o.shape("weight")
-	if len(w) != 2 {
-		o.errorf(o.poses["weight"], "weight %s has shape %s; unfold takes [out, in]", o.src("weight"), w)
+	if len(w) < 2 {
+		o.errorf(o.poses["weight"], "weight %s has shape %s; unfold takes [out, in] or a convolution's [out, in, …]", o.src("weight"), w)
 		return nil, false
 	}
+	w = ir.Shape{w[0], ir.Shape(w[1:]).Elems()}
 	if o.vals["weight"].v != nil {
 		o.errorf(o.poses["weight"], "unfold takes a declared weight, not a view")
 		return nil, false
@@ -336,6 +339,26 @@ func unfoldRule(o *opCtx) ([]out, bool) {
 	f := o.attrs["factor"].Int
 	if !o.c.facts.Divides(w[1], f) {
 		o.errorf(posOf(o.attrs["factor"]), "factor %s does not divide the width %s; state it with require %s %% %s == 0", f, w[1], par(w[1]), parProduct(f))
+		return nil, false
+	}
+	return []out{{ir.WeightView, w, ir.Stored}}, true
+}
+
+// deinterleave: weight [heads*HD, …] or bias [heads*HD], HD even → the same shape, each head's
+// rows read in rope's halves order.
+func deinterleaveRule(o *opCtx) ([]out, bool) {
+	w := o.shape("weight")
+	if len(w) > 2 {
+		o.errorf(o.poses["weight"], "weight %s has shape %s; deinterleave takes a linear's [out, in] or its bias [out]", o.src("weight"), w)
+		return nil, false
+	}
+	if o.vals["weight"].v != nil {
+		o.errorf(o.poses["weight"], "deinterleave takes a declared weight, not a view")
+		return nil, false
+	}
+	h := o.attrs["heads"].Int
+	if pairs := h.Mul(ir.Const(2)); !o.c.facts.Divides(w[0], pairs) {
+		o.errorf(posOf(o.attrs["heads"]), "2·heads (%s) does not divide the rows %s: each head needs an even number of rows; state it with require %s %% %s == 0", parProduct(pairs), w[0], par(w[0]), parProduct(pairs))
 		return nil, false
 	}
 	return []out{{ir.WeightView, w, ir.Stored}}, true

@@ -187,8 +187,9 @@ type Require struct {
 	Src         string // as written, e.g. "D % H == 0"
 	Pos         Pos
 	Cond        *Cond    // bool form
-	Name        string   // string form: the string config value
+	Name        string   // string or float form: the config value
 	Str         string   // string form: the literal it is compared with
+	Float       *float64 // float form: the literal it is compared with
 	Strs        []string // string form with Op IN: the literals it may equal
 }
 

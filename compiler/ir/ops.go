@@ -6,28 +6,29 @@ import "sort"
 type Op string
 
 const (
-	OpLinear    Op = "linear"     // x·Wᵀ (+ bias)
-	OpRMSNorm   Op = "rmsnorm"    // x / sqrt(mean(x²) + eps) * weight
-	OpLayerNorm Op = "layernorm"  // (x - mean) / sqrt(var + eps) * weight + bias
-	OpRope      Op = "rope"       // rotary embedding of each head, rotate-half layout
-	OpAttention Op = "attention"  // softmax(q·kᵀ·scale)·v over spans, or causal over a KV cache
-	OpAdd       Op = "add"        // a + b
-	OpMul       Op = "mul"        // a * b
-	OpSiLU      Op = "silu"       // x * sigmoid(x)
-	OpGELU      Op = "gelu"       // exact GELU (erf)
-	OpGELUTanh  Op = "gelu_tanh"  // GELU, tanh approximation
-	OpQuickGELU Op = "quick_gelu" // x * sigmoid(1.702 x)
-	OpSwiGLU    Op = "swiglu"     // silu(gate) * up
-	OpEmbed     Op = "embed"      // table rows by id
-	OpScatter   Op = "scatter"    // x with rows index[i] replaced by src[i]
-	OpGather    Op = "gather"     // rows index[i] of x
-	OpSplit     Op = "split"      // equal column slices (views)
-	OpMerge     Op = "merge"      // factor consecutive rows joined into one (a view)
-	OpUnmerge   Op = "unmerge"    // each row cut into factor consecutive rows (a view)
-	OpFlatten   Op = "flatten"    // a weight seen as [d0, d1*d2*…] (a view)
-	OpUnfold    Op = "unfold"     // a weight's columns from channel-major to merge order (permuted when loaded)
-	OpSelect    Op = "select"     // cond ? a : b over weights, fixed at bind time, or over spans by layer
-	OpLoop      Op = "loop"       // for i < n { … }; see Loop
+	OpLinear       Op = "linear"       // x·Wᵀ (+ bias)
+	OpRMSNorm      Op = "rmsnorm"      // x / sqrt(mean(x²) + eps) * weight
+	OpLayerNorm    Op = "layernorm"    // (x - mean) / sqrt(var + eps) * weight + bias
+	OpRope         Op = "rope"         // rotary embedding of each head, rotate-half layout
+	OpAttention    Op = "attention"    // softmax(q·kᵀ·scale)·v over spans, or causal over a KV cache
+	OpAdd          Op = "add"          // a + b
+	OpMul          Op = "mul"          // a * b
+	OpSiLU         Op = "silu"         // x * sigmoid(x)
+	OpGELU         Op = "gelu"         // exact GELU (erf)
+	OpGELUTanh     Op = "gelu_tanh"    // GELU, tanh approximation
+	OpQuickGELU    Op = "quick_gelu"   // x * sigmoid(1.702 x)
+	OpSwiGLU       Op = "swiglu"       // silu(gate) * up
+	OpEmbed        Op = "embed"        // table rows by id
+	OpScatter      Op = "scatter"      // x with rows index[i] replaced by src[i]
+	OpGather       Op = "gather"       // rows index[i] of x
+	OpSplit        Op = "split"        // equal column slices (views)
+	OpMerge        Op = "merge"        // factor consecutive rows joined into one (a view)
+	OpUnmerge      Op = "unmerge"      // each row cut into factor consecutive rows (a view)
+	OpFlatten      Op = "flatten"      // a weight seen as [d0, d1*d2*…] (a view)
+	OpUnfold       Op = "unfold"       // a weight's columns from channel-major to merge order (permuted when loaded)
+	OpDeinterleave Op = "deinterleave" // a weight's rows in each head from adjacent rotary pairs to halves (permuted when loaded)
+	OpSelect       Op = "select"       // cond ? a : b over weights, fixed at bind time, or over spans by layer
+	OpLoop         Op = "loop"         // for i < n { … }; see Loop
 )
 
 // ArgSpec describes one operand role of an op.
@@ -55,7 +56,7 @@ type AttrSpec struct {
 
 // OpSpec is a catalog entry of the language: operands, attributes, the doc line and the device op
 // (package catalog) it lowers to; shape and dtype rules live in package check and
-// docs/graph-language.md. A view (split, merge, unmerge, flatten, unfold, select) lowers to no device op.
+// docs/graph-language.md. A view (split, merge, unmerge, flatten, unfold, deinterleave, select) lowers to no device op.
 type OpSpec struct {
 	Op      Op
 	Args    []ArgSpec
@@ -168,6 +169,9 @@ var catalog = map[Op]*OpSpec{
 	OpUnfold: {Op: OpUnfold, Doc: "a weight [O, C*f] whose column c*f + k (torch unfold's order) is read as column k*C + c (merge's order); permuted when loaded", Args: []ArgSpec{
 		{Role: "weight", Kinds: weight}},
 		Attrs: []AttrSpec{{Name: "factor", Kind: AttrInt, Required: true, Doc: "rows merge joined; divides the width"}}},
+	OpDeinterleave: {Op: OpDeinterleave, Doc: "a weight [heads*HD, …] or bias [heads*HD] whose rows 2j and 2j+1 of each head (rotary on adjacent pairs, GPT-J's layout) are read as rows j and HD/2 + j (rope's halves); permuted when loaded", Args: []ArgSpec{
+		{Role: "weight", Kinds: weight}},
+		Attrs: []AttrSpec{{Name: "heads", Kind: AttrInt, Required: true, Doc: "heads in the rows; each head's rows are even in number"}}},
 	OpSelect: {Op: OpSelect, Doc: "cond ? a : b over weights, decided when the config is bound, or over spans by a layer index (i in list)", Args: []ArgSpec{
 		{Role: "a", Kinds: weight}, {Role: "b", Kinds: weight}},
 		Attrs: []AttrSpec{{Name: "cond", Kind: AttrBool, Required: true, Doc: "a bool config value, possibly negated; or i in list, a loop index in an int list config value"}}},

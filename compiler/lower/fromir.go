@@ -90,6 +90,8 @@ func Translate(m *ir.Module) (*Program, error) {
 			if cond == nil {
 				cond = Bool(false)
 			}
+		case r.Name != "" && r.Float != nil:
+			cond = Bin(string(r.Op), Ref(r.Name), Float(*r.Float))
 		case r.Name != "":
 			cond = Bin(string(r.Op), Ref(r.Name), Str(r.Str))
 		default:
@@ -156,8 +158,8 @@ func Translate(m *ir.Module) (*Program, error) {
 		p.Graphs = append(p.Graphs, lg)
 	}
 	for _, w := range p.Weights {
-		if w.Unfold != nil && w.plain != nil {
-			return nil, fmt.Errorf("%s: unfold(%s) permutes the weight when it is loaded, but line %d reads it as stored", *w.unfoldAt, w.Display(), w.plain.Line)
+		if (w.Unfold != nil || w.Deinterleave != nil) && w.plain != nil {
+			return nil, fmt.Errorf("%s: %s permutes the weight when it is loaded, but line %d reads it as stored", *w.viewAt, w.Display(), w.plain.Line)
 		}
 	}
 	return p, nil
@@ -436,7 +438,7 @@ func (t *translator) arg(n *ir.Node, role string) *Value {
 		return nil
 	}
 	if a.Weight != nil {
-		if w := t.weights[a.Weight.Weight]; n.Op != ir.OpUnfold && w.plain == nil {
+		if w := t.weights[a.Weight.Weight]; n.Op != ir.OpUnfold && n.Op != ir.OpDeinterleave && w.plain == nil {
 			w.plain = &n.Pos
 		}
 		var idx *ir.Dim
@@ -508,8 +510,10 @@ func (t *translator) node(n *ir.Node) error {
 		}
 	case ir.OpMerge, ir.OpUnmerge:
 		x := t.arg(n, "x")
-		if colView(x) {
-			return fmt.Errorf("%s: %s views rows of %s, a column slice; a row view needs contiguous rows", ps, n.Op, x.Name)
+		if colView(x) { // a row view needs contiguous rows: a column slice is copied first
+			c := b.New(x.Name+"_rows", x.DType, x.Rows, x.Cols, ps)
+			b.Op("copy", []Arg{{"X", x}, {"Y", c}}, nil, c, src(n)...)
+			x = c
 		}
 		rows, cols := shape2(n.Outs[0].Shape)
 		set(b.Reshape(t.name(n, 0), x, rows, cols, ps))
@@ -521,7 +525,15 @@ func (t *translator) node(n *ir.Node) error {
 		if w.Unfold != nil && w.Unfold.String() != f.String() {
 			return fmt.Errorf("%s: unfold(%s, factor: %s): another unfold reads it with factor %s", ps, w.Display(), f, w.Unfold)
 		}
-		w.Unfold, w.unfoldAt = f, &ps
+		w.Unfold, w.viewAt = f, &ps
+		set(t.arg(n, "weight"))
+	case ir.OpDeinterleave:
+		w := t.weights[n.Arg("weight").Weight.Weight]
+		h := attrExpr(n.Attr("heads"))
+		if w.Deinterleave != nil && w.Deinterleave.String() != h.String() {
+			return fmt.Errorf("%s: deinterleave(%s, heads: %s): another deinterleave reads it with heads %s", ps, w.Display(), h, w.Deinterleave)
+		}
+		w.Deinterleave, w.viewAt = h, &ps
 		set(t.arg(n, "weight"))
 	case ir.OpSelect:
 		set(b.Select(t.attr(n, "cond"), t.arg(n, "a"), t.arg(n, "b")))

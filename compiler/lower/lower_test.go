@@ -223,8 +223,19 @@ func TestUnmergeRowView(t *testing.T) {
 	if len(diags) > 0 {
 		t.Fatal(diags)
 	}
-	if _, err := lower.Lower(m); err == nil || !strings.Contains(err.Error(), "column slice") {
-		t.Errorf("unmerge of a column slice lowered (err %v)", err)
+	// a column slice is copied to contiguous rows, which the unmerge then views
+	p, err = lower.Lower(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range p.Graphs[0].Ops() {
+		if op.Kind == "rmsnorm" {
+			norm = op
+		}
+	}
+	x = norm.Arg("X")
+	if x.Kind != lower.View || x.Base.Def == nil || x.Base.Def.Kind != "copy" || x.Base.Def.Arg("X").ColLo == nil {
+		t.Errorf("rmsnorm reads %s, not a row view of a copy of the column slice", x.Name)
 	}
 }
 
@@ -265,5 +276,48 @@ func TestUnfoldWeight(t *testing.T) {
 	}
 	if _, err := lower.Lower(m); err == nil || !strings.Contains(err.Error(), "reads it as stored") {
 		t.Errorf("a weight read both unfolded and as stored lowered (err %v)", err)
+	}
+}
+
+// deinterleaveSrc reads a q weight of H heads through deinterleave, and PLAIN where a test reads
+// it as stored too.
+const deinterleaveSrc = `family t {
+  model_type "t"
+}
+
+config {
+  D int = hidden_size
+  H int = num_heads
+  HD = D/H
+  require D%H == 0, HD%2 == 0
+}
+
+weights {
+  q.weight [D, D]
+}
+
+graph vision(px [N, D], pos [N, 1] i32) -> [N, D] {
+  return PLAIN + rope(linear(px, deinterleave(q.weight, heads: H)), pos, heads: H, theta: 10000.0, sections: [HD/2])
+}
+`
+
+func TestDeinterleaveWeight(t *testing.T) {
+	m, diags := check.Source("t.graph", strings.Replace(deinterleaveSrc, "PLAIN + ", "", 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	p, err := lower.Lower(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := p.Weights[0].Deinterleave; h == nil || h.String() != "H" {
+		t.Errorf("q.weight deinterleaves by %v heads, want H", h)
+	}
+	m, diags = check.Source("t.graph", strings.Replace(deinterleaveSrc, "PLAIN", "linear(px, q.weight)", 1))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	if _, err := lower.Lower(m); err == nil || !strings.Contains(err.Error(), "reads it as stored") {
+		t.Errorf("a weight read both deinterleaved and as stored lowered (err %v)", err)
 	}
 }

@@ -71,10 +71,13 @@ type Weight struct {
 	Field  string   // the Go field holding the tensor
 	Pos    Pos
 	// Unfold, when set, is the factor f of an unfold view: columns c*f + k are loaded as k*C + c.
-	Unfold   *Expr
-	unfoldAt *Pos      // where a graph reads it through unfold
-	plain    *Pos      // where a graph reads it without
-	Parts    []*Weight // a stack: these weights' rows one after another (Prefix and Path unset)
+	Unfold *Expr
+	// Deinterleave, when set, is the heads n of a deinterleave view: row 2j + e of each head of
+	// HD rows loads as row e*HD/2 + j.
+	Deinterleave *Expr
+	viewAt       *Pos      // where a graph reads it through unfold or deinterleave
+	plain        *Pos      // where a graph reads it without
+	Parts        []*Weight // a stack: these weights' rows one after another (Prefix and Path unset)
 }
 
 // Rows and Cols view a weight as the 2-D tensor the device ops take.

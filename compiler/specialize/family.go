@@ -45,9 +45,12 @@ type WeightSpec struct {
 	Shape  []*lower.Expr `json:"shape"`
 	Cond   *lower.Expr   `json:"cond,omitempty"`
 	// Unfold, when set, is the factor f of an unfold view: column c*f + k loads as k*C + c.
-	Unfold *lower.Expr  `json:"unfold,omitempty"`
-	Parts  []WeightSpec `json:"parts,omitempty"`
-	Pos    string       `json:"pos"`
+	Unfold *lower.Expr `json:"unfold,omitempty"`
+	// Deinterleave, when set, is the heads n of a deinterleave view: row 2j + e of each head
+	// loads as row e*HD/2 + j.
+	Deinterleave *lower.Expr  `json:"deinterleave,omitempty"`
+	Parts        []WeightSpec `json:"parts,omitempty"`
+	Pos          string       `json:"pos"`
 }
 
 // SizeSpec is a symbolic size of a graph's inputs at its largest: an expression of the limits
@@ -106,7 +109,7 @@ func runner(p *lower.Program, g *lower.Graph) RunnerSpec {
 
 // weightSpec is weight w's WeightSpec.
 func weightSpec(w *lower.Weight) WeightSpec {
-	s := WeightSpec{Group: w.Group, Field: w.Field, Prefix: w.Prefix, Path: w.Path, Cond: w.Cond, Unfold: w.Unfold, Pos: fmt.Sprintf("%s:%d", w.Pos.File, w.Pos.Line)}
+	s := WeightSpec{Group: w.Group, Field: w.Field, Prefix: w.Prefix, Path: w.Path, Cond: w.Cond, Unfold: w.Unfold, Deinterleave: w.Deinterleave, Pos: fmt.Sprintf("%s:%d", w.Pos.File, w.Pos.Line)}
 	if w.Group != "" {
 		s.Count = lower.FromDim(w.Count)
 	}

@@ -19,6 +19,8 @@ type Weight struct {
 	Also  []*device.Tensor // further graphs' views of the same tensor (MergeWeights)
 	// Unfold > 1 loads a [rows, C*Unfold] tensor's column c*Unfold + k at k*C + c (the unfold view).
 	Unfold int
+	// Deinterleave > 0 loads row 2j + e of each of Deinterleave heads at e*HD/2 + j (the deinterleave view).
+	Deinterleave int
 }
 
 // WeightAt is the manifest entry name of the given shape, loaded into dst.
@@ -131,12 +133,21 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 		off := 0
 		for i, p := range parts {
 			pn, d := Elements(p.Shape), data[i]
+			prows := 1
+			if len(p.Shape) > 1 {
+				prows = p.Shape[0]
+			}
 			if p.Unfold > 1 {
-				prows := 1
-				if len(p.Shape) > 1 {
-					prows = p.Shape[0]
-				}
 				if d, err = Unfold(d, prows, pn/prows, p.Unfold, dt.Size()); err != nil {
+					return fmt.Errorf("tensor %s: %w", p.Name, err)
+				}
+			}
+			if p.Deinterleave > 0 {
+				rows, cols := prows, pn/prows
+				if len(p.Shape) == 1 { // a bias: one value a row
+					rows, cols = pn, 1
+				}
+				if d, err = Deinterleave(d, rows, cols, p.Deinterleave, dt.Size()); err != nil {
 					return fmt.Errorf("tensor %s: %w", p.Name, err)
 				}
 			}
@@ -171,6 +182,23 @@ func Unfold(data []byte, rows, cols, f, size int) ([]byte, error) {
 	return out, nil
 }
 
+// Deinterleave permutes the rows of a rows×cols matrix of size-byte elements, heads blocks of
+// rows/heads each, from adjacent pairs (row 2j + e of a block) to halves (row e*half + j), in a
+// new slice.
+func Deinterleave(data []byte, rows, cols, heads, size int) ([]byte, error) {
+	if heads <= 0 || rows%(2*heads) != 0 || len(data) != rows*cols*size {
+		return nil, fmt.Errorf("cannot deinterleave [%d, %d] in %d heads", rows, cols, heads)
+	}
+	out := make([]byte, len(data))
+	hd, row := rows/heads, cols*size
+	for r := 0; r < rows; r++ {
+		h, i := r/hd, r%hd
+		dst := h*hd + (i%2)*(hd/2) + i/2
+		copy(out[dst*row:(dst+1)*row], data[r*row:(r+1)*row])
+	}
+	return out, nil
+}
+
 // MergeWeights lists each tensor of ws once, in first-use order: a tensor that several graphs
 // read (each listing it in its manifest) loads once into every graph's view of it. A name listed
 // twice with other shapes is an error.
@@ -187,8 +215,8 @@ func MergeWeights(ws []Weight) ([]Weight, error) {
 		if fmt.Sprint(out[i].Shape) != fmt.Sprint(w.Shape) {
 			return nil, fmt.Errorf("tensor %s is read as %v and as %v", w.Name, out[i].Shape, w.Shape)
 		}
-		if out[i].Unfold != w.Unfold {
-			return nil, fmt.Errorf("tensor %s is read unfolded by %d and by %d", w.Name, out[i].Unfold, w.Unfold)
+		if out[i].Unfold != w.Unfold || out[i].Deinterleave != w.Deinterleave {
+			return nil, fmt.Errorf("tensor %s is read through two views (unfold %d and %d, deinterleave %d and %d)", w.Name, out[i].Unfold, w.Unfold, out[i].Deinterleave, w.Deinterleave)
 		}
 		out[i].Also = append(out[i].Also, w.Dst)
 	}

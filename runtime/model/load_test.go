@@ -164,3 +164,23 @@ func TestUploadStack(t *testing.T) {
 		t.Fatalf("mixed dtypes: %v", err)
 	}
 }
+
+// TestDeinterleave reads two heads of 4 rows (pairs (0,1), (2,3)) of one-byte rows of 2 in
+// rope's halves order: rows 0, 2, 1, 3 of each head.
+func TestDeinterleave(t *testing.T) {
+	in := []byte{0, 1, 10, 11, 20, 21, 30, 31, 40, 41, 50, 51, 60, 61, 70, 71}
+	want := []byte{0, 1, 20, 21, 10, 11, 30, 31, 40, 41, 60, 61, 50, 51, 70, 71}
+	got, err := Deinterleave(in, 8, 2, 2, 1)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("Deinterleave = %v, %v; want %v", got, err, want)
+	}
+	if in[2] != 10 {
+		t.Fatal("Deinterleave changed its input")
+	}
+	if _, err := Deinterleave(in, 8, 2, 3, 1); err == nil {
+		t.Error("three heads of 8 rows deinterleaved")
+	}
+	if _, err := Deinterleave(in[:12], 6, 2, 2, 1); err == nil {
+		t.Error("heads of 3 rows (an odd count) deinterleaved")
+	}
+}

@@ -198,6 +198,13 @@ func (r *Runner[C, W, P]) Weights(prefix map[string]string) ([]Weight, error) {
 			}
 			w.Unfold = f
 		}
+		if s.Deinterleave != nil {
+			h, err := evalInt(s.Deinterleave, r.env)
+			if err != nil {
+				return Weight{}, err
+			}
+			w.Deinterleave = h
+		}
 		return w, nil
 	}
 	add := func(s *specialize.WeightSpec, layer int, dst reflect.Value) error {
