@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Checks of the oracle scripts that need neither torch nor transformers: the Qwen2.5-VL window
 layout against transformers' padded construction (ported here to plain Python) and hand-worked
-grids, the README the Qwen2.5-VL oracle writes, and that qwen2_vl.py still offers every name the
-other oracle scripts take from it. Run: python3 tools/oracle/dry_test.py"""
+grids, the README the Qwen2.5-VL oracle writes, that qwen2_vl.py still offers every name the
+other oracle scripts take from it, LightOnOCR's resize rule, and GLM-OCR's transcriptions (glm4v's
+smart_resize, the M-RoPE positions, the tensor list) against hand-worked values, its chat template
+(rendered with jinja2 as transformers renders, when jinja2 is installed) and its README.
+Run: python3 tools/oracle/dry_test.py"""
 
+import math
 import os
 import re
 import sys
@@ -11,6 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import glm_ocr  # noqa: E402
 import lighton_ocr  # noqa: E402
 import qwen2_5_vl  # noqa: E402
 import qwen2_vl  # noqa: E402
@@ -128,8 +133,156 @@ def check_lighton():
     assert t["vocab_size"] * t["hidden_size"] * 2 < 16e6
 
 
+def check_glm_resize():
+    sr = glm_ocr.smart_resize
+    # (num_frames, height, width) -> (height, width), worked by hand with min 4704 and max 37632
+    # (both over two frames): a.png fits as it is
+    assert sr(2, 84, 56) == (84, 56)
+    # e.png: 2*140*168 = 47040 > 37632, beta = sqrt(2*150*170/37632) = 1.16415,
+    # floor(150/beta/28) = floor(4.60) = 4, floor(170/beta/28) = floor(5.22) = 5
+    assert sr(2, 150, 170) == (112, 140)
+    # f.png: 20 < 28, scale 1.4: int(28.0) = 28, int(125.99999999999999) = 125; round(125/28 = 4.46) = 4
+    assert int(90 * (28 / 20)) == 125 and int(20 * (28 / 20)) == 28
+    assert sr(2, 20, 90) == (28, 112)
+    # b.png: round(70/28 = 2.5) = 2 (half to even), 2*56*112 = 12544 fits
+    assert round(70 / 28) == 2 and sr(2, 70, 112) == (56, 112)
+    # g.png: 2*28*56 = 3136 < 4704, beta = sqrt(4704/3000) = 1.25220, ceil(30*beta/28) = ceil(1.34) = 2,
+    # ceil(50*beta/28) = ceil(2.24) = 3
+    assert sr(2, 30, 50) == (56, 84)
+    # 28x28: 1568 < 4704, beta = sqrt(3): ceil(1.73) = 2
+    assert sr(2, 28, 28) == (56, 56)
+    # the published defaults (min 112*112, max 14*14*2*2*2*6144): round(1000/28 = 35.7) = 36
+    assert sr(2, 1000, 1000, min_pixels=112 * 112, max_pixels=14 * 14 * 2 * 2 * 2 * 6144) == (1008, 1008)
+    for bad in ((1, 84, 56), (2, 28, 28 * 201)):
+        try:
+            sr(*bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"smart_resize{bad} should refuse")
+    assert glm_ocr.MIN_PIXELS == 4704 and glm_ocr.MAX_PIXELS == 37632
+    assert glm_ocr.PREPROCESSOR["size"] == {"shortest_edge": 4704, "longest_edge": 37632}
+    grids = {name: glm_ocr.image_grid(w, h) for name, _, w, h in glm_ocr.IMAGES}
+    assert grids == {"a.png": [1, 6, 4], "e.png": [1, 8, 10], "f.png": [1, 2, 8], "b.png": [1, 4, 8],
+                     "g.png": [1, 4, 6]}, grids
+    # what each case is there for
+    drawn = {name: (w, h) for name, _, w, h in glm_ocr.IMAGES}
+    cases = {name: imgs for name, imgs, _ in glm_ocr.CASES}
+    assert cases["text"] == [] and len(cases["image2"]) == 2
+    w, h = drawn[cases["image1"][0]]
+    assert glm_ocr.image_grid(w, h) == [1, h // 14, w // 14]
+    w, h = drawn[cases["resize"][0]]
+    assert 2 * round(h / 28) * 28 * round(w / 28) * 28 > glm_ocr.MAX_PIXELS
+    w, h = drawn[cases["upscale"][0]]
+    assert min(w, h) < 28
+    b, g = (grids[n] for n in cases["image2"])
+    assert b != g
+    assert set(glm_ocr.CASE_NOTES) == set(cases)
+    assert all(set(imgs) <= set(drawn) for imgs in cases.values())
+
+
+def check_glm_mrope():
+    mm = [0, 0, 0] + [1] * 8 + [0, 0] + [1] * 6 + [0]
+    pos, delta = glm_ocr.mrope_positions(mm, [[1, 4, 8], [1, 4, 6]])
+    # text 0..2; b.png's 2x4 cells from 3 (then 3 + 8/2 = 7); text 7, 8; g.png's 2x3 cells from 9
+    # (then 9 + 6/2 = 12); text 12
+    assert pos[0] == [0, 1, 2] + [3] * 8 + [7, 8] + [9] * 6 + [12], pos[0]
+    assert pos[1] == [0, 1, 2] + [3, 3, 3, 3, 4, 4, 4, 4] + [7, 8] + [9, 9, 9, 10, 10, 10] + [12], pos[1]
+    assert pos[2] == [0, 1, 2] + [3, 4, 5, 6, 3, 4, 5, 6] + [7, 8] + [9, 10, 11, 9, 10, 11] + [12], pos[2]
+    assert delta == 12 + 1 - 20
+    pos, delta = glm_ocr.mrope_positions([0] * 5, [])
+    assert pos == [list(range(5))] * 3 and delta == 0
+    # a tall picture: the width axis is the shorter one, the move is by the taller
+    pos, delta = glm_ocr.mrope_positions([0] + [1] * 6 + [0], [[1, 6, 4]])
+    assert pos[1][1:7] == [1, 1, 2, 2, 3, 3] and pos[2][1:7] == [1, 2, 1, 2, 1, 2] and pos[0][7] == 4
+    assert delta == 4 + 1 - 8
+    for mm, grids in (([0] + [1] * 5, [[1, 4, 8]]), ([0, 1, 1], [[1, 2, 2], [1, 2, 2]])):
+        try:
+            glm_ocr.mrope_positions(mm, grids)
+        except ValueError:
+            continue
+        raise AssertionError(f"mrope_positions({mm}, {grids}) should refuse")
+
+
+def check_glm_template():
+    with open(os.path.join(HERE, "..", "..", "testdata", "templates", "glm_ocr.jinja")) as f:
+        template = f.read()
+    try:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        print("dry_test: jinja2 not installed; the GLM-OCR template is not rendered")
+        return
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    t = env.from_string(template)
+    messages = glm_ocr.oraclelib.messages_for(["b.png", "g.png"], "Compare these two pictures.")
+    got = t.render(messages=messages, add_generation_prompt=True)
+    pic = "<|vision_start|><|image_pad|><|vision_end|>"
+    assert got == "[gMASK]<sop><|user|>\n" + pic + pic + "Compare these two pictures.<|assistant|>\n", repr(got)
+    got = t.render(messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                             {"role": "assistant", "content": "Hello."}], add_generation_prompt=False)
+    assert got == "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\nHello.", repr(got)
+
+
+def check_glm_config():
+    t, v, rope = glm_ocr.TEXT_CONFIG, glm_ocr.VISION_CONFIG, glm_ocr.ROPE
+    assert sum(rope["mrope_section"]) * 2 == t["head_dim"] and rope["partial_rotary_factor"] == 1.0
+    assert t["num_attention_heads"] * t["head_dim"] != t["hidden_size"]
+    hd = v["hidden_size"] // v["num_heads"]
+    assert hd * v["num_heads"] == v["hidden_size"] and hd % 4 == 0 and hd & (hd - 1) != 0
+    assert v["out_hidden_size"] == t["hidden_size"]
+    assert glm_ocr.TOKEN_IDS["image_token_id"] == 151655
+    assert (glm_ocr.TOKEN_IDS["image_start_token_id"], glm_ocr.TOKEN_IDS["image_end_token_id"]) == (151652, 151653)
+    shapes = glm_ocr.expected_tensor_shapes()
+    assert len(shapes) == 62, len(shapes)
+    assert shapes["model.visual.patch_embed.proj.weight"] == [40, 3, 2, 14, 14]
+    assert shapes["model.visual.downsample.weight"] == [24, 40, 2, 2]
+    assert shapes["model.visual.merger.gate_proj.weight"] == [72, 24]
+    assert shapes["model.language_model.layers.1.self_attn.q_proj.weight"] == [32, 24]
+    assert shapes["model.language_model.layers.0.self_attn.o_proj.weight"] == [24, 32]
+    assert shapes["model.language_model.layers.0.mlp.gate_up_proj.weight"] == [128, 24]
+    assert shapes["lm_head.weight"] == [151936, 24]
+    assert not any(k.startswith("model.language_model.layers.2.") for k in shapes)
+    # BF16, both vocabulary tables included: the fixture's weights stay well under 20 MB
+    assert sum(2 * math.prod(s) for s in shapes.values()) < 16e6
+    pats = dict(glm_ocr.name_patterns(shapes))
+    assert pats["model.visual.blocks.N.attn.q_norm.weight"] == [20]
+    assert pats["model.language_model.layers.N.post_mlp_layernorm.weight"] == [24]
+    assert len(pats) == 62 - 14 - 10
+    # the config sweep drives GLM-OCR checkpoints with transformers' class, its own processor build
+    import sweep
+
+    assert sweep.TRANSFORMERS_CLASS["glm_ocr"] == "GlmOcrForConditionalGeneration"
+    assert issubclass(sweep.GlmOcr, sweep.Qwen2VL)
+
+
+def check_glm_readme():
+    shapes = glm_ocr.expected_tensor_shapes()
+    drawn = {name: (w, h) for name, _, w, h in glm_ocr.IMAGES}
+    results = {}
+    for name, imgs, _ in glm_ocr.CASES:
+        g = [glm_ocr.image_grid(*drawn[n]) for n in imgs]
+        results[name] = {
+            "output_ids": [1, 2, 3], "finish_reason": "length", "image_grid_thw": g,
+            "f32_cpu": {"output_ids_equal": True, "max_abs_top5_logit_diff": 1e-5, "max_abs_vision_row_diff": 3e-6},
+            "f32_gpu": None,
+        }
+        if g:
+            results[name]["image_sizes_resized"] = [[h * 14, w * 14] for _, h, w in g]
+            results[name]["merged_grids"] = [[t, h // 2, w // 2] for t, h, w in g]
+    manifest = {"checkpoint": {"tensors": len(shapes), "shards": ["a", "b"], "shapes": shapes},
+                "processor": {"processor": "Qwen2VLProcessor", "built_by": "AutoProcessor"}}
+    text = glm_ocr.readme(manifest, results)
+    assert "| `image2` | `b.png` 112x70, `g.png` 50x30 | 112x56, 84x56 | 4x8, 4x6 | 2x4, 2x3 |" in text, text
+    assert "| `resize` | `e.png` 170x150 | 140x112 | 8x10 | 4x5 |" in text
+    assert "| `upscale` | `f.png` 90x20 | 112x28 | 2x8 | 1x4 |" in text
+    assert "| `image1` | `a.png` 56x84 | 56x84 | 6x4 | 3x2 |" in text
+    assert "| `text` | none | - | - | - |" in text
+    assert "| `model.language_model.layers.N.mlp.gate_up_proj.weight` | [128, 24] |" in text
+    assert "2 heads of 16 (q width 32, not the hidden size)" in text
+
+
 def main():
-    for check in (check_windows, check_config, check_readme, check_reexports, check_lighton):
+    for check in (check_windows, check_config, check_readme, check_reexports, check_lighton, check_glm_resize,
+                  check_glm_mrope, check_glm_template, check_glm_config, check_glm_readme):
         check()
         print("dry_test:", check.__name__, "ok")
 

@@ -4,8 +4,9 @@
 `tfc sweep --out DIR` writes one tiny random checkpoint a config of testdata/sweep/sweep.json
 (weights from a seeded generator written by Go, the same bytes on any machine) with a sweep.json
 of its chats. For each, this script checks the files' sha256, loads the checkpoint with the
-publisher's code (transformers' Qwen2VLForConditionalGeneration; dots.ocr's own remote code from
---publisher, as tools/oracle/dots_ocr.py runs it), and records per chat: the prompt ids, the
+publisher's code (transformers' Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
+LightOnOcrForConditionalGeneration or GlmOcrForConditionalGeneration; dots.ocr's own remote code
+from --publisher, as tools/oracle/dots_ocr.py runs it), and records per chat: the prompt ids, the
 pixels' sha256, the greedy ids through EOS or the cap, every step's top-5 logits and top-2 margin,
 all in float64 on the CPU, and whether float32 on the CPU gives the same ids. Pictures go to the
 processor as they were opened (grey and RGBA too), as a user's would.
@@ -80,7 +81,8 @@ def steps_record(rows):
 # ---------------------------------------------------------------- Qwen2-VL (transformers)
 
 # the transformers class of each family its Qwen2VL runner drives
-TRANSFORMERS_CLASS = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"}
+TRANSFORMERS_CLASS = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+                      "glm_ocr": "GlmOcrForConditionalGeneration"}
 
 
 class Qwen2VL:
@@ -90,11 +92,10 @@ class Qwen2VL:
     def __init__(self, d, cfg, cls="Qwen2VLForConditionalGeneration"):
         import torch
         import transformers
-        from transformers import AutoProcessor
 
         Qwen2VLForConditionalGeneration = getattr(transformers, cls)
         self.d, self.cfg = d, cfg
-        self.proc = AutoProcessor.from_pretrained(d)
+        self.proc = self.load_processor(d)
         gen = json.load(open(os.path.join(d, "generation_config.json")))
         self.eos = gen["eos_token_id"] if isinstance(gen["eos_token_id"], list) else [gen["eos_token_id"]]
         self.models = {}
@@ -107,6 +108,11 @@ class Qwen2VL:
             self.models[dtype] = m
         m = self.models[torch.float64]
         self.tied = m.lm_head.weight.data_ptr() == m.get_input_embeddings().weight.data_ptr()
+
+    def load_processor(self, d):
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(d)
 
     def prepare(self, case):
         import torch
@@ -175,19 +181,23 @@ class Qwen2VL:
             out = m(**x, use_cache=False, output_hidden_states=True, return_dict=True)
         T = inputs["input_ids"].shape[1]
         rows = out.logits[0, T - 1:]
-        vis = None
-        if "pixel_values" in inputs:
-            inner = getattr(m, "model", m)
-            visual = getattr(inner, "visual", None) or getattr(m, "visual")
-            with torch.inference_mode():
-                o = visual(inputs["pixel_values"].to(dtype), grid_thw=inputs["image_grid_thw"])
-            cands = [o] if torch.is_tensor(o) else [getattr(o, k, None) for k in ("pooler_output", "last_hidden_state")]
-            n = inputs["pixel_values"].shape[0] // 4
-            for t in cands:
-                if torch.is_tensor(t) and t.shape[0] == n:
-                    vis = t
-                    break
+        vis = self.vision_rows(m, inputs, dtype) if "pixel_values" in inputs else None
         return rows, torch.stack([h[0] for h in out.hidden_states]), vis
+
+    def vision_rows(self, m, inputs, dtype):
+        """The tower's merged rows, as the decoder takes them."""
+        import torch
+
+        inner = getattr(m, "model", m)
+        visual = getattr(inner, "visual", None) or getattr(m, "visual")
+        with torch.inference_mode():
+            o = visual(inputs["pixel_values"].to(dtype), grid_thw=inputs["image_grid_thw"])
+        cands = [o] if torch.is_tensor(o) else [getattr(o, k, None) for k in ("pooler_output", "last_hidden_state")]
+        n = inputs["pixel_values"].shape[0] // 4
+        for t in cands:
+            if torch.is_tensor(t) and t.shape[0] == n:
+                return t
+        return None
 
 
 # ---------------------------------------------------------------- dots.ocr (the publisher's code)
@@ -340,6 +350,39 @@ class LightOnOCR(Qwen2VL):
         return out.logits[0, T - 1:], torch.stack([h[0] for h in out.hidden_states]), vis
 
 
+# ---------------------------------------------------------------- GLM-OCR (transformers)
+
+
+class GlmOcr(Qwen2VL):
+    """GlmOcrForConditionalGeneration: Qwen2-VL's processor layout (Qwen2VLProcessor over the
+    Glm4vImageProcessor, built as tools/oracle/glm_ocr.py builds it when AutoProcessor cannot), and
+    the merger's rows taken by name (the tower's last_hidden_state, the downsample output, has the
+    same shape)."""
+
+    def __init__(self, d, cfg):
+        super().__init__(d, cfg, TRANSFORMERS_CLASS["glm_ocr"])
+
+    def load_processor(self, d):
+        import glm_ocr
+
+        template = json.load(open(os.path.join(d, "chat_template.json")))["chat_template"]
+        proc, how, errors = glm_ocr.load_processor(d, template)
+        if errors:
+            log(f"{d}: processor built by {how} after {errors}")
+        return proc
+
+    def vision_rows(self, m, inputs, dtype):
+        import torch
+
+        with torch.inference_mode():
+            o = m.model.visual(inputs["pixel_values"].to(dtype), grid_thw=inputs["image_grid_thw"])
+        rows = o[1] if isinstance(o, tuple) else o.pooler_output
+        n = inputs["pixel_values"].shape[0]
+        if rows.shape[0] != n // 4:
+            raise SystemExit(f"sweep: the GLM-OCR tower gave {rows.shape[0]} rows for {n} patches")
+        return rows
+
+
 # ---------------------------------------------------------------- the sweep
 
 
@@ -354,6 +397,8 @@ def run_config(d, pub, debug, only_cases):
         fam = DotsOCR(d, cfg, pub)
     elif c["family"] == "lighton_ocr":
         fam = LightOnOCR(d, cfg)
+    elif c["family"] == "glm_ocr":
+        fam = GlmOcr(d, cfg)
     else:
         fam = Qwen2VL(d, cfg, TRANSFORMERS_CLASS[c["family"]])
     max_new = c["max_new_tokens"]
