@@ -14,8 +14,13 @@ import (
 )
 
 // imageRules are names of the graph language's image rules, which share a family's name by
-// descent (the Qwen2-VL processor), not families.
+// descent (the Qwen2-VL processor), not families; the checker and the image processor name them.
 var imageRules = map[string]bool{"qwen2_vl": true}
+
+// namesImageRules reports whether the Go file at rel (from the repository root) may name image rules.
+func namesImageRules(rel string) bool {
+	return strings.HasPrefix(rel, filepath.Join("compiler", "check")) || strings.HasPrefix(rel, filepath.Join("runtime", "image"))
+}
 
 // TestNoHandWrittenFamilyNames: a family is its .graph file, so no hand-written Go outside tests
 // names one in a string (the generated gen/ packages and test helpers may).
@@ -49,7 +54,7 @@ func TestNoHandWrittenFamilyNames(t *testing.T) {
 				return true
 			}
 			s, err := strconv.Unquote(lit.Value)
-			if err == nil && names[s] && !(imageRules[s] && strings.HasPrefix(rel, filepath.Join("compiler", "check"))) {
+			if err == nil && names[s] && !(imageRules[s] && namesImageRules(rel)) {
 				t.Errorf("%s names family %q: a family should be named only by its .graph file", rel, s)
 			}
 			return true

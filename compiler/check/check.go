@@ -783,7 +783,7 @@ func (c *checker) weightDecl(wd *syntax.WeightDecl) {
 // knownRules are the runtime rules a family may name, with their arguments; a trailing ? marks
 // an optional one.
 var knownRules = map[string]map[string][]string{
-	"image":     {"qwen2_vl": {"patch", "temporal", "merge", "image_token?", "window?"}, "pixtral": {"patch", "merge", "image_token?"}},
+	"image":     {"qwen2_vl": {"patch", "temporal", "merge", "image_token?", "window?"}, "pixtral": {"patch", "merge", "image_token?"}, "glm4v": {"patch", "temporal", "merge", "image_token?"}},
 	"positions": {"mrope": {"image_token", "merge", "vision_start?"}, "sequence": {}},
 }
 

@@ -47,10 +47,11 @@ func (f *Frontend) Fits(info model.Info) error {
 	if info.PixelCols == 0 {
 		return nil
 	}
+	if rule := f.Image.Rule; string(rule) != info.Image {
+		return fmt.Errorf("preprocessor_config.json names %s (image rule %s), but the family's image rule is %q; the checkpoint's preprocessor_config.json does not belong to its config.json", rule.Processor(), rule, info.Image)
+	}
 	// Pixtral's processor cuts patches in raster order and leaves the merge to the model
-	if pix := info.Image == "pixtral"; pix != f.Image.Pixtral() {
-		return fmt.Errorf("preprocessor_config.json names %s, but the family's image rule is %s; the checkpoint's preprocessor_config.json does not belong to its config.json", processorRule(f.Image), info.Image)
-	} else if pix {
+	if f.Image.Rule == image.RulePixtral {
 		if got := f.Image.PatchDim(); got != info.PixelCols {
 			return fmt.Errorf("preprocessor_config.json cuts patches of %d values (patch_size %d), but the vision tower reads %d values a patch; the checkpoint's preprocessor_config.json does not belong to its config.json", got, f.Image.PatchSize, info.PixelCols)
 		}
@@ -61,14 +62,6 @@ func (f *Frontend) Fits(info model.Info) error {
 			got, f.Image.PatchSize, f.Image.TemporalPatchSize, f.Image.MergeSize, f.Image.MergeSize, info.PixelCols, info.Merge, info.Merge)
 	}
 	return nil
-}
-
-// processorRule names the image processor rule c follows.
-func processorRule(c image.Config) string {
-	if c.Pixtral() {
-		return "Pixtral's image processor"
-	}
-	return "Qwen2-VL's image processor"
 }
 
 // Images decodes and preprocesses encoded images; errors name the image by its 1-based index.

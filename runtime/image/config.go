@@ -1,5 +1,5 @@
 // Package image turns request images into the pixel_values and image_grid_thw that a vision
-// tower reads, bit for bit as transformers' Qwen2-VL or Pixtral image processor does.
+// tower reads, bit for bit as transformers' Qwen2-VL, GLM-4V or Pixtral image processor does.
 package image
 
 import (
@@ -12,8 +12,31 @@ import (
 	"strings"
 )
 
+// Rule is an image processor's output-size rule, named as the graph language's image rules are.
+type Rule string
+
+const (
+	RuleQwen2VL Rule = "qwen2_vl" // Qwen2-VL's smart resize (SmartResize), patches in merge-window order
+	RulePixtral Rule = "pixtral"  // Pixtral's longest edge (PixtralSize), patches in raster order
+	RuleGLM4V   Rule = "glm4v"    // GLM-4V's smart resize (GLM4VSize), patches as Qwen2-VL's
+)
+
+// Processor names the transformers image processor that follows r.
+func (r Rule) Processor() string {
+	switch r {
+	case RuleQwen2VL:
+		return "Qwen2-VL's image processor"
+	case RulePixtral:
+		return "Pixtral's image processor"
+	case RuleGLM4V:
+		return "GLM-4V's image processor"
+	}
+	return "an unknown image processor"
+}
+
 // Config holds the image processor settings of one checkpoint (its preprocessor_config.json).
 type Config struct {
+	Rule              Rule // the output-size rule, from image_processor_type
 	PatchSize         int
 	TemporalPatchSize int
 	MergeSize         int
@@ -25,17 +48,13 @@ type Config struct {
 	RescaleFactor     float64
 	ImageMean         [3]float64
 	ImageStd          [3]float64
-	// LongestEdge > 0 selects Pixtral's rule: the longest edge scaled down to at most LongestEdge
-	// (floor), each side then rounded up to the patch, patches in raster order (MergeSize and
-	// TemporalPatchSize 1; the model merges). 0 selects Qwen2-VL's smart resize.
+	// LongestEdge is Pixtral's bound on the longest side (RulePixtral only; MergeSize and
+	// TemporalPatchSize are 1 there, the model merges).
 	LongestEdge int
 }
 
 // Factor is the side length every resized dimension is a multiple of.
 func (c Config) Factor() int { return c.PatchSize * c.MergeSize }
-
-// Pixtral reports whether c follows Pixtral's resize rule (LongestEdge).
-func (c Config) Pixtral() bool { return c.LongestEdge > 0 }
 
 // PatchDim is the length of one row of pixel_values: 3 channels x temporal x patch x patch.
 func (c Config) PatchDim() int { return 3 * c.TemporalPatchSize * c.PatchSize * c.PatchSize }
@@ -54,6 +73,7 @@ func (c Config) WithPixels(minPixels, maxPixels int) Config {
 // DefaultConfig is what transformers' Qwen2VLImageProcessor uses when preprocessor_config.json is silent.
 func DefaultConfig() Config {
 	return Config{
+		Rule:              RuleQwen2VL,
 		PatchSize:         14,
 		TemporalPatchSize: 2,
 		MergeSize:         2,
@@ -112,7 +132,12 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	pixtral := strings.HasPrefix(j.ProcessorType, "Pixtral")
+	c.Rule = ruleOf(j.ProcessorType)
+	if c.Rule == RuleGLM4V {
+		// transformers' Glm4vImageProcessor size: shortest_edge 112*112, longest_edge 28*28*15000 pixels
+		c.MinPixels, c.MaxPixels = 112*112, 28*28*15000
+	}
+	pixtral := c.Rule == RulePixtral
 	if pixtral {
 		// transformers' PixtralImageProcessor defaults: longest edge 1024, patch 16
 		c.PatchSize, c.MergeSize, c.TemporalPatchSize, c.LongestEdge = 16, 1, 1, 1024
@@ -178,6 +203,18 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	return c, c.validate(name)
 }
 
+// ruleOf picks the rule of an image_processor_type: Pixtral's, GLM-4V's (GLM-4.1V, GLM-4.6V,
+// GLM-OCR), else Qwen2-VL's.
+func ruleOf(processorType string) Rule {
+	switch {
+	case strings.HasPrefix(processorType, "Pixtral"):
+		return RulePixtral
+	case strings.HasPrefix(processorType, "Glm4v"), strings.HasPrefix(processorType, "Glm46V"), strings.HasPrefix(processorType, "GlmOcr"):
+		return RuleGLM4V
+	}
+	return RuleQwen2VL
+}
+
 // parsePatchSize reads patch_size as an integer or as {"height": p, "width": p}.
 func parsePatchSize(name string, raw json.RawMessage) (*int, error) {
 	if len(raw) == 0 || string(raw) == "null" {
@@ -199,9 +236,13 @@ func parsePatchSize(name string, raw json.RawMessage) (*int, error) {
 
 func (c Config) validate(name string) error {
 	switch {
+	case c.Rule != RuleQwen2VL && c.Rule != RulePixtral && c.Rule != RuleGLM4V:
+		return fmt.Errorf("%s: image rule %q is none of %s, %s, %s", name, string(c.Rule), RuleQwen2VL, RulePixtral, RuleGLM4V)
 	case c.PatchSize <= 0 || c.MergeSize <= 0 || c.TemporalPatchSize <= 0:
 		return fmt.Errorf("%s: patch_size, merge_size and temporal_patch_size must be positive", name)
-	case !c.Pixtral() && (c.MinPixels <= 0 || c.MaxPixels < c.MinPixels):
+	case c.Rule == RulePixtral && c.LongestEdge <= 0:
+		return fmt.Errorf("%s: longest edge %d; Pixtral's rule needs a positive longest edge", name, c.LongestEdge)
+	case c.Rule != RulePixtral && (c.MinPixels <= 0 || c.MaxPixels < c.MinPixels):
 		return fmt.Errorf("%s: min_pixels %d and max_pixels %d must satisfy 0 < min <= max", name, c.MinPixels, c.MaxPixels)
 	case c.DoNormalize && (c.ImageStd[0] == 0 || c.ImageStd[1] == 0 || c.ImageStd[2] == 0):
 		return fmt.Errorf("%s: image_std has a zero; every channel needs a non-zero std", name)

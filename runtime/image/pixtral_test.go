@@ -40,7 +40,7 @@ func TestPixtralConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Pixtral() || c.LongestEdge != 112 || c.PatchSize != 14 || c.MergeSize != 1 || c.TemporalPatchSize != 1 || c.PatchDim() != 588 {
+	if c.Rule != RulePixtral || c.LongestEdge != 112 || c.PatchSize != 14 || c.MergeSize != 1 || c.TemporalPatchSize != 1 || c.PatchDim() != 588 {
 		t.Errorf("parsed %+v; want Pixtral, longest edge 112, patch 14, merge 1, temporal 1, 588 values a patch", c)
 	}
 	d, err := ParseConfig("d.json", []byte(`{"image_processor_type": "PixtralImageProcessor"}`))
@@ -51,7 +51,7 @@ func TestPixtralConfig(t *testing.T) {
 		t.Error("took a non-square patch")
 	}
 	q, err := ParseConfig("q.json", []byte(`{"patch_size": 14, "merge_size": 2}`))
-	if err != nil || q.Pixtral() {
+	if err != nil || q.Rule != RuleQwen2VL {
 		t.Errorf("a Qwen2-VL config reads as %+v, %v", q, err)
 	}
 }

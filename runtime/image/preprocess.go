@@ -31,8 +31,9 @@ func (p *Patches) Sha256() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Preprocess resizes, rescales, normalises and patchifies img as transformers' Qwen2-VL image
-// processor, or as its Pixtral image processor when cfg.Pixtral() (patches in raster order).
+// Preprocess resizes, rescales, normalises and patchifies img as transformers' image processor of
+// cfg.Rule does: Qwen2-VL's and GLM-4V's differ only in the output size; Pixtral's cuts patches in
+// raster order (MergeSize 1).
 func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 	if err := cfg.validate("image config"); err != nil {
 		return nil, err
@@ -40,9 +41,12 @@ func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 	h, w := img.Height, img.Width
 	if cfg.DoResize {
 		var err error
-		if cfg.Pixtral() {
+		switch cfg.Rule {
+		case RulePixtral:
 			h, w, err = PixtralSize(img.Height, img.Width, cfg.LongestEdge, cfg.PatchSize)
-		} else {
+		case RuleGLM4V:
+			h, w, err = GLM4VSize(img.Height, img.Width, cfg.Factor(), cfg.TemporalPatchSize, cfg.MinPixels, cfg.MaxPixels)
+		default: // RuleQwen2VL; validate refuses any other
 			h, w, err = SmartResize(img.Height, img.Width, cfg.Factor(), cfg.MinPixels, cfg.MaxPixels)
 		}
 		if err != nil {

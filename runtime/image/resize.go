@@ -35,6 +35,41 @@ func SmartResize(height, width, factor, minPixels, maxPixels int) (int, int, err
 	return hBar, wBar, nil
 }
 
+// GLM4VSize picks the output size as transformers' GLM-4V image processor does (its smart_resize,
+// called with num_frames = temporal_factor = temporal): an image with a side under factor is first
+// scaled up, by a float scale and truncated, until both sides reach it; then as SmartResize, but the
+// area bounds count temporal frames, so an image gets at most maxPixels/temporal pixels.
+func GLM4VSize(height, width, factor, temporal, minPixels, maxPixels int) (int, int, error) {
+	if height <= 0 || width <= 0 {
+		return 0, 0, fmt.Errorf("image size %dx%d has no pixels", width, height)
+	}
+	if factor <= 0 || temporal <= 0 {
+		return 0, 0, fmt.Errorf("factor %d and temporal patch size %d must be positive", factor, temporal)
+	}
+	f := float64(factor)
+	if height < factor || width < factor {
+		scale := max(f/float64(height), f/float64(width))
+		height = int(float64(height) * scale)
+		width = int(float64(width) * scale)
+	}
+	if float64(max(height, width))/float64(min(height, width)) > 200 {
+		return 0, 0, fmt.Errorf("image is %dx%d once scaled up to the factor %d, an aspect ratio over 200; crop or pad it", width, height, factor)
+	}
+	hBar := int(math.RoundToEven(float64(height)/f)) * factor
+	wBar := int(math.RoundToEven(float64(width)/f)) * factor
+	// t_bar is round(num_frames / temporal_factor) * temporal_factor, which is temporal
+	if temporal*hBar*wBar > maxPixels {
+		beta := math.Sqrt(float64(temporal*height*width) / float64(maxPixels))
+		hBar = max(factor, int(math.Floor(float64(height)/beta/f))*factor)
+		wBar = max(factor, int(math.Floor(float64(width)/beta/f))*factor)
+	} else if temporal*hBar*wBar < minPixels {
+		beta := math.Sqrt(float64(minPixels) / float64(temporal*height*width))
+		hBar = int(math.Ceil(float64(height)*beta/f)) * factor
+		wBar = int(math.Ceil(float64(width)*beta/f)) * factor
+	}
+	return hBar, wBar, nil
+}
+
 // PixtralSize picks the output size as transformers' Pixtral image processor does: if a side
 // exceeds longest, both sides scale by the larger of height/longest and width/longest, floored;
 // then each side rounds up to a multiple of patch.

@@ -402,7 +402,7 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		if r != nil && r.Arg("merge") != nil {
 			merge = f.ref(r.Arg("merge"))
 		}
-		// the patches' order: merge windows together (qwen2_vl), or raster order (pixtral)
+		// the patches' order: merge windows together (qwen2_vl, glm4v), or raster order (pixtral)
 		order := merge
 		if r != nil && r.Name == "pixtral" {
 			order = "1"
