@@ -201,6 +201,9 @@ func fuseConsumers(g *Graph, steps *[]*Step) bool {
 		if op.Args[0].Value.Storage() != p.Ops[0].Out.Storage() {
 			continue
 		}
+		if colView(op.Args[0].Value) && op.Kind != "rope" && op.Kind != "glu" { // an epilogue spans the chain's columns
+			continue
+		}
 		p.Ops = append(p.Ops, op)
 		*steps = slices.Delete(*steps, i, i+1)
 		return true

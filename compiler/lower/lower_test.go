@@ -237,6 +237,14 @@ func TestUnmergeRowView(t *testing.T) {
 	if x.Kind != lower.View || x.Base.Def == nil || x.Base.Def.Kind != "copy" || x.Base.Def.Arg("X").ColLo == nil {
 		t.Errorf("rmsnorm reads %s, not a row view of a copy of the column slice", x.Name)
 	}
+	// the copy spans a third of the linear's columns, so it is no epilogue of the linear's launch
+	p.Graphs[0].Walk(func(l *lower.Launch, _ []*lower.Loop) {
+		for i, op := range l.Ops {
+			if op.Kind == "copy" && i > 0 {
+				t.Errorf("the column slice's copy runs as an epilogue of %s", l.Ops[0].Kind)
+			}
+		}
+	})
 }
 
 const unfoldSrc = `family t {
