@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	var url, dir, outDir, apiKey, backend, precision, pages string
+	var url, dir, outDir, apiKey, backend, precision, pages, task, prompt string
 	var o server.Options
 	c := &cobra.Command{
 		Use:   "ocr FILE... (--url URL | --model DIR)",
@@ -41,6 +41,10 @@ DIR/NAME.md a file.`,
 			want, err := parsePages(pages)
 			if err != nil {
 				return err
+			}
+			ask := server.OCRRequest{Pages: want, Task: task}
+			if cmd.Flags().Changed("prompt") {
+				ask.Prompt = &prompt
 			}
 			for _, f := range args { // a missing file is named before a checkpoint loads
 				if _, err := os.Stat(f); err != nil {
@@ -77,7 +81,7 @@ DIR/NAME.md a file.`,
 				if bar != nil {
 					bar.Describe(filepath.Base(file))
 				}
-				md, err := readFile(post, file, want)
+				md, err := readFile(post, file, ask)
 				if err != nil {
 					return err
 				}
@@ -102,6 +106,8 @@ DIR/NAME.md a file.`,
 	fl.StringVar(&dir, "model", "", "a checkpoint folder to load here instead")
 	fl.StringVar(&outDir, "out", "", "write FILE's markdown to DIR/NAME.md instead of stdout")
 	fl.StringVar(&pages, "pages", "", "0-based pages to read, e.g. 0,2 (default: every page)")
+	fl.StringVar(&task, "task", "", "one of the family's prompts by name, e.g. table for GLM-OCR (default: its first)")
+	fl.StringVar(&prompt, "prompt", "", "the text each page is sent with, instead of the family's")
 	fl.StringVar(&backend, "backend", "cpu", "with --model: device backend, cpu, cuda or hip")
 	addPrecision(fl, &precision)
 	fl.IntVar(&o.Parallel, "parallel", 4, "with --model: pages decoding at once")
@@ -179,9 +185,11 @@ func inProcess(srv http.Handler) func([]byte) (int, []byte, error) {
 	}
 }
 
-// ocrRequest is the /v1/ocr body for a file: a PDF as a document_url, an image as an image_url.
-func ocrRequest(file string, data []byte, pages []int) ([]byte, error) {
-	req := server.OCRRequest{Pages: pages, Document: &server.OCRDocument{DocumentName: filepath.Base(file)}}
+// ocrRequest is the /v1/ocr body for a file, ask with its document: a PDF as a document_url, an
+// image as an image_url.
+func ocrRequest(file string, data []byte, ask server.OCRRequest) ([]byte, error) {
+	req := ask
+	req.Document = &server.OCRDocument{DocumentName: filepath.Base(file)}
 	enc := func(mime string) json.RawMessage {
 		b, _ := json.Marshal("data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data))
 		return b
@@ -200,12 +208,12 @@ func ocrRequest(file string, data []byte, pages []int) ([]byte, error) {
 }
 
 // readFile reads one file to markdown, its pages each after a line naming it.
-func readFile(post func([]byte) (int, []byte, error), file string, pages []int) (string, error) {
+func readFile(post func([]byte) (int, []byte, error), file string, ask server.OCRRequest) (string, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return "", err
 	}
-	body, err := ocrRequest(file, data, pages)
+	body, err := ocrRequest(file, data, ask)
 	if err != nil {
 		return "", err
 	}

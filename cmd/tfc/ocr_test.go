@@ -74,6 +74,18 @@ func TestOCRCommand(t *testing.T) {
 	if msg, err := runTFC(t, "ocr", doc, "--url", hs.URL, "--model", "", "--out", "", "--pages", "2"); err == nil || !strings.Contains(err.Error(), "pages[0] is 2; the document has 2 page(s)") {
 		t.Errorf("--pages 2: %v\n%s", err, msg)
 	}
+	if msg, err := runTFC(t, "ocr", doc, "--url", hs.URL, "--model", "", "--out", "", "--pages", "1", "--task", "table"); err == nil || !strings.Contains(err.Error(), `task "table": this model's family names no OCR tasks`) {
+		t.Errorf("--task table: %v\n%s", err, msg)
+	}
+	ocrCmd, _, _ := root.Find([]string{"ocr"})
+	t.Cleanup(func() { ocrCmd.Flags().Lookup("prompt").Changed = false })
+	got, err := runTFC(t, "ocr", doc, "--url", hs.URL, "--model", "", "--out", "", "--pages", "1", "--task", "", "--prompt", "Describe the page.")
+	if err != nil {
+		t.Fatalf("--prompt: %v\n%s", err, got)
+	}
+	if want := fmt.Sprintf("<!-- two.pdf page 2 -->\n%s\n\n", chatReply(t, hs.URL, renderPage(t, data, 1, fam.OCR.DPI), "Describe the page.")); got != want {
+		t.Errorf("--prompt printed %q; the chat with that prompt reads %q", got, want)
+	}
 }
 
 // renderPage is page i rendered as /v1/ocr renders it, as a PNG.

@@ -188,17 +188,29 @@ func (c *checker) family(f *syntax.Family) {
 			}
 			vals = append(vals, s)
 		}
+		if e.Label != "" && e.Key != "ocr_prompt" {
+			c.errorf(e.Pos, "%s takes no label; only ocr_prompt names its prompts (`ocr_prompt table: \"…\"`)", e.Key)
+			continue
+		}
 		switch e.Key {
 		case "model_type":
 			c.mod.ModelTypes = append(c.mod.ModelTypes, vals...)
 		case "architecture":
 			c.mod.Architectures = append(c.mod.Architectures, vals...)
 		case "ocr_prompt":
-			if promptAt != nil {
-				c.errorf(e.Pos, "second ocr_prompt; the first is at line %d (a long prompt is several strings on one entry, joined)", promptAt.Pos.Line)
-				continue
+			prompt := strings.Join(vals, "") // "": the page is sent alone
+			if e.Label != "" {
+				if ocrTask(ocr.Tasks, e.Label) != nil {
+					c.errorf(e.Pos, "second ocr_prompt labelled %s; a label names one prompt", e.Label)
+					continue
+				}
+				ocr.Tasks = append(ocr.Tasks, ir.OCRTask{Name: e.Label, Prompt: prompt})
 			}
-			promptAt, ocr.Prompt = e, strings.Join(vals, "") // "": the page is sent alone
+			if promptAt == nil {
+				promptAt, ocr.Prompt = e, prompt
+			} else if e.Label == "" {
+				c.errorf(e.Pos, "second ocr_prompt without a label; the first is at line %d (a long prompt is several strings on one entry, joined; another prompt a request picks by name is `ocr_prompt NAME: \"…\"`)", promptAt.Pos.Line)
+			}
 		case "ocr_dpi":
 			if dpiAt != nil {
 				c.errorf(e.Pos, "second ocr_dpi; the first is at line %d", dpiAt.Pos.Line)
@@ -227,6 +239,16 @@ func (c *checker) family(f *syntax.Family) {
 	if len(c.mod.ModelTypes) == 0 && len(c.mod.Architectures) == 0 {
 		c.errorf(f.Pos, "family %s names no model_type and no architecture; add `model_type \"…\"`", f.Name)
 	}
+}
+
+// ocrTask finds a labelled prompt by name.
+func ocrTask(tasks []ir.OCRTask, name string) *ir.OCRTask {
+	for i := range tasks {
+		if tasks[i].Name == name {
+			return &tasks[i]
+		}
+	}
+	return nil
 }
 
 // The DPI range ocr_dpi accepts: a page below 36 DPI is not legible, above 1200 a letter page

@@ -43,9 +43,16 @@ type Module struct {
 // OCR is how the family reads a document page: the prompt a page is sent with and the DPI a PDF
 // page is rendered at (the family file's ocr_prompt and ocr_dpi).
 type OCR struct {
-	Prompt string
+	Prompt string    // the first ocr_prompt: a page's prompt when the request names no task
+	Tasks  []OCRTask // the labelled ocr_prompts (`ocr_prompt table: "…"`), in file order
 	DPI    int
 	Pos    Pos
+}
+
+// OCRTask is a named prompt a page request may pick (tfc's task field of /v1/ocr).
+type OCRTask struct {
+	Name   string
+	Prompt string
 }
 
 // ConfigByName finds a config value.

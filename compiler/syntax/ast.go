@@ -41,12 +41,13 @@ type Family struct {
 	Entries []*FamilyEntry `parser:"@@* \"}\""`
 }
 
-// FamilyEntry is one `key "value", "value"` (or `key 200`) line of a family block; values are
-// kept as written, strings quoted.
+// FamilyEntry is one `key "value", "value"` (or `key 200`, or `key label: "value"`) line of a
+// family block; values are kept as written, strings quoted.
 type FamilyEntry struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
 	Key    string   `parser:"@Ident"`
+	Label  string   `parser:"(@Ident \":\")?"`
 	Values []string `parser:"@(String | Int) (\",\" @(String | Int))*"`
 }
 

@@ -155,7 +155,11 @@ func (p *printer) decl(d *Decl) {
 // familyEntry prints a family line; values that would pass the line width go one a line,
 // aligned under the first.
 func (p *printer) familyEntry(e *FamilyEntry, depth int) {
-	one := strings.Join(e.Values, ", ")
+	label := ""
+	if e.Label != "" {
+		label = e.Label + ": "
+	}
+	one := label + strings.Join(e.Values, ", ")
 	if len(e.Values) == 1 || 2*depth+len(e.Key)+1+len(one) <= maxWidth {
 		p.w(e.Key, "\t", one)
 		return
@@ -164,10 +168,10 @@ func (p *printer) familyEntry(e *FamilyEntry, depth int) {
 		if i > 0 {
 			p.w(",\n")
 			p.indent(depth)
-		} else {
-			p.w(e.Key)
+			p.w("\t", v)
+			continue
 		}
-		p.w("\t", v)
+		p.w(e.Key, "\t", label, v)
 	}
 }
 

@@ -33,8 +33,25 @@ type Family struct {
 
 // OCR is how a family reads a document page, from its graph's ocr_prompt and ocr_dpi.
 type OCR struct {
-	Prompt string // the user text sent after a page's image
-	DPI    int    // the resolution a PDF page is rendered at
+	Prompt string    // the user text sent after a page's image
+	Tasks  []OCRTask // the graph's labelled prompts, which a request picks by name
+	DPI    int       // the resolution a PDF page is rendered at
+}
+
+// OCRTask is one labelled ocr_prompt of a family's graph.
+type OCRTask struct {
+	Name   string
+	Prompt string
+}
+
+// Task gives the prompt a task name picks; false when the family has no such task.
+func (o *OCR) Task(name string) (string, bool) {
+	for _, t := range o.Tasks {
+		if t.Name == name {
+			return t.Prompt, true
+		}
+	}
+	return "", false
 }
 
 // Config is the read access the generated glue needs to a checkpoint's config.json.

@@ -28,6 +28,10 @@ type OCRRequest struct {
 	Document           *OCRDocument `json:"document"`
 	Pages              []int        `json:"pages,omitempty"`                // 0-based page indices; every page when absent
 	IncludeImageBase64 bool         `json:"include_image_base64,omitempty"` // adds each page's image_base64 (pictures are not cut out)
+	// Task (tfc) picks one of the family's labelled prompts (GLM-OCR: text, table, formula);
+	// Prompt (tfc) is the text sent with each page instead. Neither: the family's first prompt.
+	Task   string  `json:"task,omitempty"`
+	Prompt *string `json:"prompt,omitempty"`
 	// Mistral's fields this server does not compute: refused by name when set
 	ImageLimit               *int            `json:"image_limit,omitempty"`
 	ImageMinSize             *int            `json:"image_min_size,omitempty"`
@@ -129,6 +133,10 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 	if e := ocrUnsupported(req); e != nil {
 		return nil, e
 	}
+	prompt, e := s.ocrPrompt(req)
+	if e != nil {
+		return nil, e
+	}
 	data, e := s.document(req.Document)
 	if e != nil {
 		return nil, e
@@ -143,8 +151,8 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 		return nil, e
 	}
 	content := []map[string]any{{"type": "image"}}
-	if s.cfg.OCR.Prompt != "" { // an empty prompt sends the page alone, as some model cards ask
-		content = append(content, map[string]any{"type": "text", "text": s.cfg.OCR.Prompt})
+	if prompt != "" { // an empty prompt sends the page alone, as some model cards ask
+		content = append(content, map[string]any{"type": "text", "text": prompt})
 	}
 	conv, err := json.Marshal([]map[string]any{{"role": "user", "content": content}})
 	if err != nil {
@@ -189,6 +197,29 @@ func (s *Server) readDocument(ctx context.Context, ld *loaded, req *OCRRequest) 
 		return nil, &apiError{status: statusClientClosed, typ: "client_closed", msg: "the client closed the connection before the reply"}
 	}
 	return &OCRResponse{Pages: out, Model: s.cfg.Name, UsageInfo: OCRUsageInfo{PagesProcessed: len(out), DocSizeBytes: len(data), DocPages: count}}, nil
+}
+
+// ocrPrompt is the text a request's pages are sent with: its prompt, its task's, or the family's.
+func (s *Server) ocrPrompt(req *OCRRequest) (string, *apiError) {
+	switch {
+	case req.Prompt != nil && req.Task != "":
+		return "", badRequest("prompt", "prompt and task both set; send one: task picks one of the family's prompts, prompt replaces it")
+	case req.Prompt != nil:
+		return *req.Prompt, nil
+	case req.Task == "":
+		return s.cfg.OCR.Prompt, nil
+	}
+	if p, ok := s.cfg.OCR.Task(req.Task); ok {
+		return p, nil
+	}
+	if len(s.cfg.OCR.Tasks) == 0 {
+		return "", badRequest("task", "task %q: this model's family names no OCR tasks; leave task out, or send the text with prompt", req.Task)
+	}
+	names := make([]string, len(s.cfg.OCR.Tasks))
+	for i, t := range s.cfg.OCR.Tasks {
+		names[i] = t.Name
+	}
+	return "", badRequest("task", "unknown task %q; this model's family reads pages with: %s", req.Task, strings.Join(names, ", "))
 }
 
 // ocrUnsupported refuses Mistral's fields this server does not compute, when set.

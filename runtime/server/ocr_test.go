@@ -19,7 +19,8 @@ import (
 	"tfc/runtime/pdf/pdftest"
 )
 
-var testOCR = &model.OCR{Prompt: "Read all the text in this image.", DPI: 200}
+var testOCR = &model.OCR{Prompt: "Read all the text in this image.", DPI: 200, Tasks: []model.OCRTask{
+	{Name: "text", Prompt: "Read all the text in this image."}, {Name: "table", Prompt: "Table Recognition:"}}}
 
 // ocrServer serves the fake with an OCR prompt, chats defaulting to what the context leaves, as
 // a page does.
@@ -56,10 +57,15 @@ func renderedPNG(t *testing.T, data []byte, i, dpi int) []byte {
 
 // chatText is the reply to a chat of one image and the OCR prompt.
 func (s *ts) chatText(t *testing.T, image []byte) string {
+	return s.chatPrompt(t, image, testOCR.Prompt)
+}
+
+// chatPrompt is the reply to a chat of one image and a prompt.
+func (s *ts) chatPrompt(t *testing.T, image []byte, prompt string) string {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{
 		map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(image)}},
-		map[string]any{"type": "text", "text": testOCR.Prompt}}}}})
+		map[string]any{"type": "text", "text": prompt}}}}})
 	st, _, m := s.post(t, "/v1/chat/completions", string(body))
 	if st != 200 {
 		t.Fatalf("chat: %d %v", st, m)
@@ -144,10 +150,42 @@ func TestOCRMatchesChat(t *testing.T) {
 	}
 }
 
+// TestOCRTasks checks that a request's task picks the family's labelled prompt and its prompt
+// replaces it: each page reads as the chat with that text.
+func TestOCRTasks(t *testing.T) {
+	s := ocrServer(t, nil)
+	img, err := os.ReadFile(filepath.Join(tinyDir, "oracle/images/a.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]any{"type": "image_url", "image_url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)}
+	seen := map[string]string{}
+	for _, c := range []struct{ extra, prompt string }{
+		{"", testOCR.Prompt},
+		{`"task":"text"`, testOCR.Prompt},
+		{`"task":"table"`, "Table Recognition:"},
+		{`"prompt":"Formula Recognition:"`, "Formula Recognition:"},
+	} {
+		st, _, m := s.post(t, "/v1/ocr", ocrBody(doc, c.extra))
+		if st != 200 {
+			t.Fatalf("%s: %d %v", c.extra, st, m)
+		}
+		got := m["pages"].([]any)[0].(map[string]any)["markdown"].(string)
+		if want := s.chatPrompt(t, img, c.prompt); got != want {
+			t.Errorf("%s reads %q; the chat with %q reads %q", c.extra, got, c.prompt, want)
+		}
+		seen[c.prompt] = got
+	}
+	if len(seen) != 3 || seen["Table Recognition:"] == seen[testOCR.Prompt] {
+		t.Errorf("the prompts read alike (%v); the fake's text follows the prompt", seen)
+	}
+}
+
 // TestOCRRefusals checks each document and request /v1/ocr refuses, before any page runs.
 func TestOCRRefusals(t *testing.T) {
 	s := ocrServer(t, nil)
 	none := ocrServer(t, func(c *Config) { c.OCR = nil })
+	untasked := ocrServer(t, func(c *Config) { c.OCR = &model.OCR{Prompt: "Read.", DPI: 200} })
 	two := pdftest.TwoPages()
 	many := make([]pdftest.Page, 2000)
 	for i := range many {
@@ -186,6 +224,10 @@ func TestOCRRefusals(t *testing.T) {
 		{"broken PNG", s, ocrBody(map[string]any{"type": "image_url", "image_url": "data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nbroken"))}, ""), "document", "page 0: the page's image"},
 		{"image_limit", s, ocrBody(docURL(two), `"image_limit":3`), "image_limit", "does not cut pictures out"},
 		{"annotations", s, ocrBody(docURL(two), `"document_annotation_format":{"type":"json_schema"}`), "document_annotation_format", "not supported"},
+		{"unknown task", s, ocrBody(docURL(two), `"task":"formula"`), "task", `unknown task "formula"; this model's family reads pages with: text, table`},
+		{"task and prompt", s, ocrBody(docURL(two), `"task":"table","prompt":"Read."`), "prompt", "prompt and task both set"},
+		{"no tasks", untasked, ocrBody(docURL(two), `"task":"table"`), "task", "names no OCR tasks"},
+		{"task not a string", s, ocrBody(docURL(two), `"task":3`), "task", ""},
 		{"no OCR prompt", none, ocrBody(docURL(two), ""), "", "names no OCR prompt"},
 	} {
 		st, _, m := c.srv.post(t, "/v1/ocr", c.body)

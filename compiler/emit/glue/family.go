@@ -84,7 +84,15 @@ func Registry(entries []Entry) ([]byte, error) {
 			field("Graph", Lit(p.Source)), field("Kernels", Lit(p.Package)), field("KernelsPage", Lit(p.SpecPageSize)),
 		}
 		if p.OCR != nil {
-			reg = append(reg, field("OCR", Op("&").Qual(modelPkg, "OCR").Values(field("Prompt", Lit(p.OCR.Prompt)), field("DPI", Lit(p.OCR.DPI)))))
+			ocr := []Code{field("Prompt", Lit(p.OCR.Prompt)), field("DPI", Lit(p.OCR.DPI))}
+			if len(p.OCR.Tasks) > 0 {
+				var tasks []Code
+				for _, t := range p.OCR.Tasks {
+					tasks = append(tasks, Values(field("Name", Lit(t.Name)), field("Prompt", Lit(t.Prompt))))
+				}
+				ocr = append(ocr, field("Tasks", Index().Qual(modelPkg, "OCRTask").Values(tasks...)))
+			}
+			reg = append(reg, field("OCR", Op("&").Qual(modelPkg, "OCR").Values(ocr...)))
 		}
 		var graphs []Code
 		for _, g := range p.Graphs {
