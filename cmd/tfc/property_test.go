@@ -171,8 +171,10 @@ func maxWhole(v any) int {
 	n := 0
 	switch x := v.(type) {
 	case map[string]any:
-		for _, y := range x {
-			n = max(n, maxWhole(y))
+		for k, y := range x {
+			if !strings.Contains(k, "theta") { // a rotary base is no width
+				n = max(n, maxWhole(y))
+			}
 		}
 	case []any:
 		for _, y := range x {
