@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfc/gen/registry"
 	"tfc/runtime/device"
 	"tfc/runtime/device/cpu"
 	"tfc/runtime/model"
@@ -88,6 +89,61 @@ func TestOCRCommand(t *testing.T) {
 	}
 }
 
+// TestEveryFamilyOCRPrompts serves each family's tiny checkpoint and reads a picture through
+// /v1/ocr with the family's default prompt and with each of its named tasks (GLM-OCR's text, table
+// and formula): each page reads as the chat request of that picture and that prompt.
+func TestEveryFamilyOCRPrompts(t *testing.T) {
+	for _, f := range registry.Families {
+		t.Run(f.Name, func(t *testing.T) {
+			fam, err := model.Pick(f.Name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fam.OCR == nil {
+				t.Skipf("%s names no OCR prompt", f.Name)
+			}
+			dir := filepath.Join("../..", f.Fixture)
+			img, err := os.ReadFile(filepath.Join(dir, "oracle/images/a.png"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, closeServer, err := server.Open(server.Options{Dir: dir, Parallel: 2, Context: 512, MaxTokens: 512,
+				Backend: func() (device.Backend, error) { return cpu.New(), nil }, Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeServer()
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			asks := []model.OCRTask{{Prompt: fam.OCR.Prompt}}
+			asks = append(asks, fam.OCR.Tasks...)
+			read := map[string]bool{}
+			for _, ask := range asks {
+				body, _ := json.Marshal(server.OCRRequest{Task: ask.Name, Document: &server.OCRDocument{Type: "image_url",
+					ImageURL: json.RawMessage(fmt.Sprintf("%q", "data:image/png;base64,"+base64.StdEncoding.EncodeToString(img)))}})
+				resp, err := http.Post(hs.URL+"/v1/ocr", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r server.OCRResponse
+				err = json.NewDecoder(resp.Body).Decode(&r)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || len(r.Pages) != 1 {
+					t.Fatalf("task %q: %d %v %+v", ask.Name, resp.StatusCode, err, r)
+				}
+				if want := chatReply(t, hs.URL, img, ask.Prompt); r.Pages[0].Markdown != want {
+					t.Errorf("task %q (%q) reads %q; the chat with that prompt reads %q", ask.Name, ask.Prompt, r.Pages[0].Markdown, want)
+				}
+				read[r.Pages[0].Markdown] = true
+			}
+			if len(fam.OCR.Tasks) > 1 && len(read) < 2 {
+				t.Errorf("the %d prompts all read the same; a task should change the prompt", len(asks))
+			}
+			t.Logf("%d prompts read as their chats, %d texts", len(asks), len(read))
+		})
+	}
+}
+
 // renderPage is page i rendered as /v1/ocr renders it, as a PNG.
 func renderPage(t *testing.T, data []byte, i, dpi int) []byte {
 	t.Helper()
@@ -101,9 +157,11 @@ func renderPage(t *testing.T, data []byte, i, dpi int) []byte {
 // chatReply is a server's reply to a chat of one image and a text.
 func chatReply(t *testing.T, url string, img []byte, text string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{
-		map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)}},
-		map[string]any{"type": "text", "text": text}}}}})
+	content := []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(img)}}}
+	if text != "" { // an empty OCR prompt sends the page alone
+		content = append(content, map[string]any{"type": "text", "text": text})
+	}
+	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": content}}})
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
