@@ -22,10 +22,13 @@
 #                                    each config's checkpoint, six at a time
 #   tools/gpu/receipts.sh bf16 OUT   kernel contracts of every family in BF16 precision, and every
 #                                    tiny checkpoint's BF16 ids on the GPU against the CPU's
+#   FAMILY=F tools/gpu/receipts.sh family OUT  one family's gates on the GPU: its kernel contracts
+#                                    in both precisions, its fixture and sweep gates, its BF16 ids
+#                                    against the CPU's, and serving its fixture over HTTP
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
-part=${1:?tiny, bf16, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
+part=${1:?tiny, bf16, family, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -96,6 +99,16 @@ tiny)
 	step 60 changed bash -c "cd compiler && ../bin/compilertest -test.v -test.run 'OnCUDA'"
 	step 60 serve-qwen2_vl bash tools/gpu/serve-receipt.sh "$backend" testdata/qwen2-vl-tiny image1
 	step 60 serve-dots_ocr bash tools/gpu/serve-receipt.sh "$backend" testdata/dots-ocr-tiny layout
+	;;
+family)
+	fam=${FAMILY:?FAMILY names the family, e.g. glm_ocr}
+	fixture=$(grep -o "\"testdata/[^\"]*\"" <(grep "Name: \"$fam\", Graph" gen/registry/registry.go) | tr -d '"')
+	mkdir -p "$out/receipts"
+	step 120 "contracts-$fam" bin/tfc contract --backend "$backend" --family "$fam" --receipt "$out/receipts"
+	step 120 "contracts-bf16-$fam" bin/tfc contract --backend "$backend" --precision bf16 --family "$fam" --receipt "$out/receipts"
+	step 200 "gates-$fam" bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run '^(TestFixtureGatesCUDA|TestSweepCUDA|TestGenerateBF16CUDA)\$/^$fam(-|\$)'"
+	case1=$(ls "$fixture/oracle" | grep -v manifest | grep '\.json$' | grep -v '^text' | head -1)
+	step 60 "serve-$fam" bash tools/gpu/serve-receipt.sh "$backend" "$fixture" "${case1%.json}"
 	;;
 bf16)
 	mkdir -p "$out/receipts"
