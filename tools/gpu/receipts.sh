@@ -22,6 +22,9 @@
 #                                    each config's checkpoint, six at a time
 #   tools/gpu/receipts.sh bf16 OUT   kernel contracts of every family in BF16 precision, and every
 #                                    tiny checkpoint's BF16 ids on the GPU against the CPU's
+#   tools/gpu/receipts.sh published OUT LightOnOCR-2-1B, GLM-OCR and Qwen2.5-VL-3B dimensions with
+#                                    random BF16 weights: tfc generate against transformers, 64 greedy
+#                                    ids each (tools/gpu/published.sh; FAMILIES limits it)
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
@@ -101,6 +104,9 @@ bf16)
 	mkdir -p "$out/receipts"
 	step 240 contracts-bf16 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
 	step 150 generate-bf16 bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestGenerateBF16CUDA'"
+	;;
+published)
+	step 570 published env PUBLISHED_BUDGET=540 bash tools/gpu/published.sh "$out/published"
 	;;
 qwen)
 	step 560 full-size env FULL_SIZE_BUDGET=540 FULL_SIZE_WORK=/tmp/tfc-full-qwen bash tools/gpu/full-size.sh "$out/full-size"
