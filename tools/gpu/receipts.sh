@@ -25,10 +25,13 @@
 #   FAMILY=F tools/gpu/receipts.sh family OUT  one family's gates on the GPU: its kernel contracts
 #                                    in both precisions, its fixture and sweep gates, its BF16 ids
 #                                    against the CPU's, and serving its fixture over HTTP
+#   tools/gpu/receipts.sh published OUT LightOnOCR-2-1B, GLM-OCR and Qwen2.5-VL-3B dimensions with
+#                                    random BF16 weights: tfc generate against transformers, 64 greedy
+#                                    ids each (tools/gpu/published.sh; FAMILIES limits it)
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
-part=${1:?tiny, bf16, family, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
+part=${1:?tiny, bf16, family, published, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -114,6 +117,9 @@ bf16)
 	mkdir -p "$out/receipts"
 	step 240 contracts-bf16 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
 	step 150 generate-bf16 bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestGenerateBF16CUDA'"
+	;;
+published)
+	step 570 published env PUBLISHED_BUDGET=540 bash tools/gpu/published.sh "$out/published"
 	;;
 qwen)
 	step 560 full-size env FULL_SIZE_BUDGET=540 FULL_SIZE_WORK=/tmp/tfc-full-qwen bash tools/gpu/full-size.sh "$out/full-size"

@@ -4,7 +4,10 @@ layout against transformers' padded construction (ported here to plain Python) a
 grids, the README the Qwen2.5-VL oracle writes, that qwen2_vl.py still offers every name the
 other oracle scripts take from it, LightOnOCR's resize rule, and GLM-OCR's transcriptions (glm4v's
 smart_resize, the M-RoPE positions, the tensor list) against hand-worked values, its chat template
-(rendered with jinja2 as transformers renders, when jinja2 is installed) and its README.
+(rendered with jinja2 as transformers renders, when jinja2 is installed) and its README, and
+published.py's configs (the published dims over each fixture's config.json, the graphs' requires,
+the page's image tokens, the OCR prompts the graphs state) and its comparison and receipt on
+synthetic outputs.
 Run: python3 tools/oracle/dry_test.py"""
 
 import math
@@ -280,9 +283,127 @@ def check_glm_readme():
     assert "2 heads of 16 (q width 32, not the hidden size)" in text
 
 
+def check_published_configs():
+    import json
+
+    import published
+
+    root = os.path.dirname(os.path.dirname(HERE))
+    want = {  # (text hidden, layers, heads, KV heads, vision width, vision depth, tied) as published
+        "lighton_ocr": (1024, 28, 16, 8, 1024, 24, True),
+        "glm_ocr": (1536, 16, 16, 8, 1024, 24, False),
+        "qwen2_5_vl": (2048, 36, 16, 2, 1280, 32, True),
+    }
+    assert sorted(published.FAMILIES) == sorted(want)
+    for fam, spec in published.FAMILIES.items():
+        graph = os.path.join(root, spec["graph"])
+        if os.path.exists(graph):  # the OCR prompt is the graph's first ocr_prompt
+            m = re.search(r'^\s*ocr_prompt\s+(?:\w+:\s*)?"([^"]*)"', open(graph).read(), re.M)
+            assert m and m.group(1) == spec["prompt"], (fam, m and m.group(1), spec["prompt"])
+        path = os.path.join(root, spec["fixture"], "config.json")
+        if not os.path.exists(path):
+            print(f"dry_test: check_published_configs: {spec['fixture']} absent here; {fam}'s config not checked")
+            continue
+        fixture = json.load(open(path))
+        cfg = published.published_config(fam, fixture)
+        t, v = cfg["text_config"], cfg["vision_config"]
+        vw = v["hidden_size"]
+        vd = v.get("depth", v.get("num_hidden_layers"))
+        got = (t["hidden_size"], t["num_hidden_layers"], t["num_attention_heads"], t["num_key_value_heads"], vw, vd,
+               cfg["tie_word_embeddings"])
+        assert got == want[fam], (fam, got)
+        assert published.graph_requires(fam, cfg) == [], (fam, published.graph_requires(fam, cfg))
+        # kept from the fixture: vocabulary, token ids, model type
+        assert t["vocab_size"] == fixture["text_config"]["vocab_size"] == 151936
+        for k in ("image_token_id", "video_token_id", "image_start_token_id", "vision_start_token_id", "model_type"):
+            assert cfg.get(k) == fixture.get(k), (fam, k)
+        if "layer_types" in t:
+            assert t["layer_types"] == ["full_attention"] * t["num_hidden_layers"]
+        assert fixture["text_config"]["hidden_size"] < 100  # the fixture itself is untouched
+        d = published.dims(fam, cfg)
+        assert d["text_config.hidden_size"] == want[fam][0] and d["tie_word_embeddings"] == want[fam][6]
+        # the page through the published size bounds: 800 image tokens in every family
+        pp = published.published_preprocessor(fam, json.load(open(os.path.join(root, spec["fixture"], "preprocessor_config.json"))))
+        grid, tokens = published.expected_image_tokens(fam, pp, published.PAGE[1], published.PAGE[2])
+        assert (grid, tokens) == ({"lighton_ocr": [65, 50]}.get(fam, [64, 50]), 800), (fam, grid, tokens)
+        # a broken requirement is caught
+        bad = published.merge(cfg, {"vision_config": {"hidden_size": 1000}})
+        if fam == "lighton_ocr":
+            bad["vision_config"]["head_dim"] = 64
+        assert published.graph_requires(fam, bad), fam
+    glm = published.published_config("glm_ocr", {"text_config": {}, "vision_config": {}})
+    assert glm["text_config"]["rope_parameters"]["mrope_section"] == [16, 24, 24]
+    assert glm["vision_config"]["out_hidden_size"] == glm["text_config"]["hidden_size"] == 1536
+    assert "num_nextn_predict_layers" not in glm["text_config"]  # no MTP layer
+    assert published.graph_requires("glm_ocr", published.merge(glm, {"text_config": {"rope_parameters": {"partial_rotary_factor": 0.5}}}))
+    assert published.qwen_smart_resize(900, 700) == (896, 700)
+    assert published.qwen_smart_resize(4000, 4000) == (3584, 3584)  # over max_pixels: scaled down
+    assert published.merge({"a": {"b": 1, "c": [1]}}, {"a": {"c": [2]}}) == {"a": {"b": 1, "c": [2]}}
+
+
+def check_published_report():
+    import json
+    import tempfile
+
+    import published
+
+    def step(top, margin, second=None):
+        ids = [10, second or 11, 12, 13, 14]
+        return {"ids": ids, "logits": [top, top - margin, top - 1, top - 2, top - 3], "margin": margin,
+                "bf16_spacing": published.full_size.bf16_spacing(top)}
+
+    n = published.NEW_TOKENS
+    out_ids = [10] * n
+    steps = [step(40.0, 3.0) for _ in range(n)]
+    steps[5] = step(40.0, 0.25)  # spacing at 40 is 0.25: a tie
+    steps[9] = step(40.0, 1.5)  # six spacings: not a tie
+    ref = {"prompt_ids": [1, 2, 3], "reference": {"output_ids": out_ids, "steps": steps, "min_margin": 0.25,
+                                                  "eos_handling": "generate with eos_token_id None"}}
+    assert published.full_size.bf16_spacing(40.0) == 0.25 and published.full_size.bf16_spacing(-3.0) == 2 ** -6
+    c, v = published.verdict(ref, {"prompt_ids": [1, 2, 3], "output_ids": list(out_ids)})
+    assert v == "equal" and c["equal_prefix"] == n, (v, c)
+    c, v = published.verdict(ref, {"prompt_ids": [1, 2, 3], "output_ids": out_ids[:5] + [11] + out_ids[6:]})
+    assert v == "differs at a tie" and c["first_difference"] == 5 and c["equal_prefix"] == 5, (v, c)
+    c, v = published.verdict(ref, {"prompt_ids": [1, 2, 3], "output_ids": out_ids[:9] + [11] + out_ids[10:]})
+    assert v == "DIFFERS" and c["first_difference"] == 9, (v, c)
+    c, v = published.verdict(ref, {"prompt_ids": [1, 2, 3], "output_ids": out_ids[:5] + [99] + out_ids[6:]})
+    assert v == "DIFFERS", v  # outside transformers' top 5
+    c, v = published.verdict(ref, {"prompt_ids": [1, 2, 4], "output_ids": list(out_ids)})
+    assert v == "DIFFERS" and "prompt" in c["why"], (v, c)
+    c, v = published.verdict(ref, {"prompt_ids": [1, 2, 3], "output_ids": out_ids[:40]})
+    assert v == "DIFFERS" and c["first_difference"] == 40, (v, c)
+    # the report end to end on files: summary, receipt section, a failed tfc run
+    with tempfile.TemporaryDirectory() as d:
+        full = dict(ref, family="glm_ocr", device="GPU", versions={"transformers": "5.17.0", "torch": "2.11.0"},
+                    attn_implementation="sdpa", dims={"text_config.hidden_size": 1536}, fixture="testdata/glm-ocr-tiny",
+                    preprocessor_overrides={"size": {}}, kept_from_fixture="tokenizer", seed=1,
+                    candidate={"index": 0}, checkpoint={"params": 10, "bytes_on_disk": 20, "shards": ["a"],
+                                                        "sha256": {"a": "0" * 64}, "sha256_of_shard_list": "1" * 64},
+                    user_text="Text Recognition:", prompt_tokens=3, image_tokens=1, image_grid_thw=[[1, 2, 2]],
+                    image={"width": 700, "height": 900}, steps_within_tie_rule=1)
+        json.dump(full, open(os.path.join(d, "glm_ocr-hf.json"), "w"))
+        json.dump({"prompt_ids": [1, 2, 3], "output_ids": out_ids[:5] + [11] + out_ids[6:], "finish_reason": "length"},
+                  open(os.path.join(d, "glm_ocr-tfc.json"), "w"))
+        open(os.path.join(d, "glm_ocr-tfc.rc"), "w").write("0\n")
+        args = type("A", (), {"family": "glm_ocr", "work": d, "out": d})
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            s = published.report(args)
+            args.family = "qwen2_5_vl"  # no reference, no tfc output
+            s2 = published.report(args)
+        assert s["verdict"] == "differs at a tie" and s2["verdict"] == "NO REFERENCE", (s["verdict"], s2["verdict"])
+        text = open(os.path.join(d, "receipt.md")).read()
+        assert text.startswith("# Published dimensions") and text.count("## ") == 2, text
+        assert "- verdict: **differs at a tie**" in text and "first difference at step 5" in text, text
+        assert json.load(open(os.path.join(d, "glm_ocr-summary.json")))["compare"]["equal_prefix"] == 5
+
+
 def main():
     for check in (check_windows, check_config, check_readme, check_reexports, check_lighton, check_glm_resize,
-                  check_glm_mrope, check_glm_template, check_glm_config, check_glm_readme):
+                  check_glm_mrope, check_glm_template, check_glm_config, check_glm_readme, check_published_configs,
+                  check_published_report):
         check()
         print("dry_test:", check.__name__, "ok")
 
