@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Full-size checks of LightOnOCR-2-1B, GLM-OCR and Qwen2.5-VL-3B on the GPU machine: for each family,
 # a random BF16 checkpoint of the published dimensions and transformers' 64 greedy ids on a synthetic
-# page with the family's OCR prompt (tools/oracle/published.py reference), `tfc generate` on the same
-# page and prompt in BF16 on CUDA, EOS ignored, and the comparison (published.py report: equal,
-# differs at a tie, or DIFFERS). Each checkpoint is deleted after use.
+# page with the family's OCR prompt (tools/oracle/published.py reference, in BF16 and in float32 on
+# the same weights), `tfc generate` on the same page and prompt in BF16 and in float32 on CUDA, EOS
+# ignored, and the comparisons (published.py report: equal, differs at a tie, or DIFFERS). Each checkpoint is deleted after use.
 #
 # usage, from the repository root with bin/tfc built (CGO_ENABLED=0) and `make testdata` done (or the
 # tokenizer brought as tools/gpu/receipts.sh brings it):
@@ -61,6 +61,11 @@ for fam in $families; do
 			>"$out/$fam-tfc.json" 2>"$out/$fam-tfc.err"
 		echo $? >"$out/$fam-tfc.rc"
 		log "$fam tfc generate: exit $(cat "$out/$fam-tfc.rc"); $(tail -c 300 "$out/$fam-tfc.err" | tr '\n' ' ')"
+		# the same in float32, against transformers' float32 run on the same BF16 weights
+		timeout "$(allow 90 $((15 + left * 150)))" bin/tfc generate --model "$fw/checkpoint" --image "$fw/page.png" \
+			--prompt "$(cat "$fw/prompt.txt")" --max-tokens 64 --ignore-eos --json --backend "$backend" --precision f32 \
+			>"$out/$fam-tfc-f32.json" 2>"$out/$fam-tfc-f32.err"
+		log "$fam tfc generate f32: exit $?"
 	else
 		echo "no reference" >"$out/$fam-tfc.err"
 		echo skipped >"$out/$fam-tfc.rc"

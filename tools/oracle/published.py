@@ -59,6 +59,7 @@ import oraclelib  # noqa: E402
 NEW_TOKENS = 64
 TOP_K = 5
 TIE_SPACINGS = 2  # a difference is at a tie when transformers' gap to tfc's token is within this many BF16 spacings
+F32_TIE = 1e-4  # in float32, a tie is a gap within this fraction of the top logit (plus F32_TIE itself)
 PAGE = ("page.png", 700, 900, 3)  # file, width, height, make_page seed: 800 image tokens in every family
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.json", "chat_template.jinja",
               "preprocessor_config.json", "processor_config.json", "generation_config.json")
@@ -447,26 +448,27 @@ def prepare(proc, family, page_path, text):
     return messages, rendered, inputs
 
 
-def model_inputs(family, inputs):
+def model_inputs(family, inputs, dtype=None):
     import torch
 
+    dtype = dtype or torch.bfloat16
     out = {}
     for k, v in inputs.items():
         if not torch.is_tensor(v):
             continue
         if family == "lighton_ocr" and k not in lighton_ocr.MODEL_KEYS:
             continue
-        out[k] = (v.to(torch.bfloat16) if k == "pixel_values" else v).to("cuda")
+        out[k] = (v.to(dtype) if k == "pixel_values" else v).to("cuda")
     return out
 
 
-def greedy(model, family, inputs, n):
+def greedy(model, family, inputs, n, dtype=None):
     """transformers' greedy generate of n tokens, EOS not stopping it: ids and each step's top-k."""
     import torch
     from transformers import GenerationConfig
 
     oraclelib.reset_rope_state(model)
-    mi = model_inputs(family, inputs)
+    mi = model_inputs(family, inputs, dtype)
     gc = GenerationConfig(do_sample=False, max_new_tokens=n, eos_token_id=None, pad_token_id=oraclelib.PAD_TOKEN_ID,
                           bos_token_id=oraclelib.BOS_TOKEN_ID)
     model.generation_config = copy.deepcopy(gc)
@@ -622,6 +624,12 @@ def reference(args):
             shutil.copyfile(os.path.join(fam["fixture"], name_), os.path.join(ckpt, name_))
     for s, hsh in saved["sha256"].items():
         log(f"sha256 {hsh}  {s}")
+    # the same BF16 weights in float32: the yardstick for how far BF16 arithmetic alone moves the ids
+    model.float()
+    run32 = greedy(model, args.family, inputs, NEW_TOKENS, torch.float32)
+    k32 = full_size.first_difference(run["output_ids"], run32["output_ids"])
+    log(f"float32 on the BF16 weights: {run32['output_ids'][:12]}...; BF16 and float32 first differ at "
+        f"{'no step' if k32 is None else f'step {k32}'}")
     ties = sum(1 for st in run["steps"] if st["margin"] <= TIE_SPACINGS * st["bf16_spacing"])
     ref = {
         "generator": "tools/oracle/published.py",
@@ -655,6 +663,8 @@ def reference(args):
         "expected_by_rules_here": {"grid": want_grid, "image_tokens": want_tokens},
         "new_tokens": NEW_TOKENS,
         "reference": run,
+        "reference_f32": run32,
+        "bf16_f32_first_difference": k32,
         "steps_within_tie_rule": ties,
         "tie_rule": f"top-2 margin <= {TIE_SPACINGS} BF16 spacings of the top logit",
     }
@@ -697,6 +707,27 @@ def verdict(ref, got):
     return c, v
 
 
+def verdict_f32(ref, got):
+    """tfc in float32 against transformers in float32 on the same BF16 weights."""
+    run = ref["reference_f32"]
+    c = full_size.compare(run, ref["prompt_ids"], {"prompt_ids": got.get("prompt_ids") or [],
+                                                   "output_ids": (got.get("output_ids") or [])[:NEW_TOKENS]})
+    k = c["first_difference"]
+    out = {"equal_prefix": len(run["output_ids"]) if k is None else k, "first_difference": k}
+    at = c.get("at_difference")
+    if k is None:
+        out["verdict"] = "equal"
+    elif at and at["reference_gap_to_tfc_token"] is not None:
+        top, gap = at["reference_top5_logits"][0], at["reference_gap_to_tfc_token"]
+        bound = F32_TIE * (1 + abs(top))
+        out["verdict"] = "differs at a tie" if gap <= bound else "DIFFERS"
+        out["why"] = f"tfc's token is {gap:.3g} below the top logit {top:.5g} (tie bound {bound:.3g})"
+    else:
+        out["verdict"] = "DIFFERS"
+        out["why"] = "tfc's token is outside transformers' top 5"
+    return out
+
+
 def report(args):
     fam = FAMILIES[args.family]
     ref, ref_err = full_size.load_json(os.path.join(args.out, f"{args.family}-hf.json"))
@@ -712,6 +743,9 @@ def report(args):
         cmp, v = verdict(ref, got)
         summary.update(verdict=v, compare=cmp, tfc_finish_reason=got.get("finish_reason"),
                        tfc_output_ids=got.get("output_ids"))
+    got32, _ = full_size.load_json(os.path.join(args.out, f"{args.family}-tfc-f32.json"))
+    if ref is not None and got32 is not None and ref.get("reference_f32"):
+        summary["f32"] = verdict_f32(ref, got32)
     if ref is not None:
         summary.update(checkpoint=ref["checkpoint"], dims=ref["dims"], prompt_tokens=ref["prompt_tokens"],
                        image_tokens=ref["image_tokens"], image_grid_thw=ref["image_grid_thw"],
@@ -751,6 +785,15 @@ def report(args):
             L.append(f"- {c['why']}")
     elif ref is not None:
         L.append(f"- tfc did not give output (rc {rc}): {summary.get('error', '')[:300]}")
+    if ref is not None and ref.get("reference_f32"):
+        k = ref.get("bf16_f32_first_difference")
+        L.append(f"- yardstick: transformers in BF16 and in float32 on the same BF16 weights first differ at "
+                 f"{'no step of ' + str(NEW_TOKENS) if k is None else f'step {k}'}")
+    if "f32" in summary:
+        f = summary["f32"]
+        L.append(f"- tfc in float32 against transformers in float32: equal prefix {f['equal_prefix']} of {NEW_TOKENS}"
+                 + (f"; at step {f['first_difference']} {f['why']}" if f.get("why") else "")
+                 + f"; verdict **{f['verdict']}**")
     L.append(f"- verdict: **{summary['verdict']}**")
     L.append("")
     text = "\n".join(L) + "\n"
