@@ -139,7 +139,7 @@ output token, inter-token latency and end-to-end time (p50, p90, p99), errors.`,
 	fl.StringVar(&o.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
 	fl.StringVar(&images, "images", "", "a folder of PNG, JPEG or WebP pages, sent in name order, in turn")
 	fl.StringVar(&synthetic, "synthetic", "1000x1400", "a synthetic page of this size when --images is not given")
-	fl.StringVar(&o.Prompt, "prompt", "Read the text in this image.", "the text sent beside each page")
+	fl.StringVar(&o.Prompt, "prompt", "Read the text in this image.", "the text sent beside each page (\"\": the page alone)")
 	fl.IntVar(&o.Requests, "requests", 16, "requests in all")
 	fl.IntVar(&o.Concurrency, "concurrency", 4, "requests in flight at once")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 256, "max_tokens of each request")

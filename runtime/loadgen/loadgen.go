@@ -171,12 +171,14 @@ func one(ctx context.Context, o Options, url string) (res result) {
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
+	content := []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}}
+	if o.Prompt != "" { // an empty prompt sends the page alone, as LightOnOCR's card asks
+		content = append(content, map[string]any{"type": "text", "text": o.Prompt})
+	}
 	body := map[string]any{
 		"model": o.Model, "max_tokens": o.MaxTokens, "stream": true,
 		"stream_options": map[string]any{"include_usage": true},
-		"messages": []any{map[string]any{"role": "user", "content": []any{
-			map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}},
-			map[string]any{"type": "text", "text": o.Prompt}}}},
+		"messages": []any{map[string]any{"role": "user", "content": content}},
 	}
 	if o.IgnoreEOS {
 		body["ignore_eos"] = true

@@ -9,7 +9,8 @@
 # tokenizer brought as tools/gpu/receipts.sh brings it):
 #   tools/gpu/published.sh [OUTDIR]          (OUTDIR defaults to $OUT, else out/published)
 # environment: FAMILIES (lighton_ocr glm_ocr qwen2_5_vl), PUBLISHED_WORK (scratch, /tmp/tfc-published),
-#   PUBLISHED_BUDGET (seconds for the whole run, 540), BACKEND (cuda), TFC_PRECISION (bf16).
+#   PUBLISHED_BUDGET (seconds for the whole run, 540), BACKEND (cuda), TFC_PRECISION (bf16), KEEP
+#   (families whose checkpoint stays under PUBLISHED_WORK/<family>/checkpoint).
 # Writes under OUTDIR: <family>-hf.json, <family>-tfc.json/.err/.rc, <family>-summary.json,
 # receipt.md and run.log.
 #
@@ -72,7 +73,7 @@ for fam in $families; do
 	fi
 	python3 tools/oracle/published.py report --family "$fam" --work "$work" --out "$out" >/dev/null 2>>"$out/run.log"
 	log "$fam: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' "$out/$fam-summary.json" 2>/dev/null || echo 'no summary')"
-	rm -rf "$fw/checkpoint" # 2 to 8 GB a family
+	[[ " ${KEEP:-} " == *" $fam "* ]] || rm -rf "$fw/checkpoint" # 2 to 8 GB a family; KEEP names families to keep
 done
 log "done in $(($(date +%s) - t0)) s"
 cat "$out/receipt.md"
