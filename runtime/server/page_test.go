@@ -191,7 +191,20 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	srv := New(Config{Name: "tiny", OCR: testOCR, MaxTokens: lc.Context})
 	srv.Ready(l, fe, info)
-	h := httptest.NewServer(srv)
+	var tasksMu sync.Mutex
+	var tasks []string // each /v1/ocr request's task
+	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ocr" {
+			b, _ := io.ReadAll(r.Body)
+			var req OCRRequest
+			json.Unmarshal(b, &req)
+			tasksMu.Lock()
+			tasks = append(tasks, req.Task)
+			tasksMu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		srv.ServeHTTP(w, r)
+	}))
 	defer l.Close()
 	defer h.Close()
 
@@ -233,6 +246,12 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("start %s: %v", browser, err)
 	}
 	step("open the page", 10*time.Second, chromedp.Navigate(h.URL+"/"))
+	// the family's named prompts are offered; the pages are read as the one picked
+	step("pick a task", 10*time.Second, chromedp.WaitVisible("#task-line"), chromedp.SetValue("#task", "table"))
+	offered, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#task option")].map(o => o.value)`))
+	if want := []string{"text", "table"}; err != nil || !slices.Equal(offered, want) {
+		t.Errorf("the page offers tasks %v (%v), want %v", offered, err, want)
+	}
 	step("upload the PDF", 10*time.Second, chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{file}))
 
 	// both pages read and their images loaded, or a failure shown
@@ -284,6 +303,11 @@ func TestPageInBrowser(t *testing.T) {
 	if want := []int{-1, -1, -1, -1, -1, 1}; err != nil || !slices.Equal(counts, want) {
 		t.Errorf("layout cells of plain, truncated, three-number, single-object, empty and fenced answers: %v %v, want %v", counts, err, want)
 	}
+	tasksMu.Lock()
+	if want := []string{"table", "table"}; !slices.Equal(tasks, want) {
+		t.Errorf("the page's /v1/ocr requests named tasks %q, want %q", tasks, want)
+	}
+	tasksMu.Unlock()
 	status, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS("#status")))
 	if err != nil {
 		t.Fatal(err)

@@ -189,6 +189,13 @@ func (s *Server) model() map[string]any {
 	if ld := s.ready.Load(); ld != nil {
 		m["max_model_len"] = ld.lanes.Config().Context
 	}
+	if s.cfg.OCR != nil && len(s.cfg.OCR.Tasks) > 0 { // tfc: the task names /v1/ocr takes
+		tasks := make([]string, len(s.cfg.OCR.Tasks))
+		for i, t := range s.cfg.OCR.Tasks {
+			tasks[i] = t.Name
+		}
+		m["ocr_tasks"] = tasks
+	}
 	return m
 }
 
