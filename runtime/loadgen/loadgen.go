@@ -178,7 +178,7 @@ func one(ctx context.Context, o Options, url string) (res result) {
 	body := map[string]any{
 		"model": o.Model, "max_tokens": o.MaxTokens, "stream": true,
 		"stream_options": map[string]any{"include_usage": true},
-		"messages": []any{map[string]any{"role": "user", "content": content}},
+		"messages":       []any{map[string]any{"role": "user", "content": content}},
 	}
 	if o.IgnoreEOS {
 		body["ignore_eos"] = true
