@@ -51,7 +51,7 @@ func runCases(t *testing.T, be *cpu.Backend, s int64) {
 // dropLastRow is a broken backend: it runs each op with Y one row short.
 type dropLastRow struct{ *cpu.Backend }
 
-func (d dropLastRow) Launch(k *device.Kernel, ops ...device.Op) error {
+func (d dropLastRow) Launch(k *device.KernelRef, ops ...device.Op) error {
 	for i, op := range ops {
 		if l, ok := op.(device.Linear); ok {
 			l.X, l.Y = l.X.Slice(0, l.X.Rows-1), l.Y.Slice(0, l.Y.Rows-1)
@@ -67,7 +67,7 @@ func (d dropLastRow) Launch(k *device.Kernel, ops ...device.Op) error {
 // wrongBias is a broken backend: it drops the bias.
 type wrongBias struct{ *cpu.Backend }
 
-func (d wrongBias) Launch(k *device.Kernel, ops ...device.Op) error {
+func (d wrongBias) Launch(k *device.KernelRef, ops ...device.Op) error {
 	for i, op := range ops {
 		if l, ok := op.(device.Linear); ok {
 			l.B = device.Tensor{}

@@ -64,7 +64,7 @@ func TestFamilyContractOnCPU(t *testing.T) {
 // skipLaunch is a broken backend: it runs nothing.
 type skipLaunch struct{ device.Backend }
 
-func (skipLaunch) Launch(*device.Kernel, ...device.Op) error { return nil }
+func (skipLaunch) Launch(*device.KernelRef, ...device.Op) error { return nil }
 
 // TestFamilyContractFailsBrokenBackend requires a backend that runs nothing to fail every
 // kernel, a control whose mutant is in fact sound to count as not red, and the summary to say so.

@@ -61,7 +61,7 @@ func KernelClass(k hip.Kernel) string {
 }
 
 func launchSync(be device.Backend, k hip.Kernel, ops []device.Op) error {
-	if err := be.Launch(&device.Kernel{Name: k.Name}, ops...); err != nil {
+	if err := be.Launch(&device.KernelRef{Name: k.Name}, ops...); err != nil {
 		return err
 	}
 	return be.Sync()

@@ -108,7 +108,7 @@ func Check(be device.Backend, op device.Op) (Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reference: %w", err)
 	}
-	if err := be.Launch(&device.Kernel{Name: "contract_" + name, Source: "contracts"}, op); err != nil {
+	if err := be.Launch(&device.KernelRef{Name: "contract_" + name, Source: "contracts"}, op); err != nil {
 		return nil, err
 	}
 	if err := be.Sync(); err != nil {

@@ -67,7 +67,7 @@ type mutant struct {
 // Precision is the wrapped backend's.
 func (b *mutant) Precision() device.Precision { return device.PrecisionOf(b.Backend) }
 
-func (b *mutant) Launch(k *device.Kernel, ops ...device.Op) error {
+func (b *mutant) Launch(k *device.KernelRef, ops ...device.Op) error {
 	if k.Name != b.kernel || len(ops) == 0 {
 		return b.Backend.Launch(k, ops...)
 	}
@@ -168,7 +168,7 @@ func (b *mutant) each(op device.Op, f func(device.Tensor, []float32) bool) error
 
 // skipLastColumn launches ops and then puts back what the last column of every output of the
 // last op held before: the last element of each row was never stored.
-func (b *mutant) skipLastColumn(k *device.Kernel, ops []device.Op) error {
+func (b *mutant) skipLastColumn(k *device.KernelRef, ops []device.Op) error {
 	_, outs := Operands(ops[len(ops)-1])
 	saved := make([][]float32, len(outs))
 	for i, o := range outs {

@@ -9,7 +9,7 @@ import (
 // CheckLaunch launches ops as kernel k on be and verifies every tensor they write against the
 // float64 references of the ops applied in order (expectOps, every output stored): the generated
 // families' kernel tests run it on every kernel at its specialised shapes.
-func CheckLaunch(be device.Backend, k *device.Kernel, ops []device.Op) error {
+func CheckLaunch(be device.Backend, k *device.KernelRef, ops []device.Op) error {
 	stored, err := expectOps(be, k.Name, ops, func(int) bool { return false })
 	if err != nil {
 		return err
@@ -37,7 +37,7 @@ func CheckLaunch(be device.Backend, k *device.Kernel, ops []device.Op) error {
 type DropLast struct{ device.Backend }
 
 // Launch runs every op but the last.
-func (d DropLast) Launch(k *device.Kernel, ops ...device.Op) error {
+func (d DropLast) Launch(k *device.KernelRef, ops ...device.Op) error {
 	return d.Backend.Launch(k, ops[:len(ops)-1]...)
 }
 

@@ -14,7 +14,7 @@ import (
 type ReferenceBackend struct{ device.Backend }
 
 // Launch computes ops in order with the float64 references, ignoring k's kernel.
-func (r ReferenceBackend) Launch(k *device.Kernel, ops ...device.Op) error {
+func (r ReferenceBackend) Launch(k *device.KernelRef, ops ...device.Op) error {
 	read := HostRead(r.Backend)
 	for _, op := range ops {
 		want, err := Expect(op, read)

@@ -154,8 +154,9 @@ func (t Tensor) Reshape(rows, cols int) Tensor {
 	return Tensor{Buf: t.Buf, Off: t.Off, Rows: rows, Cols: cols}
 }
 
-// Kernel names one launch of generated code.
-type Kernel struct {
+// KernelRef names a kernel of generated code at a launch: its symbol and graph lines (the kernel
+// itself is lower.Kernel in the compiler, hip.Kernel as the emitter and specialiser take it).
+type KernelRef struct {
 	Name   string // symbol in kernels/gen/<family>.hip
 	Source string // graph file:line the fused ops came from
 }
@@ -172,7 +173,7 @@ type Backend interface {
 	// Read copies t into dst ([]float32 or []int32, len Rows*Cols).
 	Read(t Tensor, dst any) error
 	// Launch runs the ops of one kernel in order.
-	Launch(k *Kernel, ops ...Op) error
+	Launch(k *KernelRef, ops ...Op) error
 	// Sync waits for launched work to finish and reports its first error.
 	Sync() error
 }

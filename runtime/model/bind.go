@@ -13,19 +13,19 @@ import (
 // each site's kernel, made on its first launch.
 type Kernels struct {
 	prefix string
-	sites  []device.Kernel
+	sites  []device.KernelRef
 }
 
 // NewKernels are the n launch sites of a graph in the kernels of prefix.
 func NewKernels(prefix string, n int) *Kernels {
-	return &Kernels{prefix: prefix, sites: make([]device.Kernel, n)}
+	return &Kernels{prefix: prefix, sites: make([]device.KernelRef, n)}
 }
 
 // At is launch site i's kernel: symbol PREFIX_name, computing the graph lines source.
-func (k *Kernels) At(i int, name, source string) *device.Kernel {
+func (k *Kernels) At(i int, name, source string) *device.KernelRef {
 	s := &k.sites[i]
 	if s.Name == "" {
-		*s = device.Kernel{Name: k.prefix + "_" + name, Source: source}
+		*s = device.KernelRef{Name: k.prefix + "_" + name, Source: source}
 	}
 	return s
 }

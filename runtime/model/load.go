@@ -246,7 +246,7 @@ func KVCaches(a *Buffers, layers, rows, width int) ([]device.KVCache, error) {
 // through and Finish returns that error.
 type Launcher struct {
 	B        device.Backend
-	Trace    func(k *device.Kernel, name string, out device.Tensor)
+	Trace    func(k *device.KernelRef, name string, out device.Tensor)
 	Family   string // words the errors
 	F32, I32 device.Buffer
 	Lim      Limits
@@ -310,7 +310,7 @@ func ImagePatches(family string, grids [][3]int, merge, limit int) (int, error) 
 }
 
 // Launch runs ops as kernel k and shows Trace the output out, named name ("" for none).
-func (l *Launcher) Launch(k *device.Kernel, name string, out device.Tensor, ops ...device.Op) {
+func (l *Launcher) Launch(k *device.KernelRef, name string, out device.Tensor, ops ...device.Op) {
 	if l.err != nil {
 		return
 	}
@@ -398,7 +398,7 @@ type Base struct {
 	bufs   *Buffers
 
 	// Trace, when set, sees the output of every launch, by the graph's name for it.
-	Trace func(k *device.Kernel, name string, out device.Tensor)
+	Trace func(k *device.KernelRef, name string, out device.Tensor)
 }
 
 // Launcher is a call of graph number graph (its arenas, the limits, the KV cache) on the base's

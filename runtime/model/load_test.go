@@ -17,7 +17,7 @@ type failing struct {
 	calls int
 }
 
-func (f *failing) Launch(*device.Kernel, ...device.Op) error {
+func (f *failing) Launch(*device.KernelRef, ...device.Op) error {
 	f.calls++
 	if f.calls == 2 {
 		return errors.New("boom")
@@ -30,9 +30,9 @@ func (f *failing) Launch(*device.Kernel, ...device.Op) error {
 func TestLauncherKeepsTheFirstError(t *testing.T) {
 	be := &failing{Backend: cpu.New()}
 	traced := 0
-	l := &Launcher{B: be, Trace: func(*device.Kernel, string, device.Tensor) { traced++ }}
+	l := &Launcher{B: be, Trace: func(*device.KernelRef, string, device.Tensor) { traced++ }}
 	for _, name := range []string{"a", "b", "c"} {
-		l.Launch(&device.Kernel{Name: name, Source: "graphs/x.graph:7"}, "y", device.Tensor{})
+		l.Launch(&device.KernelRef{Name: name, Source: "graphs/x.graph:7"}, "y", device.Tensor{})
 	}
 	if be.calls != 2 || traced != 1 {
 		t.Fatalf("%d launches, %d traced; want 2 and 1", be.calls, traced)

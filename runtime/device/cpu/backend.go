@@ -252,7 +252,7 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 }
 
 // Launch runs the ops of k in order and stops at the first error.
-func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
+func (be *Backend) Launch(k *device.KernelRef, ops ...device.Op) error {
 	for i, op := range ops {
 		if err := be.run(op); err != nil {
 			name := "kernel"

@@ -12,7 +12,7 @@ import (
 )
 
 func launch(be device.Backend, op device.Op) error {
-	return be.Launch(&device.Kernel{Name: "k_test", Source: "test.graph:1"}, op)
+	return be.Launch(&device.KernelRef{Name: "k_test", Source: "test.graph:1"}, op)
 }
 
 // TestOpErrors checks that bad operands come back as errors naming the op and the operand.

@@ -97,7 +97,7 @@ func TestLaunchRefusalsNameCUDA(t *testing.T) {
 		{"missing", "no kernel missing in the kernel sources"},
 		{"k", "kernel k takes operands (op0.X) but the ops give (op0.X, op0.Y)"},
 	} {
-		err := be.Launch(&device.Kernel{Name: c.name}, device.Copy{X: x, Y: x})
+		err := be.Launch(&device.KernelRef{Name: c.name}, device.Copy{X: x, Y: x})
 		if err == nil || !strings.HasPrefix(err.Error(), "cuda: ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("launch of %s: %v, want cuda: ... %q", c.name, err, c.want)
 		}

@@ -55,7 +55,7 @@ func alloc(t *testing.T, be *Backend, dt device.DType, rows, cols int) device.Te
 func chainABA(t *testing.T, be *Backend, x, y device.Tensor) {
 	t.Helper()
 	for _, k := range []string{"a", "b", "a"} {
-		if err := be.Launch(&device.Kernel{Name: k}, device.Copy{X: x, Y: y}); err != nil {
+		if err := be.Launch(&device.KernelRef{Name: k}, device.Copy{X: x, Y: y}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestLaunchesAreDeferredToRead(t *testing.T) {
 	x, y := alloc(t, be, device.F32, 2, 4), alloc(t, be, device.F32, 2, 4)
 	d.Reset()
 	chainABA(t, be, x, y)
-	if err := be.Launch(&device.Kernel{Name: "c"}, device.Copy{X: y, Y: x}); err != nil {
+	if err := be.Launch(&device.KernelRef{Name: "c"}, device.Copy{X: y, Y: x}); err != nil {
 		t.Fatal(err)
 	}
 	if ops := launchOps(d.Ops()); len(ops) != 0 {
@@ -342,7 +342,7 @@ func TestDeferredLaunchErrorSurfaces(t *testing.T) {
 		}
 		return nil
 	}
-	if err := be.Launch(&device.Kernel{Name: "b"}, device.Copy{X: x, Y: y}); err != nil {
+	if err := be.Launch(&device.KernelRef{Name: "b"}, device.Copy{X: x, Y: y}); err != nil {
 		t.Fatalf("the launch failed before it reached the driver: %v", err)
 	}
 	err := be.Write(x, make([]float32, 8), device.F32)
@@ -359,10 +359,10 @@ func TestDeferredLaunchErrorSurfaces(t *testing.T) {
 		}
 		return nil
 	}
-	be.Launch(&device.Kernel{Name: "b"}, device.Copy{X: x, Y: y})
+	be.Launch(&device.KernelRef{Name: "b"}, device.Copy{X: x, Y: y})
 	be.Free(y.Buf) // flushes the run; its error waits for the next call
 	d.Fail = nil
-	if err := be.Launch(&device.Kernel{Name: "a"}, device.Copy{X: x, Y: x}); !errors.Is(err, refused) {
+	if err := be.Launch(&device.KernelRef{Name: "a"}, device.Copy{X: x, Y: x}); !errors.Is(err, refused) {
 		t.Fatalf("Launch after a failed launch and a Free: %v", err)
 	}
 }
@@ -388,7 +388,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if err := be.Sync(); !errors.Is(err, ErrStopped) || err.Error() != "fake: the backend is closed" {
 		t.Errorf("Sync after Close: %v", err)
 	}
-	if err := be.Launch(&device.Kernel{Name: "a"}, device.Copy{X: x, Y: y}); err == nil {
+	if err := be.Launch(&device.KernelRef{Name: "a"}, device.Copy{X: x, Y: y}); err == nil {
 		t.Errorf("Launch after Close succeeded")
 	}
 }
@@ -405,7 +405,7 @@ func TestLongRunIsFlushed(t *testing.T) {
 		x, y := alloc(t, be, device.F32, 1, 4), alloc(t, be, device.F32, 1, 4)
 		launch := func(n int) {
 			for range n {
-				if err := be.Launch(&device.Kernel{Name: "c"}, device.Copy{X: x, Y: y}); err != nil {
+				if err := be.Launch(&device.KernelRef{Name: "c"}, device.Copy{X: x, Y: y}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -462,7 +462,7 @@ func TestConcurrentCallers(t *testing.T) {
 					done <- err
 					return
 				}
-				if err := be.Launch(&device.Kernel{Name: "a"}, device.Copy{X: xt, Y: xt}); err != nil {
+				if err := be.Launch(&device.KernelRef{Name: "a"}, device.Copy{X: xt, Y: xt}); err != nil {
 					done <- err
 					return
 				}

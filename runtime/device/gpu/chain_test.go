@@ -62,7 +62,7 @@ func TestChainHarnessOnCPU(t *testing.T) {
 // dropLast is a broken backend: it skips the last op of every launch.
 type dropLast struct{ device.Backend }
 
-func (d dropLast) Launch(k *device.Kernel, ops ...device.Op) error {
+func (d dropLast) Launch(k *device.KernelRef, ops ...device.Op) error {
 	return d.Backend.Launch(k, ops[:len(ops)-1]...)
 }
 

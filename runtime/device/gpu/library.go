@@ -49,7 +49,7 @@ type Call struct {
 // Prepare marshals the ops of k by its schedule and finds the function of each of its launches,
 // loading the kernel's family through ld on first use. The first launch of a kernel checks that
 // the ops carry the operands its schedule passes.
-func (l *Library) Prepare(k *device.Kernel, ops []device.Op, address func(device.Buffer) (uint64, error), ld Loader) (*Call, error) {
+func (l *Library) Prepare(k *device.KernelRef, ops []device.Op, address func(device.Buffer) (uint64, error), ld Loader) (*Call, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.kernels[k.Name]

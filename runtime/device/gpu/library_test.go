@@ -92,7 +92,7 @@ func copyOp(t *testing.T) (device.Op, func(device.Buffer) (uint64, error)) {
 func launch(t *testing.T, lib *Library, name string, ld Loader) (*Call, error) {
 	t.Helper()
 	op, addr := copyOp(t)
-	return lib.Prepare(&device.Kernel{Name: name}, []device.Op{op}, addr, ld)
+	return lib.Prepare(&device.KernelRef{Name: name}, []device.Op{op}, addr, ld)
 }
 
 // TestSpecializeSwapsSourceAndKey: before a family is loaded, Specialize replaces its source:

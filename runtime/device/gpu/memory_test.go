@@ -86,7 +86,7 @@ func TestPrepare(t *testing.T) {
 	address := func(b device.Buffer) (uint64, error) { return b.(*Buffer).Ptr, nil }
 	op := device.Copy{X: device.Tensor{Buf: x, Rows: 2, Cols: 4}, Y: device.Tensor{Buf: y, Rows: 2, Cols: 4}}
 	var ld fakeLoader
-	c, err := lib.Prepare(&device.Kernel{Name: "a_copy"}, []device.Op{op}, address, &ld)
+	c, err := lib.Prepare(&device.KernelRef{Name: "a_copy"}, []device.Op{op}, address, &ld)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestPrepare(t *testing.T) {
 	if want := []uint64{4096, 4, 8192, 4, 2}; !slices.Equal(c.Values, want) {
 		t.Errorf("parameter values %v, want %v", c.Values, want)
 	}
-	if _, err := lib.Prepare(&device.Kernel{Name: "a_copy"}, nil, address, &ld); err == nil || !strings.HasPrefix(err.Error(), "cuda: kernel a_copy: ") {
+	if _, err := lib.Prepare(&device.KernelRef{Name: "a_copy"}, nil, address, &ld); err == nil || !strings.HasPrefix(err.Error(), "cuda: kernel a_copy: ") {
 		t.Errorf("no ops: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ func (r *run) add(c *Call) {
 // Launch adds the launches of one generated kernel (its parameters marshalled by the rule of
 // compiler/emit/hip, its grid by the same rule as the kernel's launches) to the pending run.
 // An error of an earlier launch is returned here or by the next call.
-func (be *Backend) Launch(k *device.Kernel, ops ...device.Op) error {
+func (be *Backend) Launch(k *device.KernelRef, ops ...device.Op) error {
 	c, err := be.lib.Prepare(k, ops, be.address, (*loader)(be))
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func TestRefusalsNameHIP(t *testing.T) {
 		{be.Write(tt, []int32{1, 2}, 0), "I32 buffers"},
 		{be.Read(tt, make([]int32, 8)), "read into []float32"},
 		{be.Read(device.Tensor{Buf: buf, Rows: 2, Cols: 4, Off: 1}, make([]float32, 8)), "runs past a 8-element buffer"},
-		{be.Launch(&device.Kernel{Name: "missing"}, device.Copy{X: tt, Y: tt}), "no kernel missing in the kernel sources"},
+		{be.Launch(&device.KernelRef{Name: "missing"}, device.Copy{X: tt, Y: tt}), "no kernel missing in the kernel sources"},
 	} {
 		if c.err == nil || !strings.HasPrefix(c.err.Error(), "hip: ") || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("got %v, want hip: ... %q", c.err, c.want)

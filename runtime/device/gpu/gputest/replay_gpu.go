@@ -77,7 +77,7 @@ func CheckReplay(t *testing.T, plain, graphs Backend, f contracts.Family) {
 	for _, c := range []struct {
 		name string
 		be   Backend
-		ks   []*device.Kernel
+		ks   []*device.KernelRef
 		ops  [][]device.Op
 	}{{"graphs off", plain, ks, ops}, {"graphs on", graphs, gks, gops}} {
 		start := time.Now()
@@ -90,7 +90,7 @@ func CheckReplay(t *testing.T, plain, graphs Backend, f contracts.Family) {
 // familyChain allocates, on be, the operands of every kernel of the family (the contract's op
 // chains at their contract rows, from a fixed seed) and returns the launches in order and the
 // tensors they store.
-func familyChain(t *testing.T, be device.Backend, f contracts.Family) (ks []*device.Kernel, ops [][]device.Op, outs []contracts.Named, free func()) {
+func familyChain(t *testing.T, be device.Backend, f contracts.Family) (ks []*device.KernelRef, ops [][]device.Op, outs []contracts.Named, free func()) {
 	t.Helper()
 	b := &contracts.Builder{Backend: be, Rng: rand.New(rand.NewSource(7))}
 	for _, k := range f.Kernels {
@@ -98,7 +98,7 @@ func familyChain(t *testing.T, be device.Backend, f contracts.Family) (ks []*dev
 		if err != nil {
 			t.Fatalf("%s: %v", k.Name, err)
 		}
-		ks = append(ks, &device.Kernel{Name: k.Name})
+		ks = append(ks, &device.KernelRef{Name: k.Name})
 		ops = append(ops, o)
 		for _, op := range o {
 			_, out := contracts.Operands(op)
@@ -113,7 +113,7 @@ func familyChain(t *testing.T, be device.Backend, f contracts.Family) (ks []*dev
 
 // runChain launches every kernel of the chain in order, rounds times, with a Sync after each
 // round and nothing between the launches, then reads back every stored tensor.
-func runChain(t *testing.T, be device.Backend, ks []*device.Kernel, ops [][]device.Op, outs []contracts.Named, rounds int) [][]float64 {
+func runChain(t *testing.T, be device.Backend, ks []*device.KernelRef, ops [][]device.Op, outs []contracts.Named, rounds int) [][]float64 {
 	t.Helper()
 	for r := 0; r < rounds; r++ {
 		for i, k := range ks {
