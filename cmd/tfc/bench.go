@@ -94,7 +94,7 @@ output token, inter-token latency and end-to-end time (p50, p90, p99), errors.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			switch {
-			case images != "" && synthetic != "":
+			case images != "" && cmd.Flags().Changed("synthetic"):
 				return fmt.Errorf("give --images or --synthetic, not both")
 			case images != "":
 				if o.Images, err = readPages(images); err != nil {

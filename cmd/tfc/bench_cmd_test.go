@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // TestBenchCommand runs tfc bench on the tiny checkpoint on the CPU and checks that every figure
@@ -140,5 +143,39 @@ func TestBenchPreprocessCommand(t *testing.T) {
 	}
 	if _, err := runTFC(t, "bench", "preprocess", images[0], "--model", tinyQwen2VL, "--max-pixels", "-1"); err == nil || !strings.Contains(err.Error(), "--max-pixels -1") {
 		t.Errorf("negative budget: %v", err)
+	}
+}
+
+// TestBenchServeImages: --images alone passes the flag checks (the default --synthetic is no second
+// source of pages), and --images beside a given --synthetic is refused.
+func TestBenchServeImages(t *testing.T) {
+	dir := t.TempDir()
+	png, err := os.ReadFile(filepath.Join(tinyQwen2VL, "oracle", "images", "b.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() // closed below: nothing answers there
+	ln.Close()
+	serve, _, err := root.Find([]string{"bench", "serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		serve.Flags().VisitAll(func(f *pflag.Flag) { f.Value.Set(f.DefValue); f.Changed = false })
+	})
+	_, err = runTFC(t, "bench", "serve", "--url", url, "--images", dir, "--requests", "1", "--concurrency", "1")
+	if err == nil || strings.Contains(err.Error(), "not both") {
+		t.Errorf("--images alone: %v; want the unreachable server's error", err)
+	}
+	_, err = runTFC(t, "bench", "serve", "--url", url, "--images", dir, "--synthetic", "100x100")
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("--images with --synthetic: %v; want a refusal", err)
 	}
 }

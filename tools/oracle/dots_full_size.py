@@ -65,7 +65,9 @@ def restore_inv_freq(model, saved):
         sys.exit("dots-full: found no inv_freq buffers to keep in float32")
 
 
-def reference(args):
+def build(args):
+    """The random BF16 checkpoint of the publisher's config.json under WORK/checkpoint, and the
+    publisher's model on the GPU in BF16 (float32 rotary frequencies), with what rendering needs."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -87,10 +89,7 @@ def reference(args):
         fh.write(tok_text)
     ref_tok = tiny.published_tokenizer(tok_text, decoder)
     from transformers import PreTrainedTokenizerFast
-    from PIL import Image
 
-    page = os.path.join(args.work, "page.png")
-    Image.fromarray(fs.make_page(*PAGE, args.seed)).save(page)
     config = tiny.make_config(mods, cfg)
     gen = tiny.load_json(os.path.join(ckpt, "generation_config.json"))
     ctx = dict(mods=mods, config=config, eos_ids=gen["eos_token_id"], ip=tiny.image_processor(ckpt), ref_tok=ref_tok,
@@ -98,9 +97,6 @@ def reference(args):
                template=tiny.load_json(os.path.join(ckpt, "chat_template.json"))["chat_template"],
                image_dir=args.work, merge=cfg["vision_config"]["spatial_merge_size"],
                image_token_id=cfg["image_token_id"], layout_prompt=tiny.layout_prompt(pub))
-    case = tiny.prepare_case(ctx, "page", ["page.png"], None)
-    log("prompt", case["inputs"]["input_ids"].shape[1], "ids,", case["counts"], "image rows; setup", round(time.time() - t0), "s")
-
     model = tiny.build_model(ctx, args.seed, tiny.CANDIDATES[0], torch.float32)
     # Loading a checkpoint in BF16 keeps the rotary frequencies the modules compute in float32;
     # casting the built model would round them to BF16, so they are put back after the cast.
@@ -117,6 +113,21 @@ def reference(args):
             for block in iter(lambda: fh.read(1 << 24), b""):
                 h.update(block)
     log("saved", saved["shards"], round(time.time() - t0), "s")
+    return dict(ctx=ctx, model=model, inv_freq=inv_freq, files=files, note=note, cfg=cfg,
+                saved=dict(saved, sha256_of_shards=h.hexdigest()))
+
+
+def reference(args):
+    import torch
+    from PIL import Image
+
+    t0 = time.time()
+    b = build(args)
+    ctx, model, inv_freq, cfg, saved = b["ctx"], b["model"], b["inv_freq"], b["cfg"], b["saved"]
+    page = os.path.join(args.work, "page.png")
+    Image.fromarray(fs.make_page(*PAGE, args.seed)).save(page)
+    case = tiny.prepare_case(ctx, "page", ["page.png"], None)
+    log("prompt", case["inputs"]["input_ids"].shape[1], "ids,", case["counts"], "image rows")
 
     bf16 = run(model, case, torch.bfloat16)
     log("bf16 ids", bf16["output_ids"], "min margin", bf16["min_margin"], round(time.time() - t0), "s")
@@ -128,9 +139,8 @@ def reference(args):
     log("f32 ids", f32["output_ids"], "min margin", f32["min_margin"], round(time.time() - t0), "s")
     rec = {"generator": "tools/oracle/dots_full_size.py", "seed": args.seed,
            "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
-           "device": torch.cuda.get_device_name(0), "publisher": {"files": files, "import_note": note},
-           "checkpoint": dict(saved, sha256_of_shards=h.hexdigest(),
-                              parameters_text=cfg["num_hidden_layers"], page=list(PAGE)),
+           "device": torch.cuda.get_device_name(0), "publisher": {"files": b["files"], "import_note": b["note"]},
+           "checkpoint": dict(saved, parameters_text=cfg["num_hidden_layers"], page=list(PAGE)),
            "user_text": ctx["layout_prompt"], "images": ["page.png"], "prompt_text": case["prompt"],
            "prompt_ids": case["inputs"]["input_ids"][0].tolist(),
            "image_grid_thw": case["inputs"]["image_grid_thw"].tolist(),
