@@ -2,7 +2,9 @@
 # Pages per second on a dots.ocr-shaped random BF16 checkpoint, tfc serve against transformers in
 # one run: tools/oracle/pages.py builds the checkpoint and the pages and times transformers'
 # generate on them; then `tfc serve` takes the same checkpoint and `tfc bench serve` sends it the
-# same pages and prompt at each concurrency of CONCURRENCY, NEW tokens a page with EOS ignored.
+# same pages and prompt at each concurrency of CONCURRENCY, NEW tokens a page with EOS ignored,
+# without copy drafts (random weights fall into loops that drafts would predict, which real pages
+# do not) and without the prompt and vision caches (the pages repeat).
 # Writes OUT/hf-pages.json, OUT/bench-cC.json, OUT/metrics.txt and OUT/pages.md.
 # usage: tools/gpu/pages.sh OUT (repository root, bin/tfc built, `make testdata` done, the publisher's
 # files in tools/oracle/publisher/dots_ocr); PAGES_BUDGET seconds in all (default 560). HF=0 skips
@@ -33,7 +35,7 @@ prompt=$(cat "$work/prompt.txt"; echo .)
 prompt=${prompt%.}
 
 bin/tfc serve "$work/checkpoint" --backend "$backend" --precision "$precision" --port $port --parallel 64 --context 4096 \
-	--no-repetition-stop --no-prompt-cache --vision-cache-mib 0 >"$out/serve.log" 2>&1 &
+	--no-repetition-stop --no-drafts --no-prompt-cache --vision-cache-mib 0 >"$out/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null' EXIT
 for i in $(seq 240); do curl -sf localhost:$port/health >/dev/null && break; sleep 1; done

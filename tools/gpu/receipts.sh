@@ -28,10 +28,13 @@
 #   tools/gpu/receipts.sh published OUT LightOnOCR-2-1B, GLM-OCR and Qwen2.5-VL-3B dimensions with
 #                                    random BF16 weights: tfc generate against transformers, 64 greedy
 #                                    ids each (tools/gpu/published.sh; FAMILIES limits it)
+#   tools/gpu/receipts.sh pages OUT  pages per second on a dots.ocr-shaped random BF16 checkpoint:
+#                                    tfc serve at concurrency 1-64 and transformers' generate on the
+#                                    same pages (tools/gpu/pages.sh; needs tools/oracle/publisher)
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
-part=${1:?tiny, bf16, family, published, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
+part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -120,6 +123,9 @@ bf16)
 	;;
 published)
 	step 570 published env PUBLISHED_BUDGET=540 bash tools/gpu/published.sh "$out/published"
+	;;
+pages)
+	step 580 pages env PAGES_BUDGET=560 bash tools/gpu/pages.sh "$out/pages"
 	;;
 qwen)
 	step 560 full-size env FULL_SIZE_BUDGET=540 FULL_SIZE_WORK=/tmp/tfc-full-qwen bash tools/gpu/full-size.sh "$out/full-size"

@@ -65,9 +65,10 @@ def restore_inv_freq(model, saved):
         sys.exit("dots-full: found no inv_freq buffers to keep in float32")
 
 
-def build(args):
+def build(args, candidate=None):
     """The random BF16 checkpoint of the publisher's config.json under WORK/checkpoint, and the
-    publisher's model on the GPU in BF16 (float32 rotary frequencies), with what rendering needs."""
+    publisher's model on the GPU in BF16 (float32 rotary frequencies), with what rendering needs;
+    candidate is the weight draw's settings (default the oracle's first)."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -97,7 +98,7 @@ def build(args):
                template=tiny.load_json(os.path.join(ckpt, "chat_template.json"))["chat_template"],
                image_dir=args.work, merge=cfg["vision_config"]["spatial_merge_size"],
                image_token_id=cfg["image_token_id"], layout_prompt=tiny.layout_prompt(pub))
-    model = tiny.build_model(ctx, args.seed, tiny.CANDIDATES[0], torch.float32)
+    model = tiny.build_model(ctx, args.seed, candidate or tiny.CANDIDATES[0], torch.float32)
     # Loading a checkpoint in BF16 keeps the rotary frequencies the modules compute in float32;
     # casting the built model would round them to BF16, so they are put back after the cast.
     inv_freq = {n: b.clone() for n, b in model.named_buffers() if n.endswith("inv_freq")}

@@ -35,8 +35,8 @@ def drop_pixels_after_prefill(cls):
     transformers 5 (it reads a cache_position generate no longer gives); they belong to the prefill."""
     orig = cls.prepare_inputs_for_generation
 
-    def prepare(self, input_ids, past_key_values=None, **kw):
-        inputs = orig(self, input_ids, past_key_values=past_key_values, **kw)
+    def prepare(self, input_ids, past_key_values=None, **kwargs):  # "kwargs": generate then checks forward's names
+        inputs = orig(self, input_ids, past_key_values=past_key_values, **kwargs)
         if past_key_values is not None and past_key_values.get_seq_length() > 0:
             inputs["pixel_values"] = None
         return inputs
@@ -85,7 +85,9 @@ def main():
     w, h = (int(x) for x in args.size.split("x"))
     batches = [int(x) for x in args.batches.split(",") if x]
     tiny.VISION_ATTENTION = "sdpa"  # the speed peer: SDPA in the tower as in the decoder
-    b = dfs.build(args)
+    # the end-of-text row as quiet as the other added tokens: with EOS ignored, a loud one would
+    # make most outputs a run of EOS, which streams no text and which copy drafts would predict
+    b = dfs.build(args, dict(tiny.CANDIDATES[0], eos_scale=0.1))
     ctx, model = b["ctx"], b["model"]
     drop_pixels_after_prefill(type(model))
     pages = os.path.join(args.work, "pages")
