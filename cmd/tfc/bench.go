@@ -144,7 +144,7 @@ output token, inter-token latency and end-to-end time (p50, p90, p99), errors.`,
 	fl.IntVar(&o.Concurrency, "concurrency", 4, "requests in flight at once")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 256, "max_tokens of each request")
 	fl.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "ask the server to ignore EOS (ignore_eos), so each page yields --max-tokens")
-	fl.BoolVar(&o.Timings, "timings", false, "ask for the server's stage times (return_timings; tfc serve) and report them")
+	fl.BoolVar(&o.Timings, "timings", false, "ask for the server's stage times and token ids (return_timings, return_token_ids; tfc serve): stages reported, and tokens that print nothing still timed")
 	fl.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "limit on one request")
 	fl.StringVar(&out, "out", "", "write the JSON report to this file")
 	return c

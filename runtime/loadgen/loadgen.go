@@ -32,7 +32,7 @@ type Options struct {
 	Concurrency int
 	MaxTokens   int
 	IgnoreEOS   bool          // ask for ignore_eos (vLLM and tfc honour it), so every page yields MaxTokens
-	Timings     bool          // ask for return_timings (tfc serve) and report the server's stages
+	Timings     bool          // ask for return_timings and return_token_ids (tfc serve): the server's stages, and a token event for every chunk with ids, text or not
 	Timeout     time.Duration // per request; 0: none
 	Client      *http.Client  // http.DefaultClient when nil
 }
@@ -185,6 +185,7 @@ func one(ctx context.Context, o Options, url string) (res result) {
 	}
 	if o.Timings {
 		body["return_timings"] = true
+		body["return_token_ids"] = true
 	}
 	data, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, "POST", o.URL+"/v1/chat/completions", bytes.NewReader(data))
@@ -221,6 +222,7 @@ func one(ctx context.Context, o Options, url string) (res result) {
 				Delta struct {
 					Content string `json:"content"`
 				} `json:"delta"`
+				TokenIDs []int32 `json:"token_ids"`
 			} `json:"choices"`
 			Usage *struct {
 				CompletionTokens int `json:"completion_tokens"`
@@ -242,7 +244,9 @@ func one(ctx context.Context, o Options, url string) (res result) {
 		if c.Timings != nil {
 			res.stages = c.Timings
 		}
-		if len(c.Choices) == 0 || c.Choices[0].Delta.Content == "" {
+		// a chunk counts once it carries text or, where asked for, token ids (tokens that print
+		// nothing, such as special ones an ignore_eos run repeats, still arrive)
+		if len(c.Choices) == 0 || c.Choices[0].Delta.Content == "" && len(c.Choices[0].TokenIDs) == 0 {
 			continue
 		}
 		now := time.Now()

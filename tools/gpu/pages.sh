@@ -60,6 +60,9 @@ print("| engine | concurrency or batch | pages | pages/s | output tok/s | TTFT p
 print("| --- | --- | --- | --- | --- | --- | --- |")
 if hf:
     for r in hf["runs"]:
+        if "error" in r:
+            print(f"| transformers generate | batch {r['batch']} | failed: {r['error'][:80]} | | | | |")
+            continue
         print(f"| transformers generate | batch {r['batch']} | {r['batch']} | {r['pages_per_second']:.3f} | {r['output_tok_per_second']:.0f} | — | — |")
 stages = None
 for f in sorted(glob.glob(os.path.join(out, "bench-c*.json")), key=lambda f: int(f.split("-c")[-1][:-5])):

@@ -110,7 +110,13 @@ def main():
     for bs in batches:
         if bs > len(cases):
             continue
-        secs, out = generate(model, batch_inputs(cases[:bs]), args.new_tokens)
+        try:
+            secs, out = generate(model, batch_inputs(cases[:bs]), args.new_tokens)
+        except Exception as e:  # recorded: a batch that fails (memory) leaves the others
+            runs.append({"batch": bs, "error": repr(e)[:500]})
+            log(runs[-1])
+            torch.cuda.empty_cache()
+            continue
         toks = int(out.numel())
         runs.append({"batch": bs, "seconds": round(secs, 3), "pages_per_second": round(bs / secs, 4),
                      "output_tokens": toks, "output_tok_per_second": round(toks / secs, 1),
