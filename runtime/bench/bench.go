@@ -84,13 +84,16 @@ type Limits struct {
 
 // Decode is one batch size's decode measure.
 type Decode struct {
-	Batch          int     `json:"batch"`
-	PromptTokens   int     `json:"prompt_tokens"`
-	NewTokens      int     `json:"new_tokens"`
-	TokS           float64 `json:"tok_s"`
-	TokSPerStream  float64 `json:"tok_s_per_stream"`
-	MsPerRound     float64 `json:"ms_per_round"`
-	ForwardMs      float64 `json:"forward_ms"`
+	Batch         int     `json:"batch"`
+	PromptTokens  int     `json:"prompt_tokens"`
+	NewTokens     int     `json:"new_tokens"`
+	TokS          float64 `json:"tok_s"`
+	TokSPerStream float64 `json:"tok_s_per_stream"`
+	MsPerRound    float64 `json:"ms_per_round"`
+	ForwardMs     float64 `json:"forward_ms"`
+	// HostMsPerRound is a round's wall time less the time the host waited for the device: the
+	// host's own work a round (inputs, launches, reading and picking tokens, scheduling); GPU only.
+	HostMsPerRound float64 `json:"host_ms_per_round,omitempty"`
 	Rounds         int     `json:"rounds"` // rounds in the decode window
 	PrefillMs      float64 `json:"prefill_ms"`
 	WallMs         float64 `json:"wall_ms"` // submit to the last token
@@ -206,7 +209,7 @@ func Run(o Options) (*Report, error) {
 	logf("loaded in %.1f s: %s, %d weight bytes", rep.LoadSeconds, rep.Family, rep.WeightBytes)
 
 	if len(o.Batches) > 0 {
-		tm := &timedModel{Model: e.Model}
+		tm := &timedModel{Model: e.Model, counter: counter}
 		sched, err := lanes.New(tm, lanes.Config{Parallel: parallel, Context: ctxLen, Rows: rep.Limits.Rows, PageSize: pageSize, Queue: parallel})
 		if err != nil {
 			return nil, err
@@ -232,6 +235,9 @@ func Run(o Options) (*Report, error) {
 				return nil, fmt.Errorf("decode at batch %d: %w", b, err)
 			}
 			logf("decode: batch %d: %.1f tok/s (%.1f a stream), %.2f ms a round over %d rounds", b, d.TokS, d.TokSPerStream, d.MsPerRound, d.Rounds)
+			if run.timedHost {
+				logf("decode: batch %d: the host's own work %.3f ms a round (the rest waits for the device)", b, d.HostMsPerRound)
+			}
 			if counter != nil {
 				after := counter.Launches()
 				d.ReplayedLaunches, d.PlainLaunches = after.Replayed-before.Replayed, after.Plain-before.Plain
@@ -281,6 +287,7 @@ func promptIDs(info model.Info) int32 {
 // round is one timed forward.
 type round struct {
 	start, end time.Time
+	waited     time.Duration // of it, the host blocked until the device finished (GPU backends)
 	rows       int
 	decodeRows int                 // rows at positions past the prompt
 	profile    []device.KernelTime // the backend's profile after the round, when profiling
@@ -294,16 +301,25 @@ type timedModel struct {
 	recording bool
 	prompt    int // rows at positions below this fill a prompt
 	rounds    []round
+	counter   launchCounter // when set, each round records the time the host waited on the device
 }
 
 func (m *timedModel) Forward(r *model.Round) ([]float32, error) {
+	var before gpu.LaunchCounts
+	if m.counter != nil {
+		before = m.counter.Launches()
+	}
 	start := time.Now()
 	logits, err := m.Model.Forward(r)
 	end := time.Now()
+	var waited time.Duration
+	if m.counter != nil {
+		waited = m.counter.Launches().Waited - before.Waited
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.recording {
-		rd := round{start: start, end: end, rows: len(r.Tokens)}
+		rd := round{start: start, end: end, waited: waited, rows: len(r.Tokens)}
 		if m.prof != nil {
 			rd.profile = m.prof.Profiled()
 		}
@@ -343,6 +359,7 @@ type batchRun struct {
 	submit, done             time.Time
 	rounds                   []round
 	outs                     [][]int32
+	timedHost                bool // the rounds record the host's waits (a GPU backend)
 }
 
 // runBatch submits b greedy requests of prompt random ids below vocab and waits for all of them.
@@ -356,7 +373,7 @@ func runBatch(s *lanes.Scheduler, tm *timedModel, vocab int32, b, prompt, newTok
 		}
 		reqs[i] = &lanes.Request{Prompt: ids, MaxTokens: newTokens, Sample: sample.Params{}}
 	}
-	run := &batchRun{batch: b, prompt: prompt, newTokens: newTokens, outs: make([][]int32, b)}
+	run := &batchRun{batch: b, prompt: prompt, newTokens: newTokens, outs: make([][]int32, b), timedHost: tm.counter != nil}
 	tm.record(prompt)
 	run.submit = time.Now()
 	streams := make([]*lanes.Stream, b)
@@ -400,9 +417,10 @@ func (run *batchRun) measure() (Decode, error) {
 	}
 	n := hi - lo + 1
 	wall := rounds[hi].end.Sub(rounds[lo-1].end)
-	var fwd time.Duration
+	var fwd, waited time.Duration
 	for _, r := range rounds[lo : hi+1] {
 		fwd += r.end.Sub(r.start)
+		waited += r.waited
 	}
 	prefillEnd := rounds[0].end
 	for _, r := range rounds {
@@ -419,6 +437,7 @@ func (run *batchRun) measure() (Decode, error) {
 		TokSPerStream:  float64(n) / wall.Seconds(),
 		MsPerRound:     ms(wall) / float64(n),
 		ForwardMs:      ms(fwd) / float64(n),
+		HostMsPerRound: hostMs(run.timedHost, wall-waited, n),
 		Rounds:         n,
 		PrefillMs:      ms(prefillEnd.Sub(run.submit)),
 		WallMs:         ms(total),
@@ -426,6 +445,14 @@ func (run *batchRun) measure() (Decode, error) {
 		TotalRounds:    len(rounds),
 		DistinctOutput: distinct(run.outs),
 	}, nil
+}
+
+// hostMs is host time over n rounds in milliseconds a round, 0 (left out) where it was not timed.
+func hostMs(timed bool, host time.Duration, n int) float64 {
+	if !timed {
+		return 0
+	}
+	return ms(host) / float64(n)
 }
 
 // decodeWindow finds the rounds [lo, hi] in which all b sequences decode and no prompt is

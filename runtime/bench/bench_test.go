@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,18 @@ func TestMeasureWindow(t *testing.T) {
 	near("tok_s_per_stream", d.TokSPerStream, 3/0.006)
 	near("prefill_ms", d.PrefillMs, 21)
 	near("end_to_end_tok_s", d.EndToEndTokS, 10/0.028)
+	near("host_ms_per_round untimed", d.HostMsPerRound, 0)
+
+	// on a GPU backend each round records its wait for the device; the rest of the window is host
+	timed := slices.Clone(rounds)
+	for i, w := range []float64{1.5, 1, 1.5} {
+		timed[2+i].waited = time.Duration(w * 1e6)
+	}
+	hr := &batchRun{batch: 2, prompt: 4, newTokens: 5, submit: t0, done: at(28), rounds: timed, outs: run.outs, timedHost: true}
+	if d, err = hr.measure(); err != nil {
+		t.Fatal(err)
+	}
+	near("host_ms_per_round", d.HostMsPerRound, 2.0/3) // (6 ms of window - 4 ms waited) / 3
 
 	run.rounds = rounds[:2]
 	if _, err := run.measure(); err == nil {

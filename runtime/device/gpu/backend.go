@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"tfc/runtime/device"
 )
@@ -167,7 +168,10 @@ func (be *Backend) Close() error {
 // syncStream waits for the stream, then lets go of the host copies and gathers the profile.
 // It runs on the thread.
 func (be *Backend) syncStream() error {
-	if err := be.drv.SyncStream(be.stream); err != nil {
+	t := time.Now()
+	err := be.drv.SyncStream(be.stream)
+	be.counts.Waited += time.Since(t)
+	if err != nil {
 		return err
 	}
 	be.inflight.release()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"tfc/runtime/device"
@@ -96,6 +97,8 @@ type LaunchCounts struct {
 	Plain    int64 // launches made one by one
 	Graphs   int   // graphs captured
 	Failed   int   // runs whose capture or instantiation failed (launched one by one instead)
+
+	Waited time.Duration // time the host spent blocked until the stream finished (Sync)
 }
 
 // Launches are the backend's launch counts so far.
