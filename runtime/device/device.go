@@ -186,6 +186,27 @@ type Specializer interface {
 	SpecializeFamily(family string, src Source) error
 }
 
+// Taper is a backend that can keep a call's launches as a tape and play it again: each kernel
+// found and its parameters marshalled once, the launches cut into runs and keyed once, so a
+// call repeated with the same launches costs the host one hand-over.
+type Taper interface {
+	// Taping reports whether tapes are on (TFC_GPU_TAPES=0 turns them off).
+	Taping() bool
+	// Prepare is Launch without the launching: ops as kernel k, made ready for a tape.
+	Prepare(k *KernelRef, ops ...Op) (Prepared, error)
+	// Tape is prepared launches, in order, ready to play.
+	Tape(ps []Prepared) Tape
+	// Play queues a tape's launches after the work queued before it, as the Launch calls that
+	// made them would have. An error is returned here or by the next call.
+	Play(t Tape) error
+}
+
+// Prepared is one launch a Taper prepared, and Tape launches it plays; both are the Taper's own.
+type (
+	Prepared any
+	Tape     any
+)
+
 // Profiler is a backend that can time every kernel launch on the device.
 type Profiler interface {
 	// Profile turns per-launch timing on, starting a fresh profile, or off, keeping it.

@@ -252,6 +252,11 @@ type Launcher struct {
 	Lim      Limits
 	KV       []device.KVCache
 	err      error
+
+	tapes     *tapes // the graph's tapes, nil where the backend keeps none
+	recording bool   // a decoder round's launches go to rec, for a tape of its shape
+	shape     shape
+	rec       []device.Prepared
 }
 
 // Check keeps the error format (after the family's name) when ok is false.
@@ -275,17 +280,18 @@ func (l *Launcher) Write(t device.Tensor, data any, dt device.DType, name, shape
 
 // Finish waits for the launches and reads the result out back, or returns the first error.
 func (l *Launcher) Finish(out device.Tensor) ([]float32, error) {
+	if l.recording && l.err == nil {
+		l.endRecording(out)
+	}
 	if l.err != nil {
 		return nil, l.err
 	}
 	v := make([]float32, out.Rows*out.Cols)
-	if err := l.B.Sync(); err != nil {
-		return nil, err
+	if len(v) == 0 {
+		return v, l.B.Sync()
 	}
-	if len(v) > 0 {
-		if err := l.B.Read(out, v); err != nil {
-			return nil, err
-		}
+	if err := l.B.Read(out, v); err != nil { // the read waits for the launches before it
+		return nil, err
 	}
 	return v, nil
 }
@@ -314,7 +320,13 @@ func (l *Launcher) Launch(k *device.KernelRef, name string, out device.Tensor, o
 	if l.err != nil {
 		return
 	}
-	if err := l.B.Launch(k, ops...); err != nil {
+	var err error
+	if l.recording {
+		err = l.record(k, ops)
+	} else {
+		err = l.B.Launch(k, ops...)
+	}
+	if err != nil {
 		l.err = fmt.Errorf("%s (%s): %w", k.Name, k.Source, err)
 		return
 	}
@@ -396,6 +408,7 @@ type Base struct {
 	KV     []device.KVCache
 	Arenas [][2]device.Buffer
 	bufs   *Buffers
+	tapes  []*tapes // each graph's, where the backend keeps tapes
 
 	// Trace, when set, sees the output of every launch, by the graph's name for it.
 	Trace func(k *device.KernelRef, name string, out device.Tensor)
@@ -404,7 +417,11 @@ type Base struct {
 // Launcher is a call of graph number graph (its arenas, the limits, the KV cache) on the base's
 // backend; family words the errors.
 func (m *Base) Launcher(graph int, family string) *Launcher {
-	return &Launcher{B: m.B, Trace: m.Trace, Family: family, F32: m.Arenas[graph][0], I32: m.Arenas[graph][1], Lim: m.Lim, KV: m.KV}
+	l := &Launcher{B: m.B, Trace: m.Trace, Family: family, F32: m.Arenas[graph][0], I32: m.Arenas[graph][1], Lim: m.Lim, KV: m.KV}
+	if graph < len(m.tapes) {
+		l.tapes = m.tapes[graph]
+	}
+	return l
 }
 
 // Close frees every buffer the model allocated.
@@ -453,6 +470,7 @@ func (m *Base) alloc(ly Layout, get func(name string) ([]byte, device.DType, err
 			}
 		}
 		m.Arenas = append(m.Arenas, a)
+		m.tapes = append(m.tapes, newTapes(m.B))
 	}
 	var err error
 	m.KV, err = KVCaches(m.bufs, ly.KVLayers, CachePages(m.Lim)*m.Lim.PageSize, ly.KVWidth)

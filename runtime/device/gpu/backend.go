@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tfc/runtime/device"
@@ -30,6 +31,8 @@ type Config struct {
 	Precision device.Precision
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
 	NoGraphs bool
+	// NoTapes turns tapes off (as TFC_GPU_TAPES=0 does): every call's launches are prepared anew.
+	NoTapes bool
 	// RunLen is how many launches a run holds before it goes to the driver (TFC_GPU_GRAPH_RUN
 	// sets it; 0 means defaultRunLen, at most maxRun): short runs let the device start a
 	// round's first kernels while the host still prepares the rest.
@@ -48,8 +51,9 @@ type Backend struct {
 	lib    *Library
 	stream uintptr
 
-	mu      sync.Mutex // guards pending and closed, and orders what is queued on th
+	mu      sync.Mutex // guards pending, held and closed, and orders what is queued on th
 	pending run
+	held    []func() error // writes and tape plays, with the runs before them, not yet handed over
 	closed  bool
 	timing  bool // profiling is on: launches go to the thread at once
 
@@ -62,12 +66,16 @@ type Backend struct {
 	order     []string // profile names in first-launch order
 	inflight  hostCopies
 	counts    LaunchCounts
+	waited    atomic.Int64 // nanoseconds blocked in SyncStream, read without the thread
 }
 
 // NewBackend creates the backend's stream on c.Thread.
 func NewBackend(c Config) (*Backend, error) {
 	if os.Getenv("TFC_GPU_GRAPHS") == "0" {
 		c.NoGraphs = true
+	}
+	if os.Getenv("TFC_GPU_TAPES") == "0" {
+		c.NoTapes = true
 	}
 	if n, err := strconv.Atoi(os.Getenv("TFC_GPU_GRAPH_RUN")); err == nil && n > 0 {
 		c.RunLen = n
@@ -107,26 +115,81 @@ func (be *Backend) wrap(err error) error {
 	return err
 }
 
-// flushLocked hands the pending run to the thread; be.mu is held.
+// flushLocked hands the held work and the pending run to the thread in one closure; be.mu is held.
 func (be *Backend) flushLocked() error {
-	r := be.pending
-	be.pending = run{}
-	if len(r.launches) == 0 {
+	fs := be.takeLocked()
+	if len(fs) == 0 {
 		return nil
 	}
-	return be.th.queue(func() error { return be.submit(&r) })
+	return be.th.queue(func() error { return be.runAll(fs) })
 }
 
-// Do runs f on the backend's thread after the launches before it, and returns f's error or
-// first an earlier launch's.
+// takeLocked is the held work with the pending run after it, taken from the backend.
+func (be *Backend) takeLocked() []func() error {
+	be.closeRunLocked()
+	fs := be.held
+	be.held = nil
+	return fs
+}
+
+// closeRunLocked moves the pending run, sealed, to the held work.
+func (be *Backend) closeRunLocked() {
+	if len(be.pending.launches) > 0 {
+		r := be.pending
+		r.seal()
+		be.held = append(be.held, func() error { return be.submit(&r) })
+	}
+	be.pending = run{}
+}
+
+// runAll runs fs in order on the thread, stopping at the first error.
+func (be *Backend) runAll(fs []func() error) error {
+	for _, f := range fs {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Do runs f on the backend's thread after the work before it, handed over with it, and returns
+// f's error or first an earlier call's.
 func (be *Backend) Do(f func() error) error {
 	be.mu.Lock()
-	err := be.flushLocked()
+	fs := be.takeLocked()
+	done := make(chan error, 1)
+	err := be.th.queue(func() error {
+		if err := be.runAll(fs); err != nil {
+			be.th.keep(err)
+		}
+		done <- f()
+		return nil
+	})
 	be.mu.Unlock()
 	if err != nil {
 		return be.wrap(err)
 	}
-	return be.wrap(be.th.Do(f))
+	err = <-done
+	if queued := be.th.takeFailed(); queued != nil {
+		return be.wrap(queued)
+	}
+	return be.wrap(err)
+}
+
+// hold keeps f to run on the backend's thread after the launches before it, handed over with
+// the next run, Do or Sync: f's error is returned by a later call, or first an earlier one's here.
+func (be *Backend) hold(f func() error) error {
+	if err := be.th.takeFailed(); err != nil {
+		return err
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.closed {
+		return be.wrap(ErrStopped)
+	}
+	be.closeRunLocked()
+	be.held = append(be.held, f)
+	return nil
 }
 
 // Close waits for the device, destroys the graphs, events and stream, unloads the modules, runs
@@ -170,7 +233,7 @@ func (be *Backend) Close() error {
 func (be *Backend) syncStream() error {
 	t := time.Now()
 	err := be.drv.SyncStream(be.stream)
-	be.counts.Waited += time.Since(t)
+	be.waited.Add(int64(time.Since(t)))
 	if err != nil {
 		return err
 	}
@@ -240,9 +303,11 @@ func (be *Backend) view(what string, t device.Tensor) (*Buffer, error) {
 
 // Write converts src to t's dtype on the host (BF16 and F16 bits of the same format are copied
 // as stored) and queues its copy to the device on the stream, row by row or in one copy when t
-// is contiguous. The converted bytes are a fresh host slice that the backend holds, unchanged,
-// until the stream is next synchronised, so returning before the copy is done is safe
-// whether or not the driver stages pageable memory first.
+// is contiguous, handed to the thread with the next run or wait: a failed copy is reported by a
+// later call.
+// The converted bytes are a fresh host slice that the backend holds, unchanged, until the
+// stream is next synchronised, so returning before the copy is done is safe whether or not the
+// driver stages pageable memory first.
 func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 	b, err := be.view("write", t)
 	if err != nil {
@@ -259,7 +324,7 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 	if n == 0 {
 		return nil
 	}
-	return be.Do(func() error {
+	return be.hold(func() error {
 		be.inflight.keep(host)
 		err := CopyRows(t, b, host, func(dev uint64, h []byte) error {
 			return be.drv.CopyToDevice(dev, h, be.stream)

@@ -331,7 +331,7 @@ func TestProfileTimesEachLaunch(t *testing.T) {
 }
 
 // TestDeferredLaunchErrorSurfaces: a launch the driver refuses is reported, naming the kernel, by
-// the next call after it reached the driver, and once only.
+// the next call that waits after it reached the driver, and once only.
 func TestDeferredLaunchErrorSurfaces(t *testing.T) {
 	be, d := fakeBackend(t)
 	x, y := alloc(t, be, device.F32, 2, 4), alloc(t, be, device.F32, 2, 4)
@@ -345,9 +345,12 @@ func TestDeferredLaunchErrorSurfaces(t *testing.T) {
 	if err := be.Launch(&device.KernelRef{Name: "b"}, device.Copy{X: x, Y: y}); err != nil {
 		t.Fatalf("the launch failed before it reached the driver: %v", err)
 	}
-	err := be.Write(x, make([]float32, 8), device.F32)
+	err := be.Write(x, make([]float32, 8), device.F32) // queued without waiting: the next call reports
+	if err == nil {
+		err = be.Sync()
+	}
 	if !errors.Is(err, refused) || !strings.Contains(err.Error(), "kernel b grid (2,1)") {
-		t.Fatalf("Write after a failed launch: %v", err)
+		t.Fatalf("Write and Sync after a failed launch: %v", err)
 	}
 	d.Fail = nil
 	if err := be.Sync(); err != nil {

@@ -40,11 +40,25 @@ type pendingLaunch struct {
 
 // run is a sequence of launches not yet handed to the driver, and its signature: the bytes of
 // every launch's function, grid and parameter values, which two runs must share to be replayed
-// by one graph.
+// by one graph. Once sealed it also holds the signature's hash and a pointer to each value.
 type run struct {
 	launches []pendingLaunch
 	vals     []uint64
 	sig      []byte
+	key      uint64
+	ptrs     []uintptr
+}
+
+// seal hashes the signature and points at each value, for the launches' parameter arrays.
+func (r *run) seal() {
+	r.key = maphash.Bytes(sigSeed, r.sig)
+	if len(r.vals) == 0 {
+		r.vals = append(r.vals, 0) // something to pin
+	}
+	r.ptrs = make([]uintptr, len(r.vals))
+	for i := range r.vals {
+		r.ptrs[i] = uintptr(unsafe.Pointer(&r.vals[i]))
+	}
 }
 
 // add appends the launches of c.
@@ -94,6 +108,7 @@ func (be *Backend) Launch(k *device.KernelRef, ops ...device.Op) error {
 // LaunchCounts say how launches reached the device.
 type LaunchCounts struct {
 	Replayed int64 // launches run by graph replay
+	Taped    int64 // launches played from a tape (each also counted as replayed or plain)
 	Plain    int64 // launches made one by one
 	Graphs   int   // graphs captured
 	Failed   int   // runs whose capture or instantiation failed (launched one by one instead)
@@ -107,14 +122,19 @@ func (be *Backend) Launches() LaunchCounts {
 	if err := be.Do(func() error { c = be.counts; return nil }); err != nil && !isStopped(err) {
 		be.th.keep(err)
 	}
+	c.Waited = be.Waited()
 	return c
 }
+
+// Waited is the time the host has spent blocked until the stream finished, read without waiting
+// for the thread.
+func (be *Backend) Waited() time.Duration { return time.Duration(be.waited.Load()) }
 
 // submit hands a run to the driver on the thread: timed when profiling, else replayed by a
 // graph when an identical run has a graph, captured when an identical run was seen once before,
 // else launched one by one.
 func (be *Backend) submit(r *run) error {
-	ptrs := be.paramPointers(r)
+	ptrs := r.ptrs
 	var pin runtime.Pinner
 	pin.Pin(&r.vals[0])
 	defer pin.Unpin()
@@ -127,7 +147,7 @@ func (be *Backend) submit(r *run) error {
 		be.counts.Plain += n
 		return be.launchPlain(r, ptrs)
 	}
-	key := maphash.Bytes(sigSeed, r.sig)
+	key := r.key
 	g := be.graphs.get(key, r.sig)
 	if g == nil && be.graphs.seen[key] == seenOnce {
 		var err error
@@ -158,18 +178,6 @@ func (be *Backend) submit(r *run) error {
 }
 
 var sigSeed = maphash.MakeSeed()
-
-// paramPointers points at each value of the run, for the launches' parameter arrays.
-func (be *Backend) paramPointers(r *run) []uintptr {
-	if len(r.vals) == 0 {
-		r.vals = append(r.vals, 0) // something to pin
-	}
-	ptrs := make([]uintptr, len(r.vals))
-	for i := range r.vals {
-		ptrs[i] = uintptr(unsafe.Pointer(&r.vals[i]))
-	}
-	return ptrs
-}
 
 func params(ptrs []uintptr, l pendingLaunch) unsafe.Pointer {
 	if l.n == 0 {

@@ -1,0 +1,109 @@
+package model
+
+import (
+	"sync"
+
+	"tfc/runtime/device"
+)
+
+// maxTapes bounds the round shapes a decoder graph keeps tapes of; the least recently played
+// goes first.
+const maxTapes = 64
+
+// shape is what a decoder round's launches depend on: the generated forward reads the round only
+// through RoundIn, whose tensors lie where the plan puts them with R, I and S rows, so two rounds
+// of one shape make the same launches, byte for byte.
+type shape struct{ R, I, S int }
+
+// tapes are a decoder graph's recorded rounds by shape, on a backend that keeps tapes.
+type tapes struct {
+	tp      device.Taper
+	mu      sync.Mutex
+	byShape map[shape]*taped
+	tick    uint64
+}
+
+// taped is one shape's tape and the tensor its forward returned the logits of.
+type taped struct {
+	tape device.Tape
+	out  device.Tensor
+	used uint64
+}
+
+// newTapes is the tapes of a graph on b, nil where b keeps none.
+func newTapes(b device.Backend) *tapes {
+	tp, ok := b.(device.Taper)
+	if !ok || !tp.Taping() {
+		return nil
+	}
+	return &tapes{tp: tp, byShape: map[shape]*taped{}}
+}
+
+func (ts *tapes) get(s shape) *taped {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.byShape[s]
+	if t != nil {
+		ts.tick++
+		t.used = ts.tick
+	}
+	return t
+}
+
+func (ts *tapes) put(s shape, t *taped) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.byShape) >= maxTapes {
+		var lru shape
+		var old *taped
+		for k, v := range ts.byShape {
+			if old == nil || v.used < old.used {
+				lru, old = k, v
+			}
+		}
+		delete(ts.byShape, lru)
+	}
+	ts.tick++
+	t.used = ts.tick
+	ts.byShape[s] = t
+}
+
+// Replay plays the tape of a round of this round's shape where one was recorded, and returns
+// the tensor that round returned the logits of; the forward then returns Finish of it. Where
+// none was, the launches that follow are recorded, and Finish plays and keeps them.
+func (l *Launcher) Replay() (device.Tensor, bool) {
+	if !l.recording {
+		return device.Tensor{}, false
+	}
+	t := l.tapes.get(l.shape)
+	if t == nil {
+		return device.Tensor{}, false
+	}
+	l.recording = false
+	if err := l.tapes.tp.Play(t.tape); err != nil {
+		l.err = err
+	}
+	return t.out, true
+}
+
+// record prepares a launch for the tape being recorded.
+func (l *Launcher) record(k *device.KernelRef, ops []device.Op) error {
+	p, err := l.tapes.tp.Prepare(k, ops...)
+	if err == nil {
+		l.rec = append(l.rec, p)
+	}
+	return err
+}
+
+// endRecording plays the launches recorded and keeps them as the tape of this round's shape,
+// whose logits are those of out.
+func (l *Launcher) endRecording(out device.Tensor) {
+	l.recording = false
+	t := &taped{tape: l.tapes.tp.Tape(l.rec), out: out}
+	l.rec = nil
+	if err := l.tapes.tp.Play(t.tape); err != nil {
+		l.err = err
+		return
+	}
+	l.tapes.put(l.shape, t)
+}
