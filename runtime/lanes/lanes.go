@@ -771,6 +771,10 @@ func (s *Scheduler) pick(logits []float32, dec []decodeRows, fill *seq) []int32 
 		}
 	}
 	picks := make([]int32, len(jobs))
+	if len(jobs) == 1 { // a lone row is picked here, not handed to another goroutine
+		picks[0] = int32(sample.Pick(logits[:s.info.Vocab], jobs[0].r.Sample, jobs[0].pos))
+		return picks
+	}
 	var wg sync.WaitGroup
 	next := make(chan int, len(jobs))
 	for i := range jobs {

@@ -21,13 +21,49 @@ type Params struct {
 // Greedy returns the index of the largest logit; ties go to the lowest index, as argmax does.
 // NaN logits never win.
 func Greedy(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] || (logits[best] != logits[best] && v == v) {
-			best = i
+	first := 0 // the first logit that is a number: the best so far
+	for first < len(logits) && logits[first] != logits[first] {
+		first++
+	}
+	if first == len(logits) {
+		return 0
+	}
+	// the largest value over four independent chains, then its first place
+	rest := logits[first:]
+	t0, t1, t2, t3 := rest[0], rest[0], rest[0], rest[0]
+	i := 0
+	for ; i+4 <= len(rest); i += 4 {
+		q := rest[i : i+4 : i+4]
+		if q[0] > t0 {
+			t0 = q[0]
+		}
+		if q[1] > t1 {
+			t1 = q[1]
+		}
+		if q[2] > t2 {
+			t2 = q[2]
+		}
+		if q[3] > t3 {
+			t3 = q[3]
 		}
 	}
-	return best
+	for ; i < len(rest); i++ {
+		if rest[i] > t0 {
+			t0 = rest[i]
+		}
+	}
+	top := t0
+	for _, t := range [...]float32{t1, t2, t3} {
+		if t > top {
+			top = t
+		}
+	}
+	for i, v := range rest {
+		if v == top {
+			return first + i
+		}
+	}
+	return first
 }
 
 // Pick draws the token at position pos of a sequence.

@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -14,6 +15,45 @@ func TestGreedyTiesAndNaN(t *testing.T) {
 	}
 	if got := Greedy([]float32{nan, 0.5, 2}); got != 2 {
 		t.Fatalf("NaN first: got %d, want 2", got)
+	}
+}
+
+// TestGreedyAsArgmax: Greedy against the plain rule (a logit wins over a smaller one and over a
+// NaN) on rows of ties, NaNs and infinities.
+func TestGreedyAsArgmax(t *testing.T) {
+	nan := float32(0)
+	nan = nan / nan
+	inf := float32(math.Inf(1))
+	argmax := func(xs []float32) int {
+		best := 0
+		for i, v := range xs {
+			if v > xs[best] || (xs[best] != xs[best] && v == v) {
+				best = i
+			}
+		}
+		return best
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := []float32{nan, -inf, inf, 0, 1, -1, 2}
+	for n := 0; n < 2000; n++ {
+		row := make([]float32, 1+rng.IntN(9))
+		for i := range row {
+			row[i] = vals[rng.IntN(len(vals))]
+		}
+		if got, want := Greedy(row), argmax(row); got != want {
+			t.Fatalf("Greedy(%v) = %d, want %d", row, got, want)
+		}
+	}
+}
+
+func BenchmarkGreedy(b *testing.B) {
+	row := make([]float32, 151936)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range row {
+		row[i] = rng.Float32()
+	}
+	for b.Loop() {
+		Greedy(row)
 	}
 }
 
