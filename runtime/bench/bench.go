@@ -102,10 +102,12 @@ type Decode struct {
 	DistinctOutput int     `json:"distinct_outputs"` // how many of the B outputs differ from each other
 	// ReplayedLaunches and PlainLaunches count the measured run's kernel launches that graphs
 	// replayed and that were made one by one, on backends that replay graphs.
-	ReplayedLaunches int64          `json:"replayed_launches,omitempty"`
-	PlainLaunches    int64          `json:"plain_launches,omitempty"`
-	Profile          *KernelProfile `json:"profile,omitempty"`
-	PrefillProfile   *KernelProfile `json:"prefill_profile,omitempty"` // the rounds before the decode window
+	ReplayedLaunches int64 `json:"replayed_launches,omitempty"`
+	PlainLaunches    int64 `json:"plain_launches,omitempty"`
+	// TapedLaunches counts those played from a recorded round's tape (prepared once).
+	TapedLaunches  int64          `json:"taped_launches,omitempty"`
+	Profile        *KernelProfile `json:"profile,omitempty"`
+	PrefillProfile *KernelProfile `json:"prefill_profile,omitempty"` // the rounds before the decode window
 }
 
 // Vision is the vision tower measure on one image.
@@ -209,7 +211,8 @@ func Run(o Options) (*Report, error) {
 	logf("loaded in %.1f s: %s, %d weight bytes", rep.LoadSeconds, rep.Family, rep.WeightBytes)
 
 	if len(o.Batches) > 0 {
-		tm := &timedModel{Model: e.Model, counter: counter}
+		tm := &timedModel{Model: e.Model}
+		tm.waiter, _ = o.Backend.(waiter)
 		sched, err := lanes.New(tm, lanes.Config{Parallel: parallel, Context: ctxLen, Rows: rep.Limits.Rows, PageSize: pageSize, Queue: parallel})
 		if err != nil {
 			return nil, err
@@ -241,7 +244,8 @@ func Run(o Options) (*Report, error) {
 			if counter != nil {
 				after := counter.Launches()
 				d.ReplayedLaunches, d.PlainLaunches = after.Replayed-before.Replayed, after.Plain-before.Plain
-				logf("decode: batch %d: %d launches replayed by graphs, %d launched one by one", b, d.ReplayedLaunches, d.PlainLaunches)
+				d.TapedLaunches = after.Taped - before.Taped
+				logf("decode: batch %d: %d launches replayed by graphs, %d launched one by one, %d of them played from tapes", b, d.ReplayedLaunches, d.PlainLaunches, d.TapedLaunches)
 			}
 			if prof != nil {
 				if d.Profile, d.PrefillProfile, err = profileDecode(sched, tm, prof, vocab, b, o); err != nil {
@@ -301,20 +305,20 @@ type timedModel struct {
 	recording bool
 	prompt    int // rows at positions below this fill a prompt
 	rounds    []round
-	counter   launchCounter // when set, each round records the time the host waited on the device
+	waiter    waiter // when set, each round records the time the host waited on the device
 }
 
 func (m *timedModel) Forward(r *model.Round) ([]float32, error) {
-	var before gpu.LaunchCounts
-	if m.counter != nil {
-		before = m.counter.Launches()
+	var before time.Duration
+	if m.waiter != nil {
+		before = m.waiter.Waited()
 	}
 	start := time.Now()
 	logits, err := m.Model.Forward(r)
 	end := time.Now()
 	var waited time.Duration
-	if m.counter != nil {
-		waited = m.counter.Launches().Waited - before.Waited
+	if m.waiter != nil {
+		waited = m.waiter.Waited() - before
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -373,7 +377,7 @@ func runBatch(s *lanes.Scheduler, tm *timedModel, vocab int32, b, prompt, newTok
 		}
 		reqs[i] = &lanes.Request{Prompt: ids, MaxTokens: newTokens, Sample: sample.Params{}}
 	}
-	run := &batchRun{batch: b, prompt: prompt, newTokens: newTokens, outs: make([][]int32, b), timedHost: tm.counter != nil}
+	run := &batchRun{batch: b, prompt: prompt, newTokens: newTokens, outs: make([][]int32, b), timedHost: tm.waiter != nil}
 	tm.record(prompt)
 	run.submit = time.Now()
 	streams := make([]*lanes.Stream, b)

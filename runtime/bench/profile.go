@@ -39,6 +39,9 @@ type KernelShare struct {
 // launchCounter is a backend that counts graph-replayed and plain launches.
 type launchCounter interface{ Launches() gpu.LaunchCounts }
 
+// waiter is a backend that counts the time the host spent blocked on the device.
+type waiter interface{ Waited() time.Duration }
+
 // profileDecode runs batch b again with kernel timing on and profiles its decode window and the
 // prefill rounds before it.
 func profileDecode(s *lanes.Scheduler, tm *timedModel, prof device.Profiler, vocab int32, b int, o Options) (decode, prefill *KernelProfile, err error) {
