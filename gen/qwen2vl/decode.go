@@ -33,9 +33,6 @@ type decodePlan struct{ ImageRows, X, QProjKProjV, GateProjUpProj, Ids, Pos, Ima
 func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	in := l.Round(r, model.RoundPlan{Tokens: p.Ids, Positions: p.Pos, ImageRows: p.ImageRows, ImageAt: p.ImageAt, LogitRows: p.LogitRows, Seq: p.RowsSeq, Pos: p.RowsPos, PageTable: p.RowsPages, Axes: c.PositionsAxes, Hidden: c.D})
-	if out, ok := l.Replay(); ok {
-		return l.Finish(out)
-	}
 	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.R, Cols: c.D}
 	l.Launch(g.K.At(0, "decode_embed", "graphs/qwen2_vl.graph:142"), "embed", x, device.Embed{Ids: in.Tokens, Table: w.LmEmbedTokensWeight, Y: x})
 	if in.I > 0 {

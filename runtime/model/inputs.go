@@ -49,7 +49,8 @@ func (l *Launcher) Round(r *Round, p RoundPlan) RoundIn {
 		PageTable: l.input(p.PageTable, l.I32, l.Lim.Parallel, pages, r.PageTable, device.I32, "page_table", "[Parallel, pages]"),
 		PageSize:  l.Lim.PageSize,
 	}
-	l.shape, l.recording = shape{in.R, in.I, in.S}, l.tapes != nil && l.Trace == nil && l.err == nil
+	l.shape, l.plan = shape{in.R, in.I, in.S}, p
+	l.recording = l.tapes != nil && l.Trace == nil && l.err == nil && !l.replaying
 	return in
 }
 

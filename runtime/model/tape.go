@@ -11,16 +11,28 @@ import (
 const maxTapes = 64
 
 // shape is what a decoder round's launches depend on: the generated forward reads the round only
-// through RoundIn, whose tensors lie where the plan puts them with R, I and S rows, so two rounds
-// of one shape make the same launches, byte for byte.
+// through Round, whose tensors lie where the plan (a literal of the forward) puts them with R, I
+// and S rows, so two rounds of one shape make the same launches, byte for byte.
 type shape struct{ R, I, S int }
 
-// tapes are a decoder graph's recorded rounds by shape, on a backend that keeps tapes.
+// tapes are a decoder graph's recorded rounds by shape, on a backend that keeps tapes, and the
+// plan its forward gives Round (the same every call).
 type tapes struct {
 	tp      device.Taper
 	mu      sync.Mutex
 	byShape map[shape]*taped
 	tick    uint64
+	plan    *RoundPlan
+}
+
+// roundPlan is the plan the graph's forward gave Round, once a round was recorded.
+func (ts *tapes) roundPlan() (RoundPlan, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.plan == nil {
+		return RoundPlan{}, false
+	}
+	return *ts.plan, true
 }
 
 // taped is one shape's tape and the tensor its forward returned the logits of.
@@ -50,9 +62,10 @@ func (ts *tapes) get(s shape) *taped {
 	return t
 }
 
-func (ts *tapes) put(s shape, t *taped) {
+func (ts *tapes) put(s shape, t *taped, p RoundPlan) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	ts.plan = &p
 	if len(ts.byShape) >= maxTapes {
 		var lru shape
 		var old *taped
@@ -68,20 +81,30 @@ func (ts *tapes) put(s shape, t *taped) {
 	ts.byShape[s] = t
 }
 
-// Replay plays the tape of a round of this round's shape where one was recorded, and returns
-// the tensor that round returned the logits of; the forward then returns Finish of it. Where
-// none was, the launches that follow are recorded, and Finish plays and keeps them.
-func (l *Launcher) Replay() (device.Tensor, bool) {
-	if !l.recording {
+// replay plays the tape of a round of r's shape where one was recorded: it writes r's inputs
+// where the recorded round's plan put them and returns the tensor that round returned the
+// logits of, so the forward itself need not run. Where none was, the forward runs and its
+// launches are recorded (Round starts it; Finish plays and keeps them).
+func (l *Launcher) replay(r *Round) (device.Tensor, bool) {
+	if l.tapes == nil || l.Trace != nil || r == nil {
 		return device.Tensor{}, false
 	}
-	t := l.tapes.get(l.shape)
+	p, ok := l.tapes.roundPlan()
+	if !ok {
+		return device.Tensor{}, false
+	}
+	s := shape{R: len(r.Tokens), S: len(r.LogitRows)}
+	if p.ImageRows != Absent && p.Hidden > 0 {
+		s.I = len(r.ImageRows) / p.Hidden
+	}
+	t := l.tapes.get(s)
 	if t == nil {
 		return device.Tensor{}, false
 	}
-	l.recording = false
-	if err := l.tapes.tp.Play(t.tape); err != nil {
-		l.err = err
+	l.replaying = true
+	l.Round(r, p)
+	if l.err == nil {
+		l.err = l.tapes.tp.Play(t.tape)
 	}
 	return t.out, true
 }
@@ -105,5 +128,5 @@ func (l *Launcher) endRecording(out device.Tensor) {
 		l.err = err
 		return
 	}
-	l.tapes.put(l.shape, t)
+	l.tapes.put(l.shape, t, l.plan)
 }

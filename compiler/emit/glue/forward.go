@@ -445,10 +445,6 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		}
 		body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
 	}
-	if g.Role != "vision" {
-		// a round of a shape seen before plays that round's tape
-		body = append(body, If(List(Id("out"), Id("ok")).Op(":=").Id("l").Dot("Replay").Call(), Id("ok")).Block(Return(Id("l").Dot("Finish").Call(Id("out")))))
-	}
 	body = append(body, launches...)
 	body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
 	body = append(receiverFields(body, "c", "w", "p"), body...)
