@@ -40,10 +40,11 @@ type Config struct {
 }
 
 // Backend runs the generated kernels on one GPU through a Driver. Launches are held in a
-// pending run, which a Write, Read, Sync, Close, a profile switch or a long run hands to the
-// driver on the backend's stream: a run whose bytes (functions, grids, every parameter byte)
-// match a run seen before is replayed as a graph, other runs are launched kernel by kernel.
-// With graphs off, or while profiling, each launch goes to the driver at once.
+// pending run, and writes and tape plays behind it; a Read, Sync, Close, a profile switch or a
+// long run hands all of it to the driver's thread at once, for the backend's stream: a run whose
+// bytes (functions, grids, every parameter byte) match a run seen before is replayed as a graph,
+// other runs are launched kernel by kernel. With graphs off, or while profiling, each launch
+// goes to the driver at once.
 type Backend struct {
 	cfg    Config
 	drv    Driver

@@ -1,11 +1,12 @@
 // Package gpu holds what the GPU backends share: the Backend itself, over a vendor Driver (one
-// stream for every launch and copy, launch runs held until a Write, Read or Sync and replayed as
-// graphs when they repeat byte for byte, per-kernel profiles from events); launches made by each
-// kernel's schedule (device.Schedule, written by the compiler beside the source: parameters and
-// grids); the kernel sources with their schedules, specialisation, build cache and loaded modules
-// (Library); device buffers and row copies; host-side element conversion; and the locked OS
-// thread a driver context needs. Packages cuda and hip bind their runtime to Driver, build modules
-// and find the device.
+// stream for every launch and copy; launch runs, writes and tape plays held until a Read or Sync
+// hands them over; runs replayed as graphs when they repeat byte for byte; tapes of prepared
+// launches; per-kernel profiles from events); launches made by each kernel's schedule
+// (device.Schedule, written by the compiler beside the source: parameters and grids); the kernel
+// sources with their schedules, specialisation, build cache and loaded modules (Library); device
+// buffers and row copies; host-side element conversion; and the locked OS thread a driver
+// context needs. Packages cuda and hip bind their runtime to Driver, build modules and find the
+// device.
 package gpu
 
 import (
