@@ -522,7 +522,7 @@ func (t *translator) node(n *ir.Node) error {
 	case ir.OpUnfold:
 		w := t.weights[n.Arg("weight").Weight.Weight]
 		f := attrExpr(n.Attr("factor"))
-		if w.Unfold != nil && w.Unfold.String() != f.String() {
+		if w.Unfold != nil && !w.Unfold.Equal(f) {
 			return fmt.Errorf("%s: unfold(%s, factor: %s): another unfold reads it with factor %s", ps, w.Display(), f, w.Unfold)
 		}
 		w.Unfold, w.viewAt = f, &ps
@@ -530,7 +530,7 @@ func (t *translator) node(n *ir.Node) error {
 	case ir.OpDeinterleave:
 		w := t.weights[n.Arg("weight").Weight.Weight]
 		h := attrExpr(n.Attr("heads"))
-		if w.Deinterleave != nil && w.Deinterleave.String() != h.String() {
+		if w.Deinterleave != nil && !w.Deinterleave.Equal(h) {
 			return fmt.Errorf("%s: deinterleave(%s, heads: %s): another deinterleave reads it with heads %s", ps, w.Display(), h, w.Deinterleave)
 		}
 		w.Deinterleave, w.viewAt = h, &ps
