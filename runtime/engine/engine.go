@@ -143,7 +143,7 @@ type Prompt struct {
 type Options struct {
 	MaxTokens int
 	Sample    sample.Params
-	// Step, when set, sees each step's logits before the token is picked.
+	// Step, when set, sees each step's logits before the token is picked (a copy keeps them).
 	Step func(step int, logits []float32)
 }
 

@@ -80,7 +80,8 @@ type Request struct {
 	// Finish "stop" and StopReason "repetition": the loop a page of dots or rules can fall into.
 	RepetitionStop bool
 	// Logits, when set, sees the logits each of the request's tokens is picked from, with the
-	// token's place in the sequence (the gates compare them); Vision sees its images' tower rows.
+	// token's place in the sequence (the gates compare them; the row is the model's again after
+	// the call, so keep a copy); Vision sees its images' tower rows.
 	Logits func(pos int, logits []float32)
 	Vision func(rows []float32)
 	// Release, when set, is called once when the scheduler is done with the request (it has

@@ -225,7 +225,8 @@ type Loaded struct {
 	info    Info
 	vision  VisionGraph
 	decoder DecoderGraph
-	graphs  []Graph // in the order of Base.Arenas
+	graphs  []Graph   // in the order of Base.Arenas
+	logits  []float32 // the last round's logits, read into again by the next
 }
 
 // Info describes the loaded family to the runtime.
@@ -244,7 +245,9 @@ func (m *Loaded) Forward(r *Round) ([]float32, error) {
 	if m.decoder == nil {
 		return nil, fmt.Errorf("%s has no decoder graph", m.family)
 	}
-	return m.decoder.Forward(m.Launcher(m.index(m.decoder), m.family), r)
+	l := m.Launcher(m.index(m.decoder), m.family)
+	l.into = &m.logits
+	return m.decoder.Forward(l, r)
 }
 
 func (m *Loaded) index(g Graph) int {

@@ -259,6 +259,7 @@ type Launcher struct {
 	shape     shape
 	plan      RoundPlan
 	rec       []device.Prepared
+	into      *[]float32 // where Finish reads the result, reusing its room; nil: a fresh slice
 }
 
 // Check keeps the error format (after the family's name) when ok is false.
@@ -288,7 +289,16 @@ func (l *Launcher) Finish(out device.Tensor) ([]float32, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	v := make([]float32, out.Rows*out.Cols)
+	n := out.Rows * out.Cols
+	var v []float32
+	if l.into != nil && cap(*l.into) >= n {
+		v = (*l.into)[:n]
+	} else {
+		v = make([]float32, n)
+	}
+	if l.into != nil {
+		*l.into = v
+	}
 	if len(v) == 0 {
 		return v, l.B.Sync()
 	}

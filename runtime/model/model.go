@@ -140,7 +140,8 @@ type Model interface {
 	// Vision runs the tower on pixels [N, C] of the given (t, h, w) grids and returns
 	// [N/Merge², Hidden] rows.
 	Vision(pixels []float32, grids [][3]int) ([]float32, error)
-	// Forward runs one round and returns logits [len(LogitRows), Vocab].
+	// Forward runs one round and returns logits [len(LogitRows), Vocab], which the model may
+	// overwrite at its next Forward (rounds run one at a time; keep a copy to keep them).
 	Forward(r *Round) ([]float32, error)
 	Close()
 }
