@@ -180,16 +180,26 @@ func (be *Backend) Do(f func() error) error {
 // hold keeps f to run on the backend's thread after the launches before it, handed over with
 // the next run, Do or Sync: f's error is returned by a later call, or first an earlier one's here.
 func (be *Backend) hold(f func() error) error {
+	if err := be.lock(); err != nil {
+		return err
+	}
+	defer be.mu.Unlock()
+	be.closeRunLocked()
+	be.held = append(be.held, f)
+	return nil
+}
+
+// lock reports an earlier call's error, else locks be.mu of a backend not closed; the caller
+// unlocks it.
+func (be *Backend) lock() error {
 	if err := be.th.takeFailed(); err != nil {
 		return err
 	}
 	be.mu.Lock()
-	defer be.mu.Unlock()
 	if be.closed {
+		be.mu.Unlock()
 		return be.wrap(ErrStopped)
 	}
-	be.closeRunLocked()
-	be.held = append(be.held, f)
 	return nil
 }
 

@@ -89,14 +89,10 @@ func (be *Backend) Launch(k *device.KernelRef, ops ...device.Op) error {
 	if err != nil {
 		return err
 	}
-	if err := be.th.takeFailed(); err != nil {
+	if err := be.lock(); err != nil {
 		return err
 	}
-	be.mu.Lock()
 	defer be.mu.Unlock()
-	if be.closed {
-		return be.wrap(ErrStopped)
-	}
 	be.pending.add(c)
 	if len(be.pending.launches) >= be.cfg.RunLen || be.cfg.NoGraphs || be.timing {
 		// without graph replay, holding launches back gains nothing: the device may start now
