@@ -30,10 +30,8 @@ func (l *Launcher) Round(r *Round, p RoundPlan) RoundIn {
 		l.Check(false, "the round has no rows")
 		return RoundIn{}
 	}
-	in := RoundIn{R: len(r.Tokens), S: len(r.LogitRows)}
-	if p.ImageRows != Absent {
-		in.I = len(r.ImageRows) / p.Hidden
-	}
+	sh := roundShape(r, p)
+	in := RoundIn{R: sh.R, I: sh.I, S: sh.S}
 	l.Limit("R", in.R, "Rows", l.Lim.Rows)
 	l.Limit("I", in.I, "Rows", l.Lim.Rows)
 	l.Limit("S", in.S, "Rows", l.Lim.Rows)
@@ -49,9 +47,18 @@ func (l *Launcher) Round(r *Round, p RoundPlan) RoundIn {
 		PageTable: l.input(p.PageTable, l.I32, l.Lim.Parallel, pages, r.PageTable, device.I32, "page_table", "[Parallel, pages]"),
 		PageSize:  l.Lim.PageSize,
 	}
-	l.shape, l.plan = shape{in.R, in.I, in.S}, p
-	l.recording = l.tapes != nil && l.Trace == nil && l.err == nil && !l.replaying
+	l.shape, l.plan = sh, p
+	l.recording = l.tapes != nil && l.Trace == nil && l.err == nil
 	return in
+}
+
+// roundShape is round r's rows, image rows (of the plan's width) and logit rows.
+func roundShape(r *Round, p RoundPlan) shape {
+	s := shape{R: len(r.Tokens), S: len(r.LogitRows)}
+	if p.ImageRows != Absent {
+		s.I = len(r.ImageRows) / p.Hidden
+	}
+	return s
 }
 
 // ImagePlan is where a vision graph's inputs lie in its arenas: each role's buffer offset (Absent

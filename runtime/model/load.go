@@ -255,7 +255,6 @@ type Launcher struct {
 
 	tapes     *tapes // the graph's tapes, nil where the backend keeps none
 	recording bool   // a decoder round's launches go to rec, for a tape of its shape
-	replaying bool   // the round plays a tape: Round writes its inputs, nothing is recorded
 	shape     shape
 	plan      RoundPlan
 	rec       []device.Prepared

@@ -93,16 +93,12 @@ func (l *Launcher) replay(r *Round) (device.Tensor, bool) {
 	if !ok {
 		return device.Tensor{}, false
 	}
-	s := shape{R: len(r.Tokens), S: len(r.LogitRows)}
-	if p.ImageRows != Absent && p.Hidden > 0 {
-		s.I = len(r.ImageRows) / p.Hidden
-	}
-	t := l.tapes.get(s)
+	t := l.tapes.get(roundShape(r, p))
 	if t == nil {
 		return device.Tensor{}, false
 	}
-	l.replaying = true
 	l.Round(r, p)
+	l.recording = false // the tape is played, not recorded again
 	if l.err == nil {
 		l.err = l.tapes.tp.Play(t.tape)
 	}
