@@ -7,10 +7,6 @@ import (
 	"tfc/runtime/model"
 )
 
-// Vision is graph vision (graphs/glm_ocr.graph:123) for every family running it; program.json lists
-// its weights and buffers.
-var Vision = model.Vision(Program, "vision", forwardVision)
-
 // VisionConfig holds the config values graph vision reads.
 type VisionConfig struct {
 	VD, VL, VH, VF, VO, C, P, TP, M, VHD, CD int
@@ -27,8 +23,8 @@ type visionWeights struct {
 // visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
 type visionPlan struct{ Px, X, Qkv, QNorm, KNorm, Pos, Spans int }
 
-// forwardVision runs graph vision (graphs/glm_ocr.graph:123) through l on pixels [N, C] of images with the given (t, h, w) grids.
-func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
+// ForwardVision runs graph vision (graphs/glm_ocr.graph:123) through l on pixels [N, C] of images with the given (t, h, w) grids.
+func ForwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	in := l.Images(pixels, grids, model.ImagePlan{Pixels: p.Px, Pos: p.Pos, Spans: p.Spans, MergeOrder: model.Absent, WindowOrder: model.Absent, WindowInverse: model.Absent, WindowPos: model.Absent, WindowSpans: model.Absent, Width: c.C * c.P * c.P * c.TP, Merge: c.M, Order: c.M, Window: 0})
 	l.Check(in.N%(c.M*c.M) == 0, "graph vision requires N%%(M*M) == 0 (graphs/glm_ocr.graph:124); here M = %v, N = %v", c.M, in.N)

@@ -7,10 +7,6 @@ import (
 	"tfc/runtime/model"
 )
 
-// Decode is graph decode (graphs/lighton_ocr.graph:134) for every family running it; program.json lists
-// its weights and buffers.
-var Decode = model.Decoder(Program, "decode", forwardDecode)
-
 // DecodeConfig holds the config values graph decode reads.
 type DecodeConfig struct {
 	D, L, H, KV, HD, F, V, PositionsAxes int
@@ -29,8 +25,8 @@ type decodeWeights struct {
 // decodePlan holds the offsets, in elements, of graph decode's buffers in its arenas.
 type decodePlan struct{ ImageRows, X, QProj, QNorm, KNorm, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages int }
 
-// forwardDecode runs graph decode (graphs/lighton_ocr.graph:134) through l over the rows of one round and returns the logits of r.LogitRows.
-func forwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
+// ForwardDecode runs graph decode (graphs/lighton_ocr.graph:134) through l over the rows of one round and returns the logits of r.LogitRows.
+func ForwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	in := l.Round(r, model.RoundPlan{Tokens: p.Ids, Positions: p.Pos, ImageRows: p.ImageRows, ImageAt: p.ImageAt, LogitRows: p.LogitRows, Seq: p.RowsSeq, Pos: p.RowsPos, PageTable: p.RowsPages, Axes: c.PositionsAxes, Hidden: c.D})
 	x := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.R, Cols: c.D}

@@ -7,10 +7,6 @@ import (
 	"tfc/runtime/model"
 )
 
-// Vision is graph vision (graphs/lighton_ocr.graph:112) for every family running it; program.json lists
-// its weights and buffers.
-var Vision = model.Vision(Program, "vision", forwardVision)
-
 // VisionConfig holds the config values graph vision reads.
 type VisionConfig struct {
 	D, M, VD, VL, VH, VF, C, P, VHD int
@@ -27,8 +23,8 @@ type visionWeights struct {
 // visionPlan holds the offsets, in elements, of graph vision's buffers in its arenas.
 type visionPlan struct{ Px, Linear, QProjKProjVProj, GateProjUpProj, Pos, Spans, MergeOrder int }
 
-// forwardVision runs graph vision (graphs/lighton_ocr.graph:112) through l on pixels [N, C] of images with the given (t, h, w) grids.
-func forwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
+// ForwardVision runs graph vision (graphs/lighton_ocr.graph:112) through l on pixels [N, C] of images with the given (t, h, w) grids.
+func ForwardVision(g *model.Runner[VisionConfig, visionWeights, visionPlan], l *model.Launcher, pixels []float32, grids [][3]int) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	in := l.Images(pixels, grids, model.ImagePlan{Pixels: p.Px, Pos: p.Pos, Spans: p.Spans, MergeOrder: p.MergeOrder, WindowOrder: model.Absent, WindowInverse: model.Absent, WindowPos: model.Absent, WindowSpans: model.Absent, Width: c.C * c.P * c.P, Merge: c.M, Order: 1, Window: 0})
 	l.Check(in.Kept%(c.M*c.M) == 0, "graph vision requires I%%(M*M) == 0 (graphs/lighton_ocr.graph:113); here I = %v, M = %v", in.Kept, c.M)

@@ -25,8 +25,9 @@ type Runner[C, W, P any] struct {
 	plan GraphPlan
 }
 
-// GraphDef is a graph's runner as the generated package stating it declares it (Vision or
-// Decoder); a family running the graph binds it to its own values.
+// GraphDef is a graph's runner as the generated registry declares it for a family (Vision or
+// Decoder over the program and forward of the package stating the graph); the family binds it
+// to its own values.
 type GraphDef interface {
 	Name() string
 	bind(env map[string]*lower.Expr, l Limits, kernels string) (Graph, error)

@@ -100,7 +100,11 @@ func Registry(entries []Entry) ([]byte, error) {
 			if g.Home != "" {
 				home = lower.PackageName(g.Home)
 			}
-			graphs = append(graphs, Qual("tfc/gen/"+home, lower.GoName(g.Name)))
+			ctor := "Vision"
+			if g.Role == "decoder" {
+				ctor = "Decoder"
+			}
+			graphs = append(graphs, Qual(modelPkg, ctor).Call(Qual("tfc/gen/"+home, "Program"), Lit(g.Name), Qual("tfc/gen/"+home, "Forward"+lower.GoName(g.Name))))
 		}
 		reg = append(reg, field("Prefixes", Index().Qual(modelPkg, "Prefix").Values(prefixes(p)...)), field("Program", Qual(pkg, "Program")),
 			field("Graphs", Index().Qual(modelPkg, "GraphDef").Values(graphs...)))

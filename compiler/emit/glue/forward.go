@@ -452,9 +452,9 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 	launcher := Id("l").Op("*").Qual(modelPkg, "Launcher")
 	var out []Code
 	if g.Role == "vision" {
-		out = append(out, Comment(fmt.Sprintf("forward%s runs graph %s (%s:%d) through l on pixels [N, C] of images with the given (t, h, w) grids.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("forward"+t).Params(g0, launcher, Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)))
+		out = append(out, Comment(fmt.Sprintf("Forward%s runs graph %s (%s:%d) through l on pixels [N, C] of images with the given (t, h, w) grids.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("Forward"+t).Params(g0, launcher, Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)))
 	} else {
-		out = append(out, Comment(fmt.Sprintf("forward%s runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("forward"+t).Params(g0, launcher, Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
+		out = append(out, Comment(fmt.Sprintf("Forward%s runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("Forward"+t).Params(g0, launcher, Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
 	}
 	return out, f.n, nil
 }

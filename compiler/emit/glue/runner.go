@@ -12,8 +12,8 @@ import (
 
 // graphFile writes graph g's runner into f: the config values its forward reads (a type of
 // their own, which every family running the graph fills from its values), its weight and plan
-// structs (one line a group: their names, shapes and sizes are the program's runner spec), its
-// declaration and its forward. It returns the config values the runner reads, in declaration
+// structs (one line a group: their names, shapes and sizes are the program's runner spec) and
+// its forward, which the registry declares as the runner of every family running the graph. It returns the config values the runner reads, in declaration
 // order.
 func (e *emitter) graphFile(f *File, g *lower.Graph) ([]string, error) {
 	e.used = map[string]bool{}
@@ -32,13 +32,6 @@ func (e *emitter) graphFile(f *File, g *lower.Graph) ([]string, error) {
 			names = append(names, prm.Name)
 		}
 	}
-	f.Comment(fmt.Sprintf("%s is graph %s (%s) for every family running it; program.json lists", t, g.Name, lineOf(g.Pos)))
-	f.Comment("its weights and buffers.")
-	ctor := "Vision"
-	if g.Role == "decoder" {
-		ctor = "Decoder"
-	}
-	f.Var().Id(t).Op("=").Qual(modelPkg, ctor).Call(Id("Program"), Lit(g.Name), Id("forward"+t))
 	f.Comment(fmt.Sprintf("%sConfig holds the config values graph %s reads.", t, g.Name))
 	f.Type().Id(t + "Config").Struct(e.fieldGroups(names)...)
 	f.Add(e.graphWeights(g, t))
