@@ -31,10 +31,14 @@
 #   tools/gpu/receipts.sh pages OUT  pages per second on a dots.ocr-shaped random BF16 checkpoint:
 #                                    tfc serve at concurrency 1-64 and transformers' generate on the
 #                                    same pages (tools/gpu/pages.sh; needs tools/oracle/publisher)
+#   tools/gpu/receipts.sh tapes OUT  decode rounds played from tapes against plain launches
+#                                    (TFC_GPU_TAPES=0) on the Qwen2-VL-2B-shaped checkpoint in BF16:
+#                                    tok/s and host_ms_per_round at batch 1 and 8, and 64 greedy ids
+#                                    of a text prompt both ways, which must be equal
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
 set -uo pipefail
-part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu or speed}
+part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes or speed}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -153,6 +157,29 @@ decode)
 	;;
 backend)
 	step 400 backend-tests bash -c "cd runtime/device/$backend && ../../../bin/${backend}test -test.v -test.run GPU"
+	;;
+tapes)
+	dw=/tmp/tfc-full-qwen
+	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
+	for mode in tapes plain; do
+		tapes=1
+		[ $mode = plain ] && tapes=0
+		step 150 "bench-$mode" env TFC_GPU_TAPES=$tapes bin/tfc bench "$dw/checkpoint" --backend "$backend" --precision bf16 \
+			--batch 1,8 --prompt-tokens 512 --new-tokens 128 --out "$out/bench-$mode.json"
+		step 60 "ids-$mode" env TFC_GPU_TAPES=$tapes bash -c 'bin/tfc generate --model "$0/checkpoint" --backend "$1" --precision bf16 \
+			--prompt "Describe a page of a scanned report." --max-tokens 64 --ignore-eos --json >"$2"' "$dw" "$backend" "$out/ids-$mode.json"
+	done
+	python3 - "$out" <<'PY' | tee "$out/tapes.md"
+import json, os, sys
+out = sys.argv[1]
+ids = {m: json.load(open(os.path.join(out, f"ids-{m}.json"))).get("output_ids") for m in ("tapes", "plain")}
+print(f"64 greedy ids equal with and without tapes: {ids['tapes'] is not None and ids['tapes'] == ids['plain']}")
+print("| launches | batch | tok/s | ms a round | host ms a round | launches taped |")
+print("| --- | --- | --- | --- | --- | --- |")
+for m in ("tapes", "plain"):
+    for d in json.load(open(os.path.join(out, f"bench-{m}.json"))).get("decode", []):
+        print(f"| {m} | {d.get('batch')} | {d.get('tok_s')} | {d.get('ms_per_round')} | {d.get('host_ms_per_round')} | {d.get('taped_launches')} |")
+PY
 	;;
 speed)
 	dw=/tmp/tfc-full-qwen
