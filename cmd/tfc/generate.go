@@ -83,13 +83,26 @@ func init() {
 }
 
 // precisionHelp says what --precision does, the same on every command that runs a model.
-const precisionHelp = "activation precision: f32 (F32 activations, the exactness reference) or bf16 (activations rounded to BF16 where the publisher's torch run rounds them, F32 accumulation in every kernel); f32 is the default on every backend until bf16 passes its GPU gates"
+const precisionHelp = "activation precision: f32 (F32 activations, the exactness reference) or bf16 (activations rounded to BF16 where the publisher's torch run rounds them, F32 accumulation in every kernel); empty: bf16 on cuda and hip, f32 on cpu"
 
 // addPrecision adds --precision to a command that runs a model.
-func addPrecision(fl *pflag.FlagSet, p *string) { fl.StringVar(p, "precision", "f32", precisionHelp) }
+func addPrecision(fl *pflag.FlagSet, p *string) { fl.StringVar(p, "precision", "", precisionHelp) }
 
-// newBackend opens the named backend in the named precision (bf16 or f32).
+// defaultPrecision is the precision of a backend run without --precision: the publisher's (bf16)
+// on a GPU, the exactness reference (f32) on the CPU.
+func defaultPrecision(backend string) string {
+	if backend == "cpu" {
+		return "f32"
+	}
+	return "bf16"
+}
+
+// newBackend opens the named backend in the named precision (bf16 or f32; empty: the backend's
+// default).
 func newBackend(name, precision string) (device.Backend, error) {
+	if precision == "" {
+		precision = defaultPrecision(name)
+	}
 	prec, err := device.ParsePrecision(precision)
 	if err != nil {
 		return nil, err

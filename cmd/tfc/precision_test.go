@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"tfc/runtime/device"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -132,9 +133,22 @@ func TestBF16Divergence(t *testing.T) {
 	}
 }
 
-// TestPrecisionFlag checks that --precision refuses a name it does not know.
+// TestPrecisionFlag checks that --precision refuses a name it does not know, and that without it
+// the CPU runs the exactness reference (f32) and a GPU the publisher's precision (bf16).
 func TestPrecisionFlag(t *testing.T) {
 	if _, err := newBackend("cpu", "fp8"); err == nil {
 		t.Fatal("newBackend accepted precision fp8")
+	}
+	b, err := newBackend("cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := device.PrecisionOf(b); p != device.F32Precision {
+		t.Errorf("cpu without --precision runs %v, want f32", p)
+	}
+	for backend, want := range map[string]string{"cpu": "f32", "cuda": "bf16", "hip": "bf16"} {
+		if got := defaultPrecision(backend); got != want {
+			t.Errorf("%s defaults to %s, want %s", backend, got, want)
+		}
 	}
 }
