@@ -30,7 +30,9 @@
 #                                    ids each (tools/gpu/published.sh; FAMILIES limits it)
 #   tools/gpu/receipts.sh pages OUT  pages per second on a dots.ocr-shaped random BF16 checkpoint:
 #                                    tfc serve at concurrency 1-64 and transformers' generate on the
-#                                    same pages (tools/gpu/pages.sh; needs tools/oracle/publisher)
+#                                    same pages (tools/gpu/pages.sh; needs tools/oracle/publisher),
+#                                    then a page's decode and preprocessing, tfc against
+#                                    transformers' processor (tools/oracle/preprocess_speed.py)
 #   tools/gpu/receipts.sh tapes OUT  decode rounds played from tapes against plain launches
 #                                    (TFC_GPU_TAPES=0) on the Qwen2-VL-2B-shaped checkpoint in BF16:
 #                                    tok/s and host_ms_per_round at batch 1 and 8, and 64 greedy ids
@@ -129,7 +131,13 @@ published)
 	step 570 published env PUBLISHED_BUDGET=540 bash tools/gpu/published.sh "$out/published"
 	;;
 pages)
-	step 580 pages env PAGES_BUDGET=560 bash tools/gpu/pages.sh "$out/pages"
+	step 530 pages env PAGES_BUDGET=510 bash tools/gpu/pages.sh "$out/pages"
+	# a page's decode and preprocessing on this host: tfc against transformers' processor
+	page=$(ls /tmp/tfc-pages/pages/*.png 2>/dev/null | head -1)
+	if [ -n "$page" ]; then
+		step 30 preprocess-tfc bin/tfc bench preprocess "$page" --model /tmp/tfc-pages/checkpoint --runs 20
+		step 40 preprocess-hf python3 tools/oracle/preprocess_speed.py "$page" --model /tmp/tfc-pages/checkpoint --runs 20
+	fi
 	;;
 qwen)
 	step 560 full-size env FULL_SIZE_BUDGET=540 FULL_SIZE_WORK=/tmp/tfc-full-qwen bash tools/gpu/full-size.sh "$out/full-size"
