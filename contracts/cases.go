@@ -318,6 +318,31 @@ func Cases() []Case {
 		idx := []int32{int32(p[0]), int32(p[1]), int32(p[2])}
 		return device.Scatter{Src: b.Act(f32, 3, 11), Index: b.Ints(1, 3, idx), Y: b.Normal(f32, 10, 11, 1)}
 	})
+	add("argmax/rows", func(b *Builder) device.Op {
+		return device.Argmax{X: b.Act(f32, 6, 517), Y: b.Out(device.I32, 1, 6)}
+	})
+	add("argmax/ties_nan_inf", func(b *Builder) device.Op {
+		nan, inf := float32(math.NaN()), float32(math.Inf(1))
+		v := make([]float32, 5*40)
+		for i := range v {
+			v[i] = float32(b.Rng.Intn(7)) // small integers: ties in every row
+		}
+		v[0], v[1], v[2] = nan, 6, 6  // a NaN first, then the first of tied largest values
+		v[40+17], v[40+30] = inf, inf // the first of two +Inf
+		for c := range 40 {           // a row of NaN gives 0
+			v[80+c] = nan
+		}
+		for c := range 40 { // -Inf everywhere but a NaN: the first -Inf
+			v[120+c] = float32(math.Inf(-1))
+		}
+		v[120] = nan
+		v[160+39] = float32(math.Copysign(0, -1)) // zeros of both signs tie
+		for c := range 39 {
+			v[160+c] = -1
+		}
+		v[160+20] = 0
+		return device.Argmax{X: b.fill(b.tensor(f32, 5, 40), v), Y: b.Out(device.I32, 1, 5)}
+	})
 	add("copy/f32_to_bf16", func(b *Builder) device.Op {
 		return device.Copy{X: b.Act(f32, 5, 19), Y: b.Out(bf16, 5, 19)}
 	})

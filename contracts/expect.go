@@ -291,6 +291,12 @@ func Expect(op device.Op, read Read) ([]Output, error) {
 		if r.err == nil {
 			outs = append(outs, Output{"Y", o.Y, x, Exact, 0, nil})
 		}
+	case device.Argmax:
+		x := r.get("X", o.X)
+		r.need("Y", o.Y, 1, o.X.Rows)
+		if r.err == nil {
+			outs = append(outs, Output{"Y", o.Y, Argmax(x, o.X.Cols), Exact, 0, nil})
+		}
 	default:
 		return nil, fmt.Errorf("contracts: no reference for op %T", op)
 	}

@@ -43,7 +43,7 @@ func KernelClass(k hip.Kernel) string {
 	exact, narrow := true, false
 	for _, o := range k.Ops {
 		switch o.Kind {
-		case "embed", "gather", "scatter", "copy":
+		case "embed", "gather", "scatter", "copy", "argmax":
 		default:
 			exact = false
 		}

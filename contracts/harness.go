@@ -44,6 +44,17 @@ func overlap(a, b device.Tensor) bool {
 // the backend never wrote that element.
 const PoisonBits = 0x7fc0dead
 
+// PoisonInt is what integer outputs (picks) hold before a contract run: no index is negative.
+const PoisonInt = -0x21524111
+
+// poisoned reports whether g, read back from an output of dtype dt, still holds the poison.
+func poisoned(dt device.DType, g float64) bool {
+	if dt == device.I32 {
+		return g == PoisonInt
+	}
+	return dt == device.F32 && math.Float32bits(float32(g)) == PoisonBits
+}
+
 // HostRead returns a Read that copies tensors out of a backend.
 func HostRead(be device.Backend) Read {
 	return func(t device.Tensor) ([]float64, error) {
@@ -78,7 +89,17 @@ func Poison(be device.Backend, op device.Op) error {
 		for _, i := range ins {
 			shared = shared || overlap(o.T, i.T)
 		}
-		if shared || o.T.Buf.DType() == device.I32 {
+		if shared {
+			continue
+		}
+		if o.T.Buf.DType() == device.I32 {
+			p := make([]int32, o.T.Rows*o.T.Cols)
+			for i := range p {
+				p[i] = PoisonInt
+			}
+			if err := be.Write(o.T, p, device.I32); err != nil {
+				return fmt.Errorf("poisoning %s: %w", o.Name, err)
+			}
 			continue
 		}
 		p := make([]float32, o.T.Rows*o.T.Cols)
@@ -120,11 +141,9 @@ func Check(be device.Backend, op device.Op) (Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: reading %s: %w", name, w.Name, err)
 		}
-		if w.T.Buf.DType() == device.F32 {
-			for i, g := range got {
-				if math.Float32bits(float32(g)) == PoisonBits && !math.IsNaN(w.Want[i]) {
-					return nil, fmt.Errorf("%s: %s[%d,%d] was never written (poison survived)", name, w.Name, i/w.T.Cols, i%w.T.Cols)
-				}
+		for i, g := range got {
+			if poisoned(w.T.Buf.DType(), g) && !math.IsNaN(w.Want[i]) {
+				return nil, fmt.Errorf("%s: %s[%d,%d] was never written (poison survived)", name, w.Name, i/w.T.Cols, i%w.T.Cols)
 			}
 		}
 		worst, err := w.Compare(got)

@@ -99,6 +99,15 @@ func (b *mutant) Launch(k *device.KernelRef, ops ...device.Op) error {
 		if !pastFirstRow(ops[0]) {
 			return nil
 		}
+		if a, ok := device.Deref(ops[len(ops)-1]).(device.Argmax); ok && a.Y.Cols > 0 { // the first row's pick moves on a column
+			first := a.Y.ColSlice(0, 1)
+			v := make([]int32, 1)
+			if err := b.Backend.Read(first, v); err != nil {
+				return err
+			}
+			v[0] = (v[0] + 1) % int32(max(a.X.Cols, 1))
+			return b.Backend.Write(first, v, device.I32)
+		}
 		return b.each(ops[len(ops)-1], func(_ device.Tensor, v []float32) bool {
 			if len(v) == 0 {
 				return false
@@ -167,8 +176,14 @@ func (b *mutant) each(op device.Op, f func(device.Tensor, []float32) bool) error
 }
 
 // skipLastColumn launches ops and then puts back what the last column of every output of the
-// last op held before: the last element of each row was never stored.
+// last op held before: the last element of each row was never stored. An argmax, whose output
+// is its picks, searches its rows one column short instead.
 func (b *mutant) skipLastColumn(k *device.KernelRef, ops []device.Op) error {
+	if a, ok := device.Deref(ops[len(ops)-1]).(device.Argmax); ok && a.X.Cols > 1 {
+		a.X = a.X.ColSlice(0, a.X.Cols-1)
+		ops[len(ops)-1] = a
+		return b.Backend.Launch(k, ops...)
+	}
 	_, outs := Operands(ops[len(ops)-1])
 	saved := make([][]float32, len(outs))
 	for i, o := range outs {

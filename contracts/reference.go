@@ -327,3 +327,20 @@ func Scatter(src []float64, d int, idx []int, y []float64) ([]float64, error) {
 	}
 	return out, nil
 }
+
+// Argmax returns each row's greedy pick of x [?, v]: the first column holding the row's largest
+// value; NaN never wins and a row of NaN gives 0.
+func Argmax(x []float64, v int) []float64 {
+	rows := len(x) / max(v, 1)
+	y := make([]float64, rows)
+	for r := range rows {
+		best := -1
+		for c, a := range x[r*v : (r+1)*v] {
+			if !math.IsNaN(a) && (best < 0 || a > x[r*v+best]) {
+				best = c
+			}
+		}
+		y[r] = float64(max(best, 0))
+	}
+	return y
+}

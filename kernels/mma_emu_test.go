@@ -75,6 +75,16 @@ func TestPagedAttentionEmulated(t *testing.T) {
 	runEmulated(t, "paged.cpp", "-DTFC_BF16=1", "-DTFC_PAGED_MMA=1")
 }
 
+// TestArgmaxEmulated runs tfc_block_argmax, the greedy pick of each logit row, the same way
+// (testdata/mmaemu/argmax.cpp): picks against contracts.Argmax's rule, and its controls red.
+func TestArgmaxEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulation takes a few seconds")
+	}
+	t.Parallel()
+	runEmulated(t, "argmax.cpp", "-DEMU_PORTABLE")
+}
+
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {

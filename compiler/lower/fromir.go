@@ -394,6 +394,15 @@ func translateGraph(g *ir.Graph, weights map[*ir.Weight]*Weight, configNames map
 			}
 		}
 	}
+	if role == "decoder" { // each logit row's greedy pick, which a round of greedy rows reads instead of the logits
+		pos := g.Pos
+		if out.Def != nil && len(out.Def.Fused) > 0 {
+			pos = out.Def.Fused[0].Pos
+		}
+		picks := t.b.New("picks", "I32", ir.Const(1), out.Rows, pos)
+		t.b.Op("argmax", []Arg{{"X", out}, {"Y", picks}}, nil, picks, Source{Op: "argmax", Pos: pos})
+		t.b.G.Picks = picks
+	}
 	t.b.Return(out)
 	for _, r := range g.Requires {
 		t.b.G.Requires = append(t.b.G.Requires, &Require{Cond: Bin(string(r.Op), FromDim(r.Left), FromDim(r.Right)), Src: r.Src, Pos: r.Pos})

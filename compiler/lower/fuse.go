@@ -50,7 +50,7 @@ func users(g *Graph, v *Value) int {
 			n++
 		}
 	}
-	if g.Output == v {
+	if g.Output == v || g.Picks == v {
 		n++
 	}
 	g.walkLoops(g.Steps, func(l *Loop) {
@@ -79,6 +79,9 @@ func replace(g *Graph, old, new *Value) {
 	}
 	if g.Output == old {
 		g.Output = new
+	}
+	if g.Picks == old {
+		g.Picks = new
 	}
 	g.walkLoops(g.Steps, func(l *Loop) {
 		for _, c := range l.Carry {
@@ -361,6 +364,9 @@ func (k *Kernel) Internal() map[int]bool { return k.internal }
 func markInternal(g *Graph, launches map[*Kernel][]*Launch) {
 	readers := map[*Value]map[*Launch]bool{}
 	escapes := map[*Value]bool{g.Output.Storage(): true}
+	if g.Picks != nil {
+		escapes[g.Picks.Storage()] = true
+	}
 	g.walkLoops(g.Steps, func(l *Loop) {
 		for _, c := range l.Carry {
 			escapes[c.Init.Storage()] = true

@@ -54,6 +54,7 @@ func TestFusionSchedule(t *testing.T) {
 			"tinyvl_decode_gather",
 			"tinyvl_decode_rmsnorm", // the final norm shares the layers' kernel
 			"tinyvl_decode_linear",
+			"tinyvl_decode_argmax", // each logit row's greedy pick
 		},
 	}
 	for _, g := range p.Graphs {

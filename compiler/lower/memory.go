@@ -110,6 +110,9 @@ func (m *planner) liveness() {
 	}
 	m.walk(m.g.Steps, nil)
 	use(m.g.Output, m.end)
+	if m.g.Picks != nil {
+		use(m.g.Picks, m.end)
+	}
 	for _, v := range m.g.Values {
 		if owns(v) && v.last < v.first {
 			v.last = v.first

@@ -145,6 +145,7 @@ type Graph struct {
 	Role     string // vision or decoder
 	Inputs   []*Value
 	Output   *Value
+	Picks    *Value     // a decoder's greedy pick of each logit row: argmax of Output, [1, S] I32
 	Sizes    []*Size    // the sizes of its inputs (R, N, ...), each bounded by a limit
 	Requires []*Require // checks on the dims at call time
 	Steps    []*Step

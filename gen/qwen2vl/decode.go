@@ -23,9 +23,9 @@ type decodeWeights struct {
 }
 
 // decodePlan holds the offsets, in elements, of graph decode's buffers in its arenas.
-type decodePlan struct{ ImageRows, X, QProjKProjV, GateProjUpProj, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages int }
+type decodePlan struct{ ImageRows, X, QProjKProjV, GateProjUpProj, Ids, Pos, ImageAt, LogitRows, RowsSeq, RowsPos, RowsPages, Picks int }
 
-// ForwardDecode runs graph decode (graphs/qwen2_vl.graph:140) through l over the rows of one round and returns the logits of r.LogitRows.
+// ForwardDecode runs graph decode (graphs/qwen2_vl.graph:140) through l over the rows of one round and returns the logits of r.LogitRows (with r.Greedy, their picks in r.Picks).
 func ForwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *model.Launcher, r *model.Round) ([]float32, error) {
 	c, w, p := &g.C, &g.W, &g.P
 	in := l.Round(r, model.RoundPlan{Tokens: p.Ids, Positions: p.Pos, ImageRows: p.ImageRows, ImageAt: p.ImageAt, LogitRows: p.LogitRows, Seq: p.RowsSeq, Pos: p.RowsPos, PageTable: p.RowsPages, Axes: c.PositionsAxes, Hidden: c.D})
@@ -53,10 +53,12 @@ func ForwardDecode(g *model.Runner[DecodeConfig, decodeWeights, decodePlan], l *
 	gather := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.S, Cols: c.D}
 	x2 := device.Tensor{Buf: l.F32, Off: p.X, Rows: in.S, Cols: c.D}
 	logits := device.Tensor{Buf: l.F32, Off: p.ImageRows, Rows: in.S, Cols: c.V}
+	picks := device.Tensor{Buf: l.I32, Off: p.Picks, Rows: 1, Cols: in.S}
 	if in.S > 0 {
 		l.Launch(g.K.At(9, "decode_gather", "graphs/qwen2_vl.graph:154"), "gather", gather, device.Gather{X: x, Index: in.LogitRows, Y: gather})
 		l.Launch(g.K.At(10, "decode_rmsnorm", "graphs/qwen2_vl.graph:154"), "x", x2, device.RMSNorm{X: gather, W: w.LmNormWeight, Y: x2, Eps: float32(c.Eps)})
 		l.Launch(g.K.At(11, "decode_linear", "graphs/qwen2_vl.graph:155"), "logits", logits, device.Linear{X: x2, W: model.Cond(c.Tied, w.LmEmbedTokensWeight, w.LmHeadWeight), Y: logits})
+		l.Launch(g.K.At(12, "decode_argmax", "graphs/qwen2_vl.graph:155"), "picks", picks, device.Argmax{X: logits, Y: picks})
 	}
-	return l.Finish(logits)
+	return l.FinishRound(r, logits, picks)
 }

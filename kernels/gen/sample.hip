@@ -1515,3 +1515,19 @@ extern "C" __global__ __launch_bounds__(256) void lm_head_rows(
     tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
   }
 }
+
+// greedy_picks: argmax
+// from sample:argmax
+// launch greedy_picks: grid (M, 1), 256 threads
+extern "C" __global__ __launch_bounds__(256) void greedy_picks(
+    const float* op0_X, int op0_X_ld,
+    int* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr int V = 151936;
+  __shared__ float bv[256];
+  __shared__ int bi[256];
+  const int m = blockIdx.x;
+  if (m >= M) return;
+  tfc_block_argmax<256, MUT>(op0_X + (size_t)m * tfc_stride<MUT>(op0_X_ld) + 0, V, op0_Y + (size_t)0 * op0_Y_ld + m, bv, bi);
+}

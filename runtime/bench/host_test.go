@@ -27,14 +27,16 @@ const hostLayers = 28
 // BenchmarkHostRound measures the host's own work a decode round: a 28-layer Qwen2-VL-shaped
 // checkpoint runs decode rounds of B rows on the GPU backend over the fake driver, whose kernels
 // take no time, so a round's time is the forward's glue, the launches' marshalling (or a tape's
-// play), graph lookup and replay, the round's input writes, the thread hand-over, the logits
-// read and the greedy pick of each row. Run with
+// play), graph lookup and replay, the round's input writes, the thread hand-over, and either
+// the logits read and the greedy pick of each row here, or (picks=true) the read of the picks
+// the graph's argmax took on the device. Run with
 // go test ./runtime/bench -run '^$' -bench HostRound -benchtime 2000x.
 func BenchmarkHostRound(b *testing.B) {
 	dir := deepCheckpoint(b, "../../testdata/qwen2-vl-tiny", hostLayers)
-	for _, tapes := range []bool{true, false} {
+	for _, c := range []struct{ tapes, picks bool }{{true, true}, {true, false}, {false, false}} {
+		tapes := c.tapes
 		for _, batch := range []int{1, 8} {
-			b.Run(fmt.Sprintf("tapes=%v/batch%d", tapes, batch), func(b *testing.B) {
+			b.Run(fmt.Sprintf("tapes=%v/picks=%v/batch%d", tapes, c.picks, batch), func(b *testing.B) {
 				be := fakeGPU(b, !tapes)
 				e, err := engine.Open(dir, be, model.Limits{Parallel: batch, Context: 256, Rows: 64, Patches: 1024, PageSize: 16})
 				if err != nil {
@@ -42,10 +44,15 @@ func BenchmarkHostRound(b *testing.B) {
 				}
 				defer e.Close()
 				r := decodeRound(e.Info, batch, 16, 200)
+				r.Greedy = c.picks
 				round := func() {
 					logits, err := e.Model.Forward(r)
 					if err != nil {
 						b.Fatal(err)
+					}
+					if c.picks { // the device's picks, read back instead of the logits
+						copy(r.Tokens, r.Picks)
+						return
 					}
 					for i := range batch {
 						r.Tokens[i] = int32(sample.Greedy(logits[i*e.Info.Vocab : (i+1)*e.Info.Vocab]))

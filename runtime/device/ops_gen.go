@@ -119,6 +119,13 @@ type Gather struct {
 	Y     Tensor
 }
 
+// Argmax: Y[r] = the first column of row r of X holding the row's largest value, as a greedy
+// pick takes it (NaN never wins; a row of NaN gives 0). X [S,V], Y [1,S] I32.
+type Argmax struct {
+	X Tensor
+	Y Tensor
+}
+
 // Copy: Y = X (shapes equal; strides may differ).
 type Copy struct {
 	X Tensor
@@ -137,6 +144,7 @@ func (GLU) OpName() string       { return "glu" }
 func (Embed) OpName() string     { return "embed" }
 func (Scatter) OpName() string   { return "scatter" }
 func (Gather) OpName() string    { return "gather" }
+func (Argmax) OpName() string    { return "argmax" }
 func (Copy) OpName() string      { return "copy" }
 
 // Deref accepts catalog ops by value or by pointer.
@@ -165,6 +173,8 @@ func Deref(op Op) Op {
 	case *Scatter:
 		return *o
 	case *Gather:
+		return *o
+	case *Argmax:
 		return *o
 	case *Copy:
 		return *o
@@ -219,6 +229,9 @@ func tensorsOf(op Op) ([]Tensor, bool) {
 		return ts, true
 	case Gather:
 		ts := []Tensor{o.X, o.Index, o.Y}
+		return ts, true
+	case Argmax:
+		ts := []Tensor{o.X, o.Y}
 		return ts, true
 	case Copy:
 		ts := []Tensor{o.X, o.Y}
@@ -307,6 +320,10 @@ func withTensors(op Op, ts []Tensor) Op {
 		o.X = ts[0]
 		o.Index = ts[1]
 		o.Y = ts[2]
+		return o
+	case Argmax:
+		o.X = ts[0]
+		o.Y = ts[1]
 		return o
 	case Copy:
 		o.X = ts[0]

@@ -670,11 +670,14 @@ func (s *Scheduler) runRound() bool {
 		copy(r.PageTable[sq.slot*s.cfg.Pages():], sq.pages)
 	}
 
+	jobs := s.jobs(dec, fill, len(r.LogitRows))
+	r.Greedy, r.Picks = greedy(jobs), r.Picks[:0]
 	logits, err := s.m.Forward(r)
 	s.mu.Lock()
 	s.stats.Rounds++
 	s.mu.Unlock()
-	if err == nil && len(logits) != len(r.LogitRows)*s.info.Vocab {
+	picked := r.Greedy && len(logits) == 0 && len(r.Picks) == len(r.LogitRows) // the model picked on its side
+	if err == nil && !picked && len(logits) != len(r.LogitRows)*s.info.Vocab {
 		err = fmt.Errorf("lanes: the model returned %d logits for %d rows of %d", len(logits), len(r.LogitRows), s.info.Vocab)
 	}
 	if err != nil {
@@ -686,7 +689,12 @@ func (s *Scheduler) runRound() bool {
 		}
 		return true
 	}
-	picks := s.pick(logits, dec, fill)
+	var picks []int32
+	if picked {
+		picks = append(picks, r.Picks...)
+	} else {
+		picks = s.pick(logits, jobs)
+	}
 	var proposed, accepted, generated uint64
 	for _, d := range dec {
 		sq := d.sq
@@ -742,22 +750,42 @@ func (s *Scheduler) runRound() bool {
 	return true
 }
 
-// pick samples every logit row of a round in parallel: decode row j of a sequence draws at the
+// job is the pick of one logit row of a round.
+type job struct {
+	r        *Request
+	pos, gen int // the token's place in the sequence; tokens generated before it
+}
+
+// jobs lists the picks of a round's rows logit rows: decode row j of a sequence draws at the
 // position after its j-th new token, a finished prompt's row at the prompt's length.
-func (s *Scheduler) pick(logits []float32, dec []decodeRows, fill *seq) []int32 {
-	type job struct {
-		r        *Request
-		pos, gen int // the token's place in the sequence; tokens generated before it
-	}
-	jobs := make([]job, 0, len(logits)/s.info.Vocab)
+func (s *Scheduler) jobs(dec []decodeRows, fill *seq, rows int) []job {
+	jobs := make([]job, 0, rows)
 	for _, d := range dec {
 		for j := 0; j <= len(d.drafts); j++ {
 			jobs = append(jobs, job{d.sq.req, len(d.sq.ids) + j, len(d.sq.ids) + j - d.sq.n})
 		}
 	}
-	if fill != nil && len(jobs) < len(logits)/s.info.Vocab {
+	if fill != nil && len(jobs) < rows {
 		jobs = append(jobs, job{fill.req, fill.n, 0})
 	}
+	return jobs
+}
+
+// greedy reports whether every job takes its row's largest logit as it stands: no sampling, no
+// one reading the logits, no end-of-sequence ids held back by min_tokens. Such a round's picks
+// can be taken where the logits are.
+func greedy(jobs []job) bool {
+	for _, j := range jobs {
+		p := j.r.Sample
+		if !(p.Temperature <= 0 || p.TopK == 1) || j.r.Logits != nil || j.gen < j.r.MinTokens {
+			return false
+		}
+	}
+	return len(jobs) > 0
+}
+
+// pick samples every logit row of a round in parallel, row i for jobs[i].
+func (s *Scheduler) pick(logits []float32, jobs []job) []int32 {
 	for i, j := range jobs {
 		row := logits[i*s.info.Vocab : (i+1)*s.info.Vocab]
 		if see := j.r.Logits; see != nil {

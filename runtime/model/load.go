@@ -280,11 +280,29 @@ func (l *Launcher) Write(t device.Tensor, data any, dt device.DType, name, shape
 	}
 }
 
+// FinishRound finishes a decoder round whose logits are in logits and their greedy picks in
+// picks: with r.Greedy it reads the picks into r.Picks and returns no logits, else it returns
+// the logits as Finish does.
+func (l *Launcher) FinishRound(r *Round, logits, picks device.Tensor) ([]float32, error) {
+	if l.recording && l.err == nil {
+		l.endRecording(logits, picks)
+	}
+	if l.err != nil || !r.Greedy {
+		return l.Finish(logits)
+	}
+	n := picks.Rows * picks.Cols
+	if cap(r.Picks) < n {
+		r.Picks = make([]int32, n)
+	}
+	r.Picks = r.Picks[:n]
+	if n == 0 {
+		return nil, l.B.Sync()
+	}
+	return nil, l.B.Read(picks, r.Picks) // the read waits for the launches before it
+}
+
 // Finish waits for the launches and reads the result out back, or returns the first error.
 func (l *Launcher) Finish(out device.Tensor) ([]float32, error) {
-	if l.recording && l.err == nil {
-		l.endRecording(out)
-	}
 	if l.err != nil {
 		return nil, l.err
 	}

@@ -132,6 +132,10 @@ type Round struct {
 	ImageRows []float32 // [n*Hidden] vision rows to place at ImageAt
 	ImageAt   []int32   // [n] row index receiving each vision row
 	LogitRows []int32   // rows whose logits are returned, in order
+	// Greedy asks for each logit row's greedy pick (sample.Greedy's rule, taken on the device)
+	// in Picks instead of the logits: one small read a round where no row is sampled or seen.
+	Greedy bool
+	Picks  []int32 // [len(LogitRows)] with Greedy, set by Forward
 }
 
 // Model is a family loaded on a backend.
@@ -141,7 +145,8 @@ type Model interface {
 	// [N/Merge², Hidden] rows.
 	Vision(pixels []float32, grids [][3]int) ([]float32, error)
 	// Forward runs one round and returns logits [len(LogitRows), Vocab], which the model may
-	// overwrite at its next Forward (rounds run one at a time; keep a copy to keep them).
+	// overwrite at its next Forward (rounds run one at a time; keep a copy to keep them). With
+	// r.Greedy a model may instead set r.Picks and return no logits.
 	Forward(r *Round) ([]float32, error)
 	Close()
 }

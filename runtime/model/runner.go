@@ -114,8 +114,8 @@ type decoderRunner[C, W, P any] struct {
 // Forward plays the tape of a round of r's shape where one was recorded, else runs the
 // generated forward (recording its launches where the backend keeps tapes).
 func (d *decoderRunner[C, W, P]) Forward(l *Launcher, r *Round) ([]float32, error) {
-	if out, ok := l.replay(r); ok {
-		return l.Finish(out)
+	if t, ok := l.replay(r); ok {
+		return l.FinishRound(r, t.logits, t.picks)
 	}
 	return d.forward(d.Runner, l, r)
 }

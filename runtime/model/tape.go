@@ -35,11 +35,11 @@ func (ts *tapes) roundPlan() (RoundPlan, bool) {
 	return *ts.plan, true
 }
 
-// taped is one shape's tape and the tensor its forward returned the logits of.
+// taped is one shape's tape and the tensors its forward returned the logits and picks in.
 type taped struct {
-	tape device.Tape
-	out  device.Tensor
-	used uint64
+	tape          device.Tape
+	logits, picks device.Tensor
+	used          uint64
 }
 
 // newTapes is the tapes of a graph on b, nil where b keeps none.
@@ -82,27 +82,27 @@ func (ts *tapes) put(s shape, t *taped, p RoundPlan) {
 }
 
 // replay plays the tape of a round of r's shape where one was recorded: it writes r's inputs
-// where the recorded round's plan put them and returns the tensor that round returned the
-// logits of, so the forward itself need not run. Where none was, the forward runs and its
-// launches are recorded (Round starts it; Finish plays and keeps them).
-func (l *Launcher) replay(r *Round) (device.Tensor, bool) {
+// where the recorded round's plan put them and returns the taped round, whose logits and picks
+// tensors FinishRound reads, so the forward itself need not run. Where none was, the forward
+// runs and its launches are recorded (Round starts it; FinishRound plays and keeps them).
+func (l *Launcher) replay(r *Round) (*taped, bool) {
 	if l.tapes == nil || l.Trace != nil || r == nil {
-		return device.Tensor{}, false
+		return nil, false
 	}
 	p, ok := l.tapes.roundPlan()
 	if !ok {
-		return device.Tensor{}, false
+		return nil, false
 	}
 	t := l.tapes.get(roundShape(r, p))
 	if t == nil {
-		return device.Tensor{}, false
+		return nil, false
 	}
 	l.Round(r, p)
 	l.recording = false // the tape is played, not recorded again
 	if l.err == nil {
 		l.err = l.tapes.tp.Play(t.tape)
 	}
-	return t.out, true
+	return t, true
 }
 
 // record prepares a launch for the tape being recorded.
@@ -115,10 +115,10 @@ func (l *Launcher) record(k *device.KernelRef, ops []device.Op) error {
 }
 
 // endRecording plays the launches recorded and keeps them as the tape of this round's shape,
-// whose logits are those of out.
-func (l *Launcher) endRecording(out device.Tensor) {
+// whose logits and picks are those tensors.
+func (l *Launcher) endRecording(logits, picks device.Tensor) {
 	l.recording = false
-	t := &taped{tape: l.tapes.tp.Tape(l.rec), out: out}
+	t := &taped{tape: l.tapes.tp.Tape(l.rec), logits: logits, picks: picks}
 	l.rec = nil
 	if err := l.tapes.tp.Play(t.tape); err != nil {
 		l.err = err

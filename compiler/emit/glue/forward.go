@@ -190,7 +190,7 @@ func arenaOf(g *lower.Graph, b *lower.Buffer) *lower.Arena {
 var deviceOps = map[string]string{
 	"linear": "Linear", "rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "rope": "Rope", "attention": "Attention",
 	"add": "Add", "mul": "Mul", "activate": "Activate", "glu": "GLU", "embed": "Embed", "scatter": "Scatter",
-	"gather": "Gather", "copy": "Copy",
+	"gather": "Gather", "copy": "Copy", "argmax": "Argmax",
 }
 
 var enums = map[string]string{
@@ -373,17 +373,23 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 	if g.Role == "vision" {
 		roles, fields = imageRoles, imageFields
 	}
-	run := func(f *fwd) (offs map[string]Code, launches []Code, result string, err error) {
+	run := func(f *fwd) (offs map[string]Code, launches []Code, result []Code, err error) {
 		if offs, err = f.bindInputs(roles, fields); err != nil {
-			return nil, nil, "", err
+			return nil, nil, nil, err
 		}
 		launches = f.steps(g.Steps)
-		result = f.tensor(g.Output)
+		result = []Code{Id(f.tensor(g.Output))}
+		if g.Picks != nil {
+			result = append(result, Id(f.tensor(g.Picks)))
+		}
 		return offs, append(launches, f.flush()...), result, nil
 	}
 	first := newFwd(e, g)
 	if _, _, _, err := run(first); err != nil {
 		return nil, 0, err
+	}
+	if g.Role != "vision" && g.Picks == nil {
+		return nil, 0, fmt.Errorf("decoder graph %s has no picks", g.Name)
 	}
 	f := newFwd(e, g)
 	f.depth, f.inline = map[string]int{}, map[string]bool{}
@@ -446,7 +452,11 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 		body = append(body, Id("l").Dot("Check").Call(append([]Code{Id(f.ref(r.Cond)), Lit(format)}, args...)...))
 	}
 	body = append(body, launches...)
-	body = append(body, Return(Id("l").Dot("Finish").Call(Id(result))))
+	if g.Role == "vision" {
+		body = append(body, Return(Id("l").Dot("Finish").Call(result...)))
+	} else {
+		body = append(body, Return(Id("l").Dot("FinishRound").Call(append([]Code{Id("r")}, result...)...)))
+	}
 	body = append(receiverFields(body, "c", "w", "p"), body...)
 	g0 := Id("g").Op("*").Qual(modelPkg, "Runner").Types(Id(t+"Config"), Id(lowerFirst(t)+"Weights"), Id(planType(g)))
 	launcher := Id("l").Op("*").Qual(modelPkg, "Launcher")
@@ -454,7 +464,7 @@ func (e *emitter) graphForward(g *lower.Graph, t string) ([]Code, int, error) {
 	if g.Role == "vision" {
 		out = append(out, Comment(fmt.Sprintf("Forward%s runs graph %s (%s:%d) through l on pixels [N, C] of images with the given (t, h, w) grids.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("Forward"+t).Params(g0, launcher, Id("pixels").Index().Float32(), Id("grids").Index().Index(Lit(3)).Int()).Params(Index().Float32(), Error()).Block(body...)))
 	} else {
-		out = append(out, Comment(fmt.Sprintf("Forward%s runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows.", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("Forward"+t).Params(g0, launcher, Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
+		out = append(out, Comment(fmt.Sprintf("Forward%s runs graph %s (%s:%d) through l over the rows of one round and returns the logits of r.LogitRows (with r.Greedy, their picks in r.Picks).", t, g.Name, g.Pos.File, g.Pos.Line)).Line().Add(Func().Id("Forward"+t).Params(g0, launcher, Id("r").Op("*").Qual(modelPkg, "Round")).Params(Index().Float32(), Error()).Block(body...)))
 	}
 	return out, f.n, nil
 }

@@ -282,6 +282,8 @@ func planTemplate(k Kernel) (template, error) {
 			return newAttention(k)
 		case "rope":
 			return newRope(k)
+		case "argmax":
+			return newArgmax(k)
 		}
 		return newRowCopy(k)
 	}

@@ -66,6 +66,7 @@ func SampleKernels() []Kernel {
 			Ops: []Op{elem("add", d, "", "internal"), elem("mul", d, "", "internal"), elem("activate", d, "gelu_tanh", "internal"), elem("copy", d, "")}},
 		{Name: "final_norm", Source: src("sample:norm"), Ops: []Op{rms()}},
 		{Name: "lm_head", Source: src("sample:lm_head"), Ops: []Op{linear(v, d, "")}},
+		{Name: "greedy_picks", Source: src("sample:argmax"), Ops: []Op{{Kind: "argmax", Ints: map[string]int{"V": v}}}},
 	}
 }
 

@@ -751,3 +751,33 @@ func (f *rowCopy) body(g *gen) error {
 	}
 	return nil
 }
+
+// argmax: one block a row, each row's greedy pick (tfc_block_argmax) stored at its column of Y.
+type argmax struct{ k Kernel }
+
+func newArgmax(k Kernel) (template, error) {
+	if d := k.Ops[0].DTypes["X"]; d != "" && d != "F32" {
+		return nil, fmt.Errorf("kernel %s: argmax reads F32 logits, not %s", k.Name, d)
+	}
+	return &argmax{k: k}, nil
+}
+
+func (f *argmax) tile() string { return "a row a block" }
+
+func (f *argmax) launches() []device.Launch {
+	return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: 1}}
+}
+
+func (f *argmax) mutations() []Mutation {
+	return []Mutation{OffByOneBound, WrongStride, MissingBarrier}
+}
+
+func (f *argmax) body(g *gen) error {
+	g.line("constexpr int V = %d;", g.k.Ops[0].int("V"))
+	g.line("__shared__ float bv[%d];", threads)
+	g.line("__shared__ int bi[%d];", threads)
+	g.line("const int m = blockIdx.x;")
+	g.line("if (m >= M) return;")
+	g.line("tfc_block_argmax<%d, MUT>(%s, V, %s, bv, bi);", threads, atMut(0, "X", "m", "0"), at(0, "Y", "0", "m"))
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"tfc/runtime/device"
+	"tfc/runtime/sample"
 )
 
 // rowGrain is how many rows an elementwise or row-wise task takes for a given row length.
@@ -157,6 +158,36 @@ func (be *Backend) gather(op, xname, iname string, xt, it, yt device.Tensor) err
 		tmp := make([]float32, x.cols)
 		for i := lo; i < hi; i++ {
 			copyRow(x, int(ids[i]), y, i, tmp)
+		}
+	})
+	return nil
+}
+
+// argmax writes each row's greedy pick (sample.Greedy: the first largest, NaN never wins).
+func (be *Backend) argmax(o device.Argmax) error {
+	const op = "argmax"
+	x, err := be.view(op, "X", o.X)
+	if err != nil {
+		return err
+	}
+	y, err := be.view(op, "Y", o.Y, device.I32)
+	if err != nil {
+		return err
+	}
+	if x.dt == device.I32 {
+		return fmt.Errorf("argmax: X is I32; it picks from float logits")
+	}
+	if err := shape(op, "Y", y, 1, x.rows); err != nil {
+		return err
+	}
+	if err := be.resolve(op, []operand{{"X", &x}}, []operand{{"Y", &y}}); err != nil {
+		return err
+	}
+	ids := y.ints(0)
+	be.chunks(x.rows, 1, func(lo, hi int) {
+		tmp := make([]float32, x.cols)
+		for r := lo; r < hi; r++ {
+			ids[r] = int32(sample.Greedy(x.f32(r, tmp)))
 		}
 	})
 	return nil

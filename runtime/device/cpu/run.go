@@ -58,6 +58,10 @@ func (be *Backend) run(op device.Op) error {
 		return be.scatter(o)
 	case *device.Scatter:
 		return be.scatter(*o)
+	case device.Argmax:
+		return be.argmax(o)
+	case *device.Argmax:
+		return be.argmax(*o)
 	case device.Copy:
 		return be.copyOp(o)
 	case *device.Copy:
