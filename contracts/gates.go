@@ -10,6 +10,7 @@ import (
 
 	"tfc/compiler/emit/hip"
 	"tfc/runtime/device"
+	"tfc/runtime/device/catalog"
 )
 
 // The gates every kernel of a family must pass on a backend, at the shapes it was specialised
@@ -42,9 +43,7 @@ type KernelResult struct {
 func KernelClass(k hip.Kernel) string {
 	exact, narrow := true, false
 	for _, o := range k.Ops {
-		switch o.Kind {
-		case "embed", "gather", "scatter", "copy", "argmax":
-		default:
+		if c := catalog.Find(o.Kind); c == nil || c.Class != catalog.Exact {
 			exact = false
 		}
 		for _, dt := range o.DTypes {

@@ -187,12 +187,6 @@ func arenaOf(g *lower.Graph, b *lower.Buffer) *lower.Arena {
 	return nil
 }
 
-var deviceOps = map[string]string{
-	"linear": "Linear", "rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "rope": "Rope", "attention": "Attention",
-	"add": "Add", "mul": "Mul", "activate": "Activate", "glu": "GLU", "embed": "Embed", "scatter": "Scatter",
-	"gather": "Gather", "copy": "Copy", "argmax": "Argmax",
-}
-
 var enums = map[string]string{
 	"silu": "ActSiLU", "gelu": "ActGELU", "gelu_tanh": "ActGELUTanh", "quick_gelu": "ActQuickGELU", "none": "ActNone",
 	"sections": "RopeSections", "per_axis": "RopePerAxis", "alternating": "RopeAlternating",
@@ -225,7 +219,7 @@ func (f *fwd) op(op *lower.Op) Code {
 			fs = append(fs, field(a.Field, f.attr(a.Field, a.Value)))
 		}
 	}
-	return Qual(devicePkg, deviceOps[op.Kind]).Values(fs...)
+	return Qual(devicePkg, catalog.Find(op.Kind).Type).Values(fs...)
 }
 
 // field is one key: value of a struct literal written on one line.

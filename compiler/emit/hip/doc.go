@@ -28,11 +28,12 @@
 //	rope                   in place, alone
 //	attention              alone: full over spans, or causal over a paged KV cache
 //	embed gather scatter   row copies, alone
+//	argmax                 alone, a block a row: the row's first largest value's column
 //
 // # Constants each op needs
 //
 // The op catalog's Consts (runtime/device/catalog): a linear's N and K, a norm's D and eps, the
-// pointwise ops' N, embed's D and V, gather's and scatter's D, rope's heads, head_dim and theta,
+// pointwise ops' N, embed's D and V, gather's and scatter's D, argmax's V, rope's heads, head_dim and theta,
 // attention's heads, kv_heads, head_dim and scale; the flags of its optional tensors (has_bias,
 // has_res); and what one template reads alone: rope's sections, section0..section{sections-1},
 // col (in a linear kernel) per_axis and alternating, attention's cache and page_size.
