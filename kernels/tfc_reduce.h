@@ -19,35 +19,60 @@ __device__ __forceinline__ float tfc_block_sum(float v, float* red) {
   return r;
 }
 
+// tfc_argmax_see keeps column c of value v as the best so far where it is larger, or equal at a
+// lower column; NaN never wins.
+__device__ __forceinline__ void tfc_argmax_see(float v, int c, float& best, int& at) {
+  if (v == v && (at < 0 || v > best || (v == best && c < at))) {
+    best = v;
+    at = c;
+  }
+}
+
 // tfc_block_argmax writes to *y the first column of x[0, n) holding its largest value, as a
-// greedy pick takes it: NaN never wins and a row of NaN gives 0. Each thread keeps the first
-// largest of its columns (c = threadIdx.x + k·THREADS), then a fixed tree through LDS bv and bi
-// [THREADS] keeps the larger, or on a tie the lower column.
+// greedy pick takes it: NaN never wins and a row of NaN gives 0. The threads read the row in
+// float4 loads, eight in flight each (a lone block must keep a logits row of 600 KB streaming),
+// each keeping its best, then a fixed tree through LDS bv and bi [THREADS] keeps the larger, or
+// on a tie the lower column.
 template <int THREADS, int MUT>
 __device__ __forceinline__ void tfc_block_argmax(const float* x, int n, int* y, float* bv, int* bi) {
   static_assert((THREADS & (THREADS - 1)) == 0, "THREADS must be a power of two");
+  constexpr int U = 8;
+  n = tfc_bound<MUT>(n);
   float best = 0.f;
   int at = -1;
-#pragma unroll 4
-  for (int c = threadIdx.x; c < tfc_bound<MUT>(n); c += THREADS) {
-    const float v = x[c];
-    if (v == v && (at < 0 || v > best)) {
-      best = v;
-      at = c;
+  const int head = min(n, (int)((16 - ((size_t)x & 15)) & 15) / 4);  // scalars before a 16-byte boundary
+  const int nv = (n - head) / 4;                                       // float4s after them
+  if ((int)threadIdx.x < head) tfc_argmax_see(x[threadIdx.x], threadIdx.x, best, at);
+  const float4* xv = reinterpret_cast<const float4*>(x + head);
+  for (int j0 = threadIdx.x; j0 < nv; j0 += U * THREADS) {
+    float4 r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (j0 + u * THREADS < nv) r[u] = xv[j0 + u * THREADS];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * THREADS;
+      if (j < nv) {
+        const int c = head + 4 * j;
+        tfc_argmax_see(r[u].x, c, best, at);
+        tfc_argmax_see(r[u].y, c + 1, best, at);
+        tfc_argmax_see(r[u].z, c + 2, best, at);
+        tfc_argmax_see(r[u].w, c + 3, best, at);
+      }
     }
   }
+  for (int c = head + 4 * nv + threadIdx.x; c < n; c += THREADS) tfc_argmax_see(x[c], c, best, at);
   tfc_fill_skew<MUT>();
   bv[threadIdx.x] = best;
   bi[threadIdx.x] = at;
   tfc_fill_barrier<MUT>();
   for (int s = THREADS / 2; s > 0; s >>= 1) {
     if ((int)threadIdx.x < s) {
-      const float v = bv[threadIdx.x + s];
-      const int c = bi[threadIdx.x + s], a = bi[threadIdx.x];
-      if (c >= 0 && (a < 0 || v > bv[threadIdx.x] || (v == bv[threadIdx.x] && c < a))) {
-        bv[threadIdx.x] = v;
-        bi[threadIdx.x] = c;
-      }
+      float v = bv[threadIdx.x];
+      int a = bi[threadIdx.x];
+      if (bi[threadIdx.x + s] >= 0) tfc_argmax_see(bv[threadIdx.x + s], bi[threadIdx.x + s], v, a);
+      bv[threadIdx.x] = v;
+      bi[threadIdx.x] = a;
     }
     __syncthreads();
   }
