@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -353,6 +354,30 @@ func TestHashIsPixelIdentity(t *testing.T) {
 	p, err := Preprocess(a, mustConfig(t, "small_max"))
 	if err != nil || p.Hash != a.Hash() {
 		t.Fatalf("Patches.Hash %q, want the decoded image's %q (%v)", p.Hash, a.Hash(), err)
+	}
+	// a page, whose leaves are hashed in parallel: a byte anywhere, two leaves swapped, or the same
+	// pixels at another size each change it
+	page := &RGB{Width: 1000, Height: 1400, Pix: make([]uint8, 1000*1400*3)}
+	for i := range page.Pix {
+		page.Pix[i] = uint8(i * 7 % 251)
+	}
+	want := page.Hash()
+	if page.Hash() != want {
+		t.Fatal("the page's hash differs between two calls")
+	}
+	for _, at := range []int{0, hashChunk - 1, hashChunk, len(page.Pix) / 2, len(page.Pix) - 1} {
+		page.Pix[at]++
+		if page.Hash() == want {
+			t.Errorf("byte %d changed, same hash", at)
+		}
+		page.Pix[at]--
+	}
+	swapped := &RGB{Width: 1000, Height: 1400, Pix: slices.Concat(page.Pix[hashChunk:2*hashChunk], page.Pix[:hashChunk], page.Pix[2*hashChunk:])}
+	if swapped.Hash() == want {
+		t.Error("two leaves swapped, same hash")
+	}
+	if (&RGB{Width: 1400, Height: 1000, Pix: page.Pix}).Hash() == want {
+		t.Error("the same pixels at another size, same hash")
 	}
 }
 

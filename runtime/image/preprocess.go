@@ -14,7 +14,7 @@ type Patches struct {
 	GridTHW [3]int    // image_grid_thw: temporal, height and width in patches
 	Rows    int       // GridTHW[0]*GridTHW[1]*GridTHW[2]
 	Cols    int       // 3 * temporal_patch_size * patch_size * patch_size
-	Hash    string    // sha256 of the decoded pixels (RGB.Hash)
+	Hash    string    // the decoded pixels' identity (RGB.Hash)
 }
 
 // Sha256 is the hex sha256 of Pixels as float32 little-endian bytes.
@@ -57,7 +57,7 @@ func Preprocess(img *RGB, cfg Config) (*Patches, error) {
 	if h%(p*m) != 0 || w%(p*m) != 0 {
 		return nil, fmt.Errorf("image is %dx%d, not a multiple of patch_size*merge_size=%d; enable do_resize", w, h, p*m)
 	}
-	// Hashing is serial; it overlaps the parallel resize.
+	// The hash overlaps the resize.
 	hash := make(chan string, 1)
 	go func() { hash <- img.Hash() }()
 	var hor, ver *taps

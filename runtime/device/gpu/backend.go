@@ -67,7 +67,7 @@ type Backend struct {
 	order     []string // profile names in first-launch order
 	inflight  hostCopies
 	counts    LaunchCounts
-	waited    atomic.Int64 // nanoseconds blocked in SyncStream, read without the thread
+	waited    atomic.Int64 // nanoseconds blocked in SyncStream and in reads' copies, read without the thread
 }
 
 // NewBackend creates the backend's stream on c.Thread.
@@ -388,9 +388,11 @@ func (be *Backend) Read(t device.Tensor, dst any) error {
 	}
 	err = be.Do(func() error {
 		be.inflight.keep(host)
+		start := time.Now()
 		err := CopyRows(t, b, host, func(dev uint64, h []byte) error {
 			return be.drv.CopyToHost(h, dev, be.stream)
 		})
+		be.waited.Add(int64(time.Since(start))) // a copy into pageable memory waits for the work before it
 		if err != nil {
 			return err
 		}

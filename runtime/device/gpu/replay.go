@@ -109,7 +109,7 @@ type LaunchCounts struct {
 	Graphs   int   // graphs captured
 	Failed   int   // runs whose capture or instantiation failed (launched one by one instead)
 
-	Waited time.Duration // time the host spent blocked until the stream finished (Sync)
+	Waited time.Duration // time the host spent blocked until the stream finished (Sync, and reads' copies)
 }
 
 // Launches are the backend's launch counts so far.
