@@ -9,7 +9,8 @@
 # environment: BACKEND (cuda), FULL_SIZE_WORK (scratch for the 4.5 GB checkpoint, /tmp/tfc-full-size),
 #   FULL_SIZE_BUDGET (seconds for the whole run, 530), FULL_SIZE_CANDIDATE (weight draw; full_size.py's default is the recorded one),
 #   FULL_SIZE_RECORDED (set: build the checkpoint only and compare with the references and transformers' timings recorded in docs/receipts),
-#   TFC_PRECISION (f32 or bf16: tfc generate and bench run in that precision; empty: tfc's default).
+#   TFC_PRECISION (f32 or bf16: tfc generate and bench run in that precision; default f32, the
+#   exactness reference, whose ids the gate holds to transformers' float32 run).
 # Writes under OUTDIR: hf-reference.json, hf-timings.json, tfc-generate.json, tfc-bench.json,
 # summary.json, receipt.md and run.log. A tfc step that fails or runs out of time is recorded and
 # the run goes on.
@@ -19,8 +20,7 @@ work=${FULL_SIZE_WORK:-/tmp/tfc-full-size}
 budget=${FULL_SIZE_BUDGET:-530}
 backend=${BACKEND:-cuda}
 candidate=${FULL_SIZE_CANDIDATE:-}
-precision=()
-[ -n "${TFC_PRECISION:-}" ] && precision=(--precision "$TFC_PRECISION")
+precision=(--precision "${TFC_PRECISION:-f32}")
 t0=$(date +%s)
 mkdir -p "$out" "$work"
 : >"$out/run.log"
@@ -37,7 +37,7 @@ allow() {
 [ -x bin/tfc ] || { log "bin/tfc is missing: build it first (CGO_ENABLED=0 go build -o bin/tfc ./cmd/tfc)"; exit 2; }
 [ -f testdata/tokenizer/qwen/tokenizer.json ] || { log "testdata/tokenizer/qwen/tokenizer.json is missing: run make testdata"; exit 2; }
 log "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
-log "tfc: $(sha256sum bin/tfc | cut -c1-64); work $work; out $out; budget ${budget}s; precision ${TFC_PRECISION:-default}"
+log "tfc: $(sha256sum bin/tfc | cut -c1-64); work $work; out $out; budget ${budget}s; precision ${TFC_PRECISION:-f32}"
 
 args=(reference --work "$work" --out "$out")
 [ -n "$candidate" ] && args+=(--candidate "$candidate")
