@@ -756,8 +756,8 @@ type job struct {
 	pos, gen int // the token's place in the sequence; tokens generated before it
 }
 
-// jobs lists the picks of a round's rows logit rows: decode row j of a sequence draws at the
-// position after its j-th new token, a finished prompt's row at the prompt's length.
+// jobs lists a pick for each of a round's rows logit rows: decode row j of a sequence draws at
+// the position after its j-th new token, a finished prompt's row at the prompt's length.
 func (s *Scheduler) jobs(dec []decodeRows, fill *seq, rows int) []job {
 	jobs := make([]job, 0, rows)
 	for _, d := range dec {
@@ -776,8 +776,7 @@ func (s *Scheduler) jobs(dec []decodeRows, fill *seq, rows int) []job {
 // can be taken where the logits are.
 func greedy(jobs []job) bool {
 	for _, j := range jobs {
-		p := j.r.Sample
-		if !(p.Temperature <= 0 || p.TopK == 1) || j.r.Logits != nil || j.gen < j.r.MinTokens {
+		if !j.r.Sample.Greedy() || j.r.Logits != nil || j.gen < j.r.MinTokens {
 			return false
 		}
 	}

@@ -66,9 +66,12 @@ func Greedy(logits []float32) int {
 	return first
 }
 
+// Greedy reports whether p picks the largest logit (Greedy) rather than drawing.
+func (p Params) Greedy() bool { return p.Temperature <= 0 || p.TopK == 1 }
+
 // Pick draws the token at position pos of a sequence.
 func Pick(logits []float32, p Params, pos int) int {
-	if p.Temperature <= 0 || p.TopK == 1 {
+	if p.Greedy() {
 		return Greedy(logits)
 	}
 	top := math.Inf(-1)
