@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -79,6 +80,9 @@ func TestBenchCommand(t *testing.T) {
 		}
 		if got := d["tok_s"] / d["tok_s_per_stream"]; got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("decode batch %v: total over per-stream rate is %v", want, got)
+		}
+		if got, w := d["prefill_tok_s"], want*40/(d["prefill_ms"]/1000); math.Abs(got-w) > 1e-6*w {
+			t.Errorf("decode batch %v: prefill_tok_s %v, want batch x prompt tokens over prefill_ms, %v", want, got, w)
 		}
 	}
 	for _, k := range []string{"patches", "rows", "preprocess_ms", "ms", "width", "height"} {

@@ -31,7 +31,9 @@ const DecodeMethod = "B sequences of random in-vocabulary prompt ids (seeded) ar
 	"which all B sequences decode and no prompt is filled: tok_s = B x rounds / wall time from the end of " +
 	"the round before the window to the end of its last round (each stream's tokens after its first, over " +
 	"wall time after every prefill); ms_per_round = that wall time / rounds; forward_ms is the part spent " +
-	"inside the model's forward. prefill_ms is submit to the end of the last round that fills a prompt."
+	"inside the model's forward. prefill_ms is submit to the end of the last round that fills a prompt " +
+	"(the prompts are filled a chunk a round, beside the rows of those already filled), and prefill_tok_s " +
+	"is batch x prompt tokens over it."
 
 // VisionMethod says how the vision figures are taken.
 const VisionMethod = "The image is decoded and preprocessed (resize, normalise, patches) once per repeat, timed " +
@@ -96,7 +98,8 @@ type Decode struct {
 	HostMsPerRound float64 `json:"host_ms_per_round,omitempty"`
 	Rounds         int     `json:"rounds"` // rounds in the decode window
 	PrefillMs      float64 `json:"prefill_ms"`
-	WallMs         float64 `json:"wall_ms"` // submit to the last token
+	PrefillTokS    float64 `json:"prefill_tok_s"` // batch × prompt tokens over prefill_ms
+	WallMs         float64 `json:"wall_ms"`       // submit to the last token
 	EndToEndTokS   float64 `json:"end_to_end_tok_s"`
 	TotalRounds    int     `json:"total_rounds"`
 	DistinctOutput int     `json:"distinct_outputs"` // how many of the B outputs differ from each other
@@ -237,6 +240,7 @@ func Run(o Options) (*Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("decode at batch %d: %w", b, err)
 			}
+			logf("prefill: batch %d × %d tokens in %.1f ms (%.0f tok/s)", b, d.PromptTokens, d.PrefillMs, d.PrefillTokS)
 			logf("decode: batch %d: %.1f tok/s (%.1f a stream), %.2f ms a round over %d rounds", b, d.TokS, d.TokSPerStream, d.MsPerRound, d.Rounds)
 			if run.timedHost {
 				logf("decode: batch %d: the host's own work %.3f ms a round (the rest waits for the device)", b, d.HostMsPerRound)
@@ -444,6 +448,7 @@ func (run *batchRun) measure() (Decode, error) {
 		HostMsPerRound: hostMs(run.timedHost, wall-waited, n),
 		Rounds:         n,
 		PrefillMs:      ms(prefillEnd.Sub(run.submit)),
+		PrefillTokS:    float64(b*run.prompt) / prefillEnd.Sub(run.submit).Seconds(),
 		WallMs:         ms(total),
 		EndToEndTokS:   float64(b*run.newTokens) / total.Seconds(),
 		TotalRounds:    len(rounds),
