@@ -489,3 +489,35 @@ func TestConcurrentCallers(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCountsItsWait: the time a read's copy takes (a copy into pageable memory waits for the
+// launches before it) and the stream sync after it count as waiting for the device, and a write
+// does not.
+func TestReadCountsItsWait(t *testing.T) {
+	be, d := fakeBackend(t)
+	const slow = 20 * time.Millisecond
+	d.Fail = func(op string) error {
+		if op == "CopyToHost" {
+			time.Sleep(slow)
+		}
+		return nil
+	}
+	x := alloc(t, be, device.F32, 1, 4)
+	before := be.Waited()
+	if err := be.Write(x, []float32{1, 2, 3, 4}, device.F32); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w := be.Waited() - before; w >= slow {
+		t.Fatalf("a write and a sync waited %v", w)
+	}
+	before = be.Waited()
+	if err := be.Read(x, make([]float32, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if w := be.Waited() - before; w < slow {
+		t.Errorf("a read whose copy took %v counted %v of waiting", slow, w)
+	}
+}
