@@ -30,13 +30,13 @@ __device__ __forceinline__ void tfc_argmax_see(float v, int c, float& best, int&
 
 // tfc_block_argmax writes to *y the first column of x[0, n) holding its largest value, as a
 // greedy pick takes it: NaN never wins and a row of NaN gives 0. The threads read the row in
-// float4 loads, eight in flight each (a lone block must keep a logits row of 600 KB streaming),
+// float4 loads, sixteen in flight each (a lone block must keep a logits row of 600 KB streaming),
 // each keeping its best, then a fixed tree through LDS bv and bi [THREADS] keeps the larger, or
 // on a tie the lower column.
 template <int THREADS, int MUT>
 __device__ __forceinline__ void tfc_block_argmax(const float* x, int n, int* y, float* bv, int* bi) {
   static_assert((THREADS & (THREADS - 1)) == 0, "THREADS must be a power of two");
-  constexpr int U = 8;
+  constexpr int U = 16;
   n = tfc_bound<MUT>(n);
   float best = 0.f;
   int at = -1;
