@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"tfc/runtime/device"
+	"tfc/runtime/internal/lru"
 )
 
 // maxTapes bounds the round shapes a decoder graph keeps tapes of; the least recently played
@@ -20,8 +21,7 @@ type shape struct{ R, I, S int }
 type tapes struct {
 	tp      device.Taper
 	mu      sync.Mutex
-	byShape map[shape]*taped
-	tick    uint64
+	byShape *lru.Map[shape, *taped]
 	plan    *RoundPlan
 }
 
@@ -39,7 +39,6 @@ func (ts *tapes) roundPlan() (RoundPlan, bool) {
 type taped struct {
 	tape          device.Tape
 	logits, picks device.Tensor
-	used          uint64
 }
 
 // newTapes is the tapes of a graph on b, nil where b keeps none.
@@ -48,17 +47,13 @@ func newTapes(b device.Backend) *tapes {
 	if !ok || !tp.Taping() {
 		return nil
 	}
-	return &tapes{tp: tp, byShape: map[shape]*taped{}}
+	return &tapes{tp: tp, byShape: lru.New[shape, *taped](maxTapes)}
 }
 
 func (ts *tapes) get(s shape) *taped {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	t := ts.byShape[s]
-	if t != nil {
-		ts.tick++
-		t.used = ts.tick
-	}
+	t, _ := ts.byShape.Get(s)
 	return t
 }
 
@@ -66,19 +61,7 @@ func (ts *tapes) put(s shape, t *taped, p RoundPlan) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.plan = &p
-	if len(ts.byShape) >= maxTapes {
-		var lru shape
-		var old *taped
-		for k, v := range ts.byShape {
-			if old == nil || v.used < old.used {
-				lru, old = k, v
-			}
-		}
-		delete(ts.byShape, lru)
-	}
-	ts.tick++
-	t.used = ts.tick
-	ts.byShape[s] = t
+	ts.byShape.Put(s, t, 1)
 }
 
 // replay plays the tape of a round of r's shape where one was recorded: it writes r's inputs

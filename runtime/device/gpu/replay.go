@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"tfc/runtime/device"
+	"tfc/runtime/internal/lru"
 )
 
 // defaultRunLen is how many launches a pending run holds before it is handed to the driver. Runs
@@ -239,7 +240,6 @@ func (be *Backend) evict(g *graph) error {
 type graph struct {
 	sig         []byte
 	graph, exec uintptr
-	used        uint64
 }
 
 // What a key has been seen as.
@@ -248,26 +248,23 @@ const (
 	captureFailed = 2
 )
 
-// graphCache holds the graphs of runs by the hash of their signature, at most size of them.
+// graphCache holds the graphs of runs by the hash of their signature, at most size of them,
+// the least recently used going first.
 type graphCache struct {
-	size  int
-	byKey map[uint64]*graph
+	byKey *lru.Map[uint64, *graph]
 	seen  map[uint64]uint8
-	tick  uint64
 }
 
 func newGraphCache(size int) graphCache {
-	return graphCache{size: size, byKey: map[uint64]*graph{}, seen: map[uint64]uint8{}}
+	return graphCache{byKey: lru.New[uint64, *graph](size), seen: map[uint64]uint8{}}
 }
 
 // get returns the graph of a run whose signature is sig, comparing every byte.
 func (c *graphCache) get(key uint64, sig []byte) *graph {
-	g := c.byKey[key]
-	if g == nil || !bytes.Equal(g.sig, sig) {
+	if g, ok := c.byKey.Peek(key); !ok || !bytes.Equal(g.sig, sig) {
 		return nil
 	}
-	c.tick++
-	g.used = c.tick
+	g, _ := c.byKey.Get(key)
 	return g
 }
 
@@ -278,39 +275,27 @@ func (c *graphCache) see(key uint64, how uint8) {
 	c.seen[key] = how
 }
 
-// add keeps g under key, evicting the least recently used graph (or one of the same key) first.
+// add keeps g under key, evicting the graph of the same key and the least recently used one
+// beyond the size; where an eviction fails, g is not kept and the first error is returned.
 func (c *graphCache) add(key uint64, g *graph, evict func(*graph) error) error {
-	if old := c.byKey[key]; old != nil {
-		delete(c.byKey, key)
-		if err := evict(old); err != nil {
-			return err
+	var first error
+	for _, old := range c.byKey.Put(key, g, 1) {
+		if err := evict(old); err != nil && first == nil {
+			first = err
 		}
 	}
-	if len(c.byKey) >= c.size {
-		var lk uint64
-		var lru *graph
-		for k, h := range c.byKey {
-			if lru == nil || h.used < lru.used {
-				lk, lru = k, h
-			}
-		}
-		delete(c.byKey, lk)
-		if err := evict(lru); err != nil {
-			return err
-		}
+	if first != nil {
+		c.byKey.Remove(key)
 	}
-	c.tick++
-	g.used = c.tick
-	c.byKey[key] = g
-	return nil
+	return first
 }
 
 // clear destroys every graph; the stream must be idle.
 func (c *graphCache) clear(drv Driver) {
-	for k, g := range c.byKey {
+	for _, g := range c.byKey.All() {
 		drv.DestroyGraphExec(g.exec)
 		drv.DestroyGraph(g.graph)
-		delete(c.byKey, k)
 	}
+	c.byKey.Clear()
 	clear(c.seen)
 }
