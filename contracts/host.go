@@ -99,14 +99,19 @@ func (b *mutant) Launch(k *device.KernelRef, ops ...device.Op) error {
 		if !pastFirstRow(ops[0]) {
 			return nil
 		}
-		if a, ok := device.Deref(ops[len(ops)-1]).(device.Argmax); ok && a.Y.Cols > 0 { // the first row's pick moves on a column
-			first := a.Y.ColSlice(0, 1)
-			v := make([]int32, 1)
+		_, outs := Operands(ops[len(ops)-1])
+		for _, o := range outs { // an integer output (an argmax's picks): its first value moves on by one
+			if o.T.Buf.DType() != device.I32 || o.T.Rows*o.T.Cols == 0 {
+				continue
+			}
+			first, v := o.T.Slice(0, 1).ColSlice(0, 1), make([]int32, 1)
 			if err := b.Backend.Read(first, v); err != nil {
 				return err
 			}
-			v[0] = (v[0] + 1) % int32(max(a.X.Cols, 1))
-			return b.Backend.Write(first, v, device.I32)
+			v[0]++
+			if err := b.Backend.Write(first, v, device.I32); err != nil {
+				return err
+			}
 		}
 		return b.each(ops[len(ops)-1], func(_ device.Tensor, v []float32) bool {
 			if len(v) == 0 {
