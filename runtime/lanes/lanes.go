@@ -689,10 +689,8 @@ func (s *Scheduler) runRound() bool {
 		}
 		return true
 	}
-	var picks []int32
-	if picked {
-		picks = append(picks, r.Picks...)
-	} else {
+	picks := r.Picks // the model's, read before the next round overwrites them
+	if !picked {
 		picks = s.pick(logits, jobs)
 	}
 	var proposed, accepted, generated uint64
