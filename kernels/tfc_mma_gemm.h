@@ -30,8 +30,8 @@
 // are zeros), computes each element with the same instructions. So a row's result does not
 // depend on the launch, and tfc_gemm_mma_rows (below) keeps these bits for launches of few rows.
 //
-// 256 threads are 8 warps, (BM/16) along the rows by 8/(BM/16) along the columns; warp (wm, wn)
-// owns rows 16wm..16wm+15 and the 8-column tiles wn, wn + WN, ... Each TFC_MMA_BK step is staged
+// 256 threads are 8 warps, WM along the rows by WN = 8/WM along the columns; warp (wm, wn) owns
+// the row tiles of 16 at 16wm, 16(wm + WM), ... and the 8-column tiles wn, wn + WN, ... Each TFC_MMA_BK step is staged
 // in LDS as BF16 (a plane of each of X's terms taken and one of W, rows padded to 8 elements
 // past the step so that ldmatrix reads hit distinct banks), double-buffered: the next step's
 // global loads are in flight while the tensor cores work on this one, and one barrier a step
@@ -45,16 +45,17 @@
 #define TFC_MMA_BK1 64
 #endif
 
-// tfc_mma_step is the K step and the LDS row of tfc_gemm_mma taking TERMS terms of X.
-template <int TERMS>
+// tfc_mma_step is the K step and the LDS row of tfc_gemm_mma taking TERMS terms of X into a tile
+// of ROWS = TERMS·BM + BN staged rows: TFC_MMA_BK1 with one term where two stages of it fit 48 KiB.
+template <int TERMS, int ROWS>
 struct tfc_mma_step {
-  static constexpr int bk = TERMS == 1 ? TFC_MMA_BK1 : TFC_MMA_BK, ld = bk + 8;
+  static constexpr int bk = TERMS == 1 && ROWS * (TFC_MMA_BK1 + 8) * 4 <= 48 * 1024 ? TFC_MMA_BK1 : TFC_MMA_BK, ld = bk + 8;
 };
 
 // tfc_mma_smem is the LDS (in floats) tfc_gemm_mma needs: two stages, then the C tile.
 template <int BM, int BN, int TERMS = TFC_MMA_TERMS>
 struct tfc_mma_smem {
-  static constexpr int stage = (TERMS * BM + BN) * tfc_mma_step<TERMS>::ld;  // BF16 elements of one stage
+  static constexpr int stage = (TERMS * BM + BN) * tfc_mma_step<TERMS, TERMS * BM + BN>::ld;  // BF16 elements of one stage
   static constexpr int ab = stage;                                          // floats of two stages
   static constexpr int c = BM * (BN + 1);
   static constexpr int floats = ab > c ? ab : c;
@@ -162,7 +163,7 @@ __device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], 
 // TERMS planes [TERMS][BM][LD], then W [BN][LD] (tfc_mma_step's BK and LD).
 template <int BM, int BN, int A4, int B8, int MUT, int TERMS>
 __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&ra)[A4], const uint4 (&rb)[B8]) {
-  constexpr int BK = tfc_mma_step<TERMS>::bk, LD = tfc_mma_step<TERMS>::ld;
+  constexpr int BK = tfc_mma_step<TERMS, TERMS * BM + BN>::bk, LD = tfc_mma_step<TERMS, TERMS * BM + BN>::ld;
   tfc_fill_skew<MUT>();
 #pragma unroll
   for (int i = 0; i < A4; ++i) {
@@ -185,34 +186,48 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
   }
 }
 
-template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, typename COLS>
+// tfc_mma_warp_rows is how many of tfc_gemm_mma's 8 warps share a BM×BN tile's columns, each
+// taking BM/(16·WM) row tiles of 16 (TFC_MMA_WM caps it; the bits never depend on it).
+template <int BM, int BN>
+constexpr int tfc_mma_warp_rows() {
+#ifdef TFC_MMA_WM
+  return BM / 16 < TFC_MMA_WM ? BM / 16 : TFC_MMA_WM;
+#else
+  return BM / 16 < 8 ? BM / 16 : 8;
+#endif
+}
+
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int WM = tfc_mma_warp_rows<BM, BN>(), typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
-  constexpr int BK = tfc_mma_step<TERMS>::bk, LD = tfc_mma_step<TERMS>::ld;
+  constexpr int BK = tfc_mma_step<TERMS, TERMS * BM + BN>::bk, LD = tfc_mma_step<TERMS, TERMS * BM + BN>::ld;
   constexpr int KP = (K + TFC_MMA_BK - 1) / TFC_MMA_BK * TFC_MMA_BK;  // K padded as every layout pads it
-  constexpr int WM = BM / 16, WN = 8 / WM;            // warps along rows and columns
+  constexpr int MT = BM / 16 / WM, WN = 8 / WM;          // row tiles of a warp; warps along columns
   constexpr int NT8 = BN / 8, NT = (NT8 + WN - 1) / WN;  // 8-column tiles: of the tile, of a warp
   constexpr int A4 = (BM * BK / 4 + 255) / 256, B8 = (BN * BK / 8 + 255) / 256;
   constexpr int KT = (K + BK - 1) / BK, STAGE = tfc_mma_smem<BM, BN, TERMS>::stage;
-  static_assert(BM % 16 == 0 && WM >= 1 && WM <= 8 && 8 % WM == 0, "BM must be 16, 32, 64 or 128");
+  static_assert(BM % 16 == 0 && WM >= 1 && WM <= 8 && 8 % WM == 0 && BM % (16 * WM) == 0, "BM must be 16, 32, 64 or 128 rows over WM warps");
   static_assert(BN % 8 == 0, "BN must be a multiple of 8");
   static_assert(TFC_KC % BK == 0, "chunks hold whole steps");
   static_assert(tfc_mma_smem<BM, BN, TERMS>::floats * 4 <= 48 * 1024, "the tile's LDS must fit a block's static 48 KiB");
   static_assert(TERMS == 1 || TERMS == 3, "an activation is taken as one BF16 term or three");
   unsigned short* const sm = reinterpret_cast<unsigned short*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp % WM, wn = warp / WM;
-  // shared byte addresses of this lane's ldmatrix rows in stage 0: A (hi; lo and lo2 follow
-  // BM rows apart) and B (8-column tile 0; tile j is 8j rows on)
+  // shared byte addresses of this lane's ldmatrix rows in stage 0: A (row tile 0 of the warp's
+  // hi; row tile r is 16r·WM rows on, lo and lo2 follow BM rows apart) and B (8-column tile 0;
+  // tile j is 8j rows on)
   const unsigned a0 = tfc_smem_addr(sm) + 2 * ((wm * 16 + lane % 16) * LD + lane / 16 * 8);
   const unsigned b0 = tfc_smem_addr(sm) + 2 * ((TERMS * BM + lane % 8) * LD + lane / 8 % 2 * 8);
   const unsigned b0x4 = b0 + 2 * (lane / 16 * WN * 8 * LD);  // lanes 16..31: tile j + WN
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
   const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
-  float acc[NT][4], phi[NT][4], plo[NT][4];
+  float acc[MT][NT][4], phi[MT][NT][4], plo[MT][NT][4];
 #pragma unroll
-  for (int i = 0; i < NT; ++i)
+  for (int r = 0; r < MT; ++r)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] = phi[i][e] = plo[i][e] = 0.f;
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[r][i][e] = phi[r][i][e] = plo[r][i][e] = 0.f;
 
   float4 ra[A4];
   uint4 rb[B8];
@@ -226,9 +241,11 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       if (KP % BK != 0 && s * BK + kk >= KP) break;  // past the padding every layout takes
-      unsigned a[3][4];  // hi, lo, lo2 of rows 16wm.., k kk..kk+15
+      unsigned a[MT][3][4];  // hi, lo, lo2 of the warp's row tiles, k kk..kk+15
 #pragma unroll
-      for (int p = 0; p < TERMS; ++p) tfc_ldsm_x4(a[p], a0 + st + 2 * (p * BM * LD + kk));
+      for (int r = 0; r < MT; ++r)
+#pragma unroll
+        for (int p = 0; p < TERMS; ++p) tfc_ldsm_x4(a[r][p], a0 + st + 2 * ((p * BM + 16 * WM * r) * LD + kk));
       unsigned bb[4];  // when every warp has NT whole tiles, tiles i and i+1 load together
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
@@ -243,21 +260,26 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
         } else {
           tfc_ldsm_x2(b, b0 + st + 2 * (j * 8 * LD + kk));
         }
-        if (TERMS == 3) {
-          tfc_mma_bf16(plo[i], a[2], b);
-          tfc_mma_bf16(plo[i], a[1], b);
+#pragma unroll
+        for (int r = 0; r < MT; ++r) {
+          if (TERMS == 3) {
+            tfc_mma_bf16(plo[r][i], a[r][2], b);
+            tfc_mma_bf16(plo[r][i], a[r][1], b);
+          }
+          tfc_mma_bf16(phi[r][i], a[r][0], b);
         }
-        tfc_mma_bf16(phi[i], a[0], b);
       }
     }
     if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) {
 #pragma unroll
-      for (int i = 0; i < NT; ++i)
+      for (int r = 0; r < MT; ++r)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          acc[i][e] += phi[i][e] + plo[i][e];
-          phi[i][e] = plo[i][e] = 0.f;
-        }
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[r][i][e] += phi[r][i][e] + plo[r][i][e];
+            phi[r][i][e] = plo[r][i][e] = 0.f;
+          }
     }
     if (s + 1 < KT) {
       tfc_mma_store<BM, BN, A4, B8, MUT, TERMS>(sm + ((s + 1) & 1) * STAGE, ra, rb);
@@ -268,15 +290,17 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
   float* C = smem;
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int i = 0; i < NT; ++i) {
-    const int j = wn + WN * i;
-    if (NT8 % WN != 0 && j >= NT8) continue;
-    float* c = C + (wm * 16 + g) * (BN + 1) + j * 8 + 2 * t;
-    c[0] = acc[i][0];
-    c[1] = acc[i][1];
-    c[8 * (BN + 1)] = acc[i][2];
-    c[8 * (BN + 1) + 1] = acc[i][3];
-  }
+  for (int r = 0; r < MT; ++r)
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+      const int j = wn + WN * i;
+      if (NT8 % WN != 0 && j >= NT8) continue;
+      float* c = C + (16 * (wm + WM * r) + g) * (BN + 1) + j * 8 + 2 * t;
+      c[0] = acc[r][i][0];
+      c[1] = acc[r][i][1];
+      c[8 * (BN + 1)] = acc[r][i][2];
+      c[8 * (BN + 1) + 1] = acc[r][i][3];
+    }
   __syncthreads();
 }
 

@@ -30,8 +30,8 @@ static tfc_bf16 to_bf16(float x) {
 }
 
 // run launches the tile grid of a BM×BN tfc_gemm_mma over M rows into Y [M, N] (row stride N),
-// taking TERMS BF16 terms of each activation.
-template <int BM, int BN, int N, int K, int MUT, int TERMS = 3>
+// taking TERMS BF16 terms of each activation, its warps WM along the tile's rows.
+template <int BM, int BN, int N, int K, int MUT, int TERMS = 3, int WM = tfc_mma_warp_rows<BM, BN>()>
 static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
   constexpr int floats = tfc_mma_smem<BM, BN, TERMS>::floats;
   std::vector<float4> store((floats + 3) / 4 + 1);
@@ -41,7 +41,7 @@ static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, floa
       std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
       const int m0 = bx * BM, n0 = by * BN;
       emu_run(reinterpret_cast<unsigned char*>(smem), bx, by,
-              [=] { tfc_gemm_mma<BM, BN, N, K, MUT, TERMS>(smem, X, ldx, W, ldw, M, m0, n0); });
+              [=] { tfc_gemm_mma<BM, BN, N, K, MUT, TERMS, WM>(smem, X, ldx, W, ldw, M, m0, n0); });
       for (int r = 0; r < BM && m0 + r < M; ++r)
         for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)(m0 + r) * N + n0 + c] = smem[r * (BN + 1) + c];
     }
@@ -205,7 +205,52 @@ static void suite(const char* name) {
   }
 }
 
+// layouts checks that every tile size and warp layout gives the 64×64 tile's bits, in three
+// terms and in one (BF16-exact rows), where two stages of the tile fit 48 KiB.
+template <int N, int K>
+static void layouts(const char* name) {
+  const int M = 150;
+  char what[160];
+  Case c = make<N, K>(M, K, K, 5 + N, false);
+  Case e = c;
+  for (auto& v : e.x) {
+    const tfc_bf16 h = to_bf16(v);
+    v = tfc_ld(&h);
+  }
+  std::vector<float> ref3((size_t)M * N, NAN), ref1((size_t)M * N, NAN), y((size_t)M * N, NAN);
+  run<64, 64, N, K, TFC_MUT_NONE, 3>(c.x.data(), K, c.w.data(), K, M, ref3.data());
+  run<64, 64, N, K, TFC_MUT_NONE, 1>(e.x.data(), K, e.w.data(), K, M, ref1.data());
+  auto same = [&](const char* layout, const std::vector<float>& ref) {
+    std::snprintf(what, sizeof what, "%s: the %s layout gives the 64x64 tile's bits", name, layout);
+    check(std::memcmp(ref.data(), y.data(), y.size() * 4) == 0, what);
+    std::fill(y.begin(), y.end(), NAN);
+  };
+  run<64, 64, N, K, TFC_MUT_NONE, 3, 2>(c.x.data(), K, c.w.data(), K, M, y.data());
+  same("64x64 2x4-warp", ref3);
+  run<64, 64, N, K, TFC_MUT_NONE, 3, 1>(c.x.data(), K, c.w.data(), K, M, y.data());
+  same("64x64 1x8-warp", ref3);
+  run<32, 64, N, K, TFC_MUT_NONE, 3, 1>(c.x.data(), K, c.w.data(), K, M, y.data());
+  same("32x64 1x8-warp", ref3);
+  run<16, 64, N, K, TFC_MUT_NONE, 3>(c.x.data(), K, c.w.data(), K, M, y.data());
+  same("16x64", ref3);
+  run<16, 128, N, K, TFC_MUT_NONE, 1>(e.x.data(), K, e.w.data(), K, M, y.data());
+  same("one-term 16x128", ref1);
+  run<64, 32, N, K, TFC_MUT_NONE, 3, 2>(c.x.data(), K, c.w.data(), K, M, y.data());
+  same("64x32 2x4-warp", ref3);
+  run<128, 64, N, K, TFC_MUT_NONE, 1, 4>(e.x.data(), K, e.w.data(), K, M, y.data());
+  same("one-term 128x64 4x2-warp", ref1);
+  run<128, 64, N, K, TFC_MUT_NONE, 1, 2>(e.x.data(), K, e.w.data(), K, M, y.data());
+  same("one-term 128x64 2x4-warp", ref1);
+  run<64, 128, N, K, TFC_MUT_NONE, 1, 1>(e.x.data(), K, e.w.data(), K, M, y.data());
+  same("one-term 64x128 1x8-warp", ref1);
+  run<64, 128, N, K, TFC_MUT_BARRIER, 1, 1>(e.x.data(), K, e.w.data(), K, M, y.data());
+  const double b = worst<N, K>(e, M, y.data());
+  std::snprintf(what, sizeof what, "%s: the one-term 64x128 layout's missing-barrier control differs", name);
+  check(b < 0 || b > 1e-4, what);
+}
+
 int main() {
+  layouts<200, 330>("layouts K=330");
   std::mt19937 rng(7);
   std::uniform_int_distribution<unsigned> bits;
   int inexact = 0;
