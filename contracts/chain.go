@@ -358,19 +358,25 @@ func SubLaunch(b *Builder, ops []device.Op, lo, hi int) ([]device.Op, error) {
 	return out, b.Err()
 }
 
-// SubRows is the row range a kernel of m rows is relaunched alone over: off any tile boundary,
-// and for attention whole sequences (the second span, or the second cached sequence).
-func SubRows(k hip.Kernel, m int) (lo, hi int) {
+// SubRanges are the row ranges a kernel of m rows is relaunched alone over, each off any tile
+// boundary: for attention whole sequences (the second span, or the second cached sequence);
+// otherwise 5 rows (a launch of at most 8 rows takes the small-row function) and, where m allows,
+// 30 (a launch of 9-64 rows takes the mid-size one).
+func SubRanges(k hip.Kernel, m int) [][2]int {
 	o := k.Ops[0]
 	switch {
 	case o.Kind == "attention" && o.Flags["cache"]:
-		return m / 2, m
+		return [][2]int{{m / 2, m}}
 	case o.Kind == "attention":
-		return m / 3, m
+		return [][2]int{{m / 3, m}}
 	case m <= 2:
-		return m - 1, m
+		return [][2]int{{m - 1, m}}
 	}
-	return m/2 + 1, min(m, m/2+6)
+	r := [][2]int{{m/2 + 1, min(m, m/2+6)}}
+	if m >= 37 {
+		r = append(r, [2]int{7, 37})
+	}
+	return r
 }
 
 // hostMirror holds host copies of every buffer some ops touch, updated as their references run.

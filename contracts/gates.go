@@ -151,28 +151,30 @@ func CheckKernel(be device.Backend, k hip.Kernel, seed int64) KernelResult {
 	}
 	res.PerLaunch = spent / Reruns
 
-	lo, hi := SubRows(k, m)
-	sub, err := SubLaunch(b, ops, lo, hi)
-	if err != nil {
-		return fail(3, err)
-	}
-	if err := kept.restore(be, sub, true); err != nil {
-		return fail(3, err)
-	}
-	for _, op := range sub {
-		if err := Poison(be, op); err != nil {
+	for _, r := range SubRanges(k, m) {
+		lo, hi := r[0], r[1]
+		sub, err := SubLaunch(b, ops, lo, hi)
+		if err != nil {
 			return fail(3, err)
 		}
-	}
-	if err := launchSync(be, k, sub); err != nil {
-		return fail(3, fmt.Errorf("rows [%d,%d) alone: %w", lo, hi, err))
-	}
-	alone, err := readStored(be, stored)
-	if err != nil {
-		return fail(3, err)
-	}
-	if err := sameBits(stored, first, alone); err != nil {
-		return fail(3, fmt.Errorf("rows [%d,%d) launched alone differ from the same rows at offset %d of a launch of %d: %w", lo, hi, lo, m, err))
+		if err := kept.restore(be, sub, true); err != nil {
+			return fail(3, err)
+		}
+		for _, op := range sub {
+			if err := Poison(be, op); err != nil {
+				return fail(3, err)
+			}
+		}
+		if err := launchSync(be, k, sub); err != nil {
+			return fail(3, fmt.Errorf("rows [%d,%d) alone: %w", lo, hi, err))
+		}
+		alone, err := readStored(be, stored)
+		if err != nil {
+			return fail(3, err)
+		}
+		if err := sameBits(stored, first, alone); err != nil {
+			return fail(3, fmt.Errorf("rows [%d,%d) launched alone differ from the same rows at offset %d of a launch of %d: %w", lo, hi, lo, m, err))
+		}
 	}
 
 	sb := &Builder{Backend: be, Rng: rand.New(rand.NewSource(seed ^ 0x5eed)), Specials: true}

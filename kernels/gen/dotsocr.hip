@@ -767,7 +767,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
 
 // dotsocr_decode_linear_bias_rope_rope: linear(bias) → rope → rope
 // from graphs/qwen2_vl.graph:146, graphs/qwen2_vl.graph:147, graphs/qwen2_vl.graph:148
-// launch dotsocr_decode_linear_bias_rope_rope: grid (ceil(M/64), 4), 256 threads
+// launch dotsocr_decode_linear_bias_rope_rope: grid (ceil(M/32), 4), 256 threads
 __device__ const float dotsocr_decode_linear_bias_rope_rope_op1_inv[4] = {1.0f, 0.03162278f, 0.001f, 3.1622774e-05f};
 __device__ const float dotsocr_decode_linear_bias_rope_rope_op2_inv[4] = {1.0f, 0.03162278f, 0.001f, 3.1622774e-05f};
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_rope(
@@ -781,7 +781,75 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr int BM = 64, BN = 16, N = 64, K = 32;
+  constexpr bool mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  constexpr int bn = BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (M <= TFC_SMALL_ROWS)
+    tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 32) || (n >= 32 && n < 48))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 < 32 && n0 + BN > 0) {
+    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
+      const int r = e / (BN / 2), j = e % 4, c = e % (BN / 2) / 4 * 8 + j, m = m0 + r;
+      if (m >= M || n0 + c - j < 0 || n0 + c - j >= 32) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
+      const int a = 0;
+      const float f = dotsocr_decode_linear_bias_rope_rope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + 4, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + 4] = y;
+    }
+  }
+  __syncthreads();
+  if (n0 < 48 && n0 + BN > 32) {
+    for (int e = threadIdx.x; e < BM * (BN / 2); e += 256) {
+      const int r = e / (BN / 2), j = e % 4, c = e % (BN / 2) / 4 * 8 + j, m = m0 + r;
+      if (m >= M || n0 + c - j < 32 || n0 + c - j >= 48) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + 4];
+      const int a = 0;
+      const float f = dotsocr_decode_linear_bias_rope_rope_op2_inv[j];
+      tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + 4, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rope_rope_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const tfc_bf16* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -891,7 +959,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decod
 
 // dotsocr_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear_res: grid (ceil(M/64), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, 256 threads
+// launch dotsocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -899,8 +967,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 32, K = 32;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -937,8 +1005,46 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 32, K = 32;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -970,7 +1076,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
 
 // dotsocr_decode_linear_silu_glu: linear(internal) → glu(silu)
 // from graphs/qwen2_vl.graph:152
-// launch dotsocr_decode_linear_silu_glu: grid (ceil(M/64), 4), or (1, 16) as dotsocr_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
+// launch dotsocr_decode_linear_silu_glu: grid (ceil(M/32), 4), or (1, 16) as dotsocr_decode_linear_silu_glu_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -981,7 +1087,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 256, K = 32;
+  constexpr int BM = 32, BN = 64, N = 256, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1022,7 +1128,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 256, K = 32;
+  constexpr int BM = 32, BN = 64, N = 256, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1055,7 +1161,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:152
-// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, 256 threads
+// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_down_proj_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1063,8 +1169,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 32, K = 128;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 128;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1101,8 +1207,46 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 32, K = 128;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 128;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 128;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1151,15 +1295,15 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_gather(
 
 // dotsocr_decode_linear: linear
 // from graphs/qwen2_vl.graph:155
-// launch dotsocr_decode_linear: grid (ceil(M/64), 2374), or (1, 9496) as dotsocr_decode_linear_rows when M ≤ 8, 256 threads
+// launch dotsocr_decode_linear: grid (ceil(M/32), 2374), or (1, 9496) as dotsocr_decode_linear_rows when M ≤ 8, or (ceil(M/16), 2374) as dotsocr_decode_linear_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 151936, K = 32;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1194,8 +1338,44 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 151936, K = 32;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 32;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 32;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else

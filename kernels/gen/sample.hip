@@ -6,15 +6,15 @@
 
 // vision_patch_embed: linear
 // from sample:vision.patch_embed
-// launch vision_patch_embed: grid (ceil(M/64), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, 256 threads
+// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 1280, K = 1176;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1176;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -49,8 +49,44 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 1280, K = 1176;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1176;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1176;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -117,7 +153,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
 
 // vision_qkv_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from sample:vision.qkv, sample:vision.rope_q, sample:vision.rope_k
-// launch vision_qkv_rope: grid (ceil(M/64), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, 256 threads
+// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, 256 threads
 __device__ const float vision_qkv_rope_op1_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 __device__ const float vision_qkv_rope_op2_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
@@ -131,8 +167,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 80, N = 3840, K = 1280;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -202,8 +238,79 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 80, N = 3840, K = 1280;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
+  if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 1280) || (n >= 1280 && n < 2560))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 1280) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 20 ? 0 : 1;
+      const float f = vision_qkv_rope_op1_inv[j];
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + bn / 2] = y;
+    }
+  }
+  __syncthreads();
+  if (n0 >= 1280 && n0 < 2560) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 20 ? 0 : 1;
+      const float f = vision_qkv_rope_op2_inv[j];
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -280,7 +387,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
 
 // vision_proj_residual: linear(bias, res)
 // from sample:vision.proj
-// launch vision_proj_residual: grid (ceil(M/64), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, 256 threads
+// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -289,8 +396,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 1280, K = 1280;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1280;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -328,8 +435,47 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 1280, K = 1280;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1280;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1280;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -361,7 +507,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
 
 // vision_fc1_quick_gelu: linear(bias, quick_gelu)
 // from sample:vision.fc1
-// launch vision_fc1_quick_gelu: grid (ceil(M/64), 80), or (1, 320) as vision_fc1_quick_gelu_rows when M ≤ 8, 256 threads
+// launch vision_fc1_quick_gelu: grid (ceil(M/32), 80), or (1, 320) as vision_fc1_quick_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as vision_fc1_quick_gelu_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -369,8 +515,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 5120, K = 1280;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 1280;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -407,8 +553,46 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 5120, K = 1280;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 1280;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_quick_gelu(v));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 1280;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -440,7 +624,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
 
 // merger_fc1_gelu: linear(bias, internal) → activate(gelu)
 // from sample:merger.fc1, sample:merger.gelu
-// launch merger_fc1_gelu: grid (ceil(M/64), 80), or (1, 320) as merger_fc1_gelu_rows when M ≤ 8, 256 threads
+// launch merger_fc1_gelu: grid (ceil(M/32), 80), or (1, 320) as merger_fc1_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as merger_fc1_gelu_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -450,8 +634,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 5120, K = 5120;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 5120;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -490,8 +674,48 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 5120, K = 5120;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 5120;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
+    tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    const float* op1_X, int op1_X_ld,
+    float* op1_Y, int op1_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 5120;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -677,7 +901,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
-// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, 256 threads
+// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, 256 threads
 __device__ const float q_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -688,8 +912,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 32, BN = 128, N = 1536, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -742,8 +966,62 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 32, BN = 128, N = 1536, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
+  if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 1536))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 1536) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
+      const float f = q_proj_mrope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -789,7 +1067,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
 
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
-// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, 256 threads
+// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, 256 threads
 __device__ const float k_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -800,8 +1078,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 32, BN = 128, N = 256, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -854,8 +1132,62 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 32, BN = 128, N = 256, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
+  if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 256))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 256) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
+      const float f = k_proj_mrope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -901,7 +1233,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
 
 // v_proj: linear(bias)
 // from sample:layer.v_proj
-// launch v_proj: grid (ceil(M/64), 4), or (1, 16) as v_proj_rows when M ≤ 8, 256 threads
+// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void v_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -909,8 +1241,8 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 256, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 256, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -946,8 +1278,45 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 256, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 256, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 256, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1055,7 +1424,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attent
 
 // o_proj_residual: linear(res)
 // from sample:layer.o_proj
-// launch o_proj_residual: grid (ceil(M/64), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, 256 threads
+// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1063,8 +1432,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 1536, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1101,8 +1470,46 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 1536, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1134,15 +1541,15 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
 
 // mlp_gate_silu: linear(silu)
 // from sample:layer.gate_proj
-// launch mlp_gate_silu: grid (ceil(M/64), 140), or (1, 560) as mlp_gate_silu_rows when M ≤ 8, 256 threads
+// launch mlp_gate_silu: grid (ceil(M/32), 140), or (1, 560) as mlp_gate_silu_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_gate_silu_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 8960, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1178,8 +1585,45 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 8960, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1211,7 +1655,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
 
 // mlp_up_mul: linear(internal) → mul
 // from sample:layer.up_proj, sample:layer.swiglu
-// launch mlp_up_mul: grid (ceil(M/64), 140), or (1, 560) as mlp_up_mul_rows when M ≤ 8, 256 threads
+// launch mlp_up_mul: grid (ceil(M/32), 140), or (1, 560) as mlp_up_mul_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_up_mul_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1221,8 +1665,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 8960, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1261,8 +1705,48 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 8960, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+    tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    const float* op1_A, int op1_A_ld,
+    const float* op1_B, int op1_B_ld,
+    float* op1_Y, int op1_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1311,7 +1795,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
 
 // mlp_down_residual: linear(res)
 // from sample:layer.down_proj
-// launch mlp_down_residual: grid (ceil(M/64), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, 256 threads
+// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1319,8 +1803,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 1536, K = 8960;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 8960;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1357,8 +1841,46 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 1536, K = 8960;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 8960;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 8960;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1443,15 +1965,15 @@ extern "C" __global__ __launch_bounds__(256) void final_norm(
 
 // lm_head: linear
 // from sample:lm_head
-// launch lm_head: grid (ceil(M/64), 2374), or (1, 9496) as lm_head_rows when M ≤ 8, 256 threads
+// launch lm_head: grid (ceil(M/32), 2374), or (1, 9496) as lm_head_rows when M ≤ 8, or (ceil(M/16), 2374) as lm_head_mid when M ≤ 64, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lm_head(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false;  // launched at M > 8
-  constexpr int BM = 64, BN = 64, N = 151936, K = 1536;
+  constexpr bool small = false, mid = false;  // launched at M > 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1486,8 +2008,44 @@ extern "C" __global__ __launch_bounds__(256) void lm_head_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true;  // launched at M ≤ 8
-  constexpr int BM = 64, BN = 64, N = 151936, K = 1536;
+  constexpr bool small = true, mid = false;  // launched at M ≤ 8
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 1536;
+#if TFC_CUDA  // tensor cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
+  if (small)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (small)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void lm_head_mid(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
+  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else

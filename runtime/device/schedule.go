@@ -36,7 +36,8 @@ type Param struct {
 }
 
 // Launch is one launch of a kernel: Threads a block, grid.x = ceil(M/RowsPerBlock) plus S when
-// PlusSpans, grid.y = GridY, or SmallRowsGridY when that is set and M is at most SmallRows.
+// PlusSpans, grid.y = GridY, or SmallRowsGridY when that is set and M is at most SmallRows; above
+// SmallRows and at most MidRows, MidSymbol with grid.x = ceil(M/MidRowsPerBlock).
 type Launch struct {
 	Symbol         string `json:"symbol"`
 	Threads        int    `json:"threads"`
@@ -52,6 +53,16 @@ type Launch struct {
 	// y where the device has clusters (CUDA sm_90; the function says so itself); SmallRowsGridY
 	// is a multiple of it.
 	SmallClusterY int `json:"small_cluster_y,omitempty"`
+	// MidSymbol, when set, is the function launched at SmallRows < M ≤ MidRows: the same kernel
+	// on tiles of MidRowsPerBlock rows, so that a launch of a few dozen rows has blocks enough.
+	MidRows         int    `json:"mid_rows,omitempty"`
+	MidRowsPerBlock int    `json:"mid_rows_per_block,omitempty"`
+	MidSymbol       string `json:"mid_symbol,omitempty"`
+}
+
+// mid says whether M rows take the launch's mid-size function.
+func (l Launch) mid(m int) bool {
+	return l.MidSymbol != "" && m > l.SmallRows && m <= l.MidRows
 }
 
 // Function is the symbol launched for M rows.
@@ -59,12 +70,18 @@ func (l Launch) Function(m int) string {
 	if l.SmallSymbol != "" && m <= l.SmallRows {
 		return l.SmallSymbol
 	}
+	if l.mid(m) {
+		return l.MidSymbol
+	}
 	return l.Symbol
 }
 
 // Grid is the launch's grid for M rows and S spans.
 func (l Launch) Grid(m, s int) (x, y int) {
 	x = (m + l.RowsPerBlock - 1) / l.RowsPerBlock
+	if l.mid(m) {
+		x = (m + l.MidRowsPerBlock - 1) / l.MidRowsPerBlock
+	}
 	if l.PlusSpans {
 		x += s
 	}
@@ -98,7 +115,8 @@ func (s *Schedule) Check() error {
 	}
 	for _, l := range s.Launches {
 		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
-			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) {
+			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) ||
+			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

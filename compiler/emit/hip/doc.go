@@ -57,7 +57,8 @@
 //
 // A kernel's grid is (ceil(M/RowsPerBlock), GridY) blocks of 256 threads, with S more in x for
 // attention over spans, and (1, SmallRowsGridY) instead when that is set and M is at most 8
-// ((M, SmallRowsGridY) for a cached attention, a block a row).
+// ((M, SmallRowsGridY) for a cached attention, a block a row). A decoder's linears other than
+// the gate/up GEMM launch <name>_mid at 8 < M ≤ 64, on tiles of 16 rows: (ceil(M/16), GridY).
 //
 // A cached attention kernel is two launches with the same arguments: <name>_kvstore, which stores
 // the launch's K and V rows into the cache (a block a row), then <name>, a block a row and query

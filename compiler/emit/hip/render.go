@@ -164,12 +164,18 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 		if l.Symbol != k.Name {
 			body = g.pre[l.Symbol]
 		}
-		// a launch with a small-row function renders the body twice, small false and true
-		variants := []struct {
-			sym, small string
-		}{{l.Symbol, ""}}
+		// a launch with a small-row function renders the body again with small true, and one with
+		// a mid-size function again with mid true
+		type variant struct{ sym, small, mid string }
+		variants := []variant{{l.Symbol, "", ""}}
 		if l.SmallSymbol != "" {
-			variants = []struct{ sym, small string }{{l.Symbol, "false"}, {l.SmallSymbol, "true"}}
+			variants = []variant{{l.Symbol, "false", ""}, {l.SmallSymbol, "true", ""}}
+		}
+		if l.MidSymbol != "" {
+			for j := range variants {
+				variants[j].mid = "false"
+			}
+			variants = append(variants, variant{l.MidSymbol, "false", "true"})
 		}
 		for j, v := range variants {
 			if j > 0 {
@@ -187,8 +193,26 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 				}
 				fmt.Fprintf(&b, "  constexpr int MUT = %s\n", macro)
 			}
+			var decl []string
 			if v.small != "" {
-				fmt.Fprintf(&b, "  constexpr bool small = %s;  // launched at M %s %d\n", v.small, map[string]string{"false": ">", "true": "≤"}[v.small], l.SmallRows)
+				decl = append(decl, "small = "+v.small)
+			}
+			if v.mid != "" {
+				decl = append(decl, "mid = "+v.mid)
+			}
+			if len(decl) > 0 {
+				when := fmt.Sprintf("M > %d", l.SmallRows)
+				switch {
+				case v.small == "true":
+					when = fmt.Sprintf("M ≤ %d", l.SmallRows)
+				case v.mid == "true" && l.SmallRows > 0:
+					when = fmt.Sprintf("%d < M ≤ %d", l.SmallRows, l.MidRows)
+				case v.mid == "true":
+					when = fmt.Sprintf("M ≤ %d", l.MidRows)
+				case v.mid == "false":
+					when = fmt.Sprintf("M > %d", l.MidRows)
+				}
+				fmt.Fprintf(&b, "  constexpr bool %s;  // launched at %s\n", strings.Join(decl, ", "), when)
 			}
 			b.WriteString(body)
 			b.WriteString("}\n")
@@ -218,7 +242,11 @@ func Describe(l device.Launch) string {
 		if l.SmallClusterY > 1 {
 			as += fmt.Sprintf(" in clusters of %d along y", l.SmallClusterY)
 		}
-		return fmt.Sprintf("grid (%s, %d), or (%s, %d)%s when M ≤ %d, %d threads", x, l.GridY, small, l.SmallRowsGridY, as, l.SmallRows, l.Threads)
+		mid := ""
+		if l.MidSymbol != "" {
+			mid = fmt.Sprintf(", or (ceil(M/%d), %d) as %s when M ≤ %d", l.MidRowsPerBlock, l.GridY, l.MidSymbol, l.MidRows)
+		}
+		return fmt.Sprintf("grid (%s, %d), or (%s, %d)%s when M ≤ %d%s, %d threads", x, l.GridY, small, l.SmallRowsGridY, as, l.SmallRows, mid, l.Threads)
 	}
 	return fmt.Sprintf("grid (%s, %d), %d threads", x, l.GridY, l.Threads)
 }

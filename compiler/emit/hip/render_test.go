@@ -120,7 +120,7 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 64, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows"}},                                                                                        // 16-column tiles of rotary pairs at M ≤ 8
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid"}},                                // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64
 		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8}}, // a block a query head; a cluster of 8 at M ≤ 8
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
@@ -149,7 +149,7 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
 		"tfc_attention_paged<32, 2, 32, 256, 16, 8, small, MUT>(",
-		"// launch qkv: grid (ceil(M/64), 4), or (1, 8) as qkv_rows when M ≤ 8, 256 threads",
+		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, 256 threads",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
 		"__device__ const float qkv_op1_inv[16] = {1.0f, 0.56234133f, 0.31622776f, ",
@@ -187,8 +187,8 @@ func TestMutations(t *testing.T) {
 		}
 		d := lineDiff(string(clean), string(got))
 		want := []string{"-  constexpr int MUT = TFC_MUT_NONE;", "+  constexpr int MUT = " + mutationMacros[c.m] + ";  // planted control: " + c.m.String()}
-		if len(d) == 4 && d[2] == want[0] && d[3] == want[1] { // a kernel with a small-row function: both carry MUT
-			d = d[:2]
+		for len(d) >= 4 && d[len(d)-2] == want[0] && d[len(d)-1] == want[1] { // small-row and mid-size functions carry MUT too
+			d = d[:len(d)-2]
 		}
 		if len(d) != 2 || d[0] != want[0] || d[1] != want[1] {
 			t.Errorf("%s %s changed %q, want only the MUT line of that kernel", c.kernel, c.m, d)

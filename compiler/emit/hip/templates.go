@@ -24,7 +24,14 @@ type gemm struct {
 
 func newGEMM(k Kernel) (template, error) {
 	lin := k.Ops[0]
-	f := &gemm{k: k, n: lin.int("N"), bm: 64, bn: 64, bk: 16, ropeOf: map[int][]int{}}
+	// A decoder's linears take 32-row tiles: more blocks for decode rounds of 9-64 rows (decode
+	// at batch 32 and 64 1.16-1.22× faster than with 64 rows) and prompt chunks 2-8% faster. A
+	// tower's take 64 (its 7,200-row launches were 5% slower at 32). H100 receipt:
+	// docs/receipts/2026-12-06-h100-gemm-tiles.md.
+	f := &gemm{k: k, n: lin.int("N"), bm: 32, bn: 64, bk: 16, ropeOf: map[int][]int{}}
+	if k.Role == "vision" {
+		f.bm = 64
+	}
 	hd, base := 0, 0
 	var covered [][2]int
 	for i := 1; i < len(k.Ops); i++ {
@@ -75,7 +82,7 @@ func newGEMM(k Kernel) (template, error) {
 			f.bn += hd
 		}
 		if hd > 80 {
-			f.bm = 32
+			f.bm = 32 // two stages of a 64-row tile of wider heads pass the static LDS
 		}
 		// A half head of a multiple of smallBN/2 columns splits into small tiles of rotary pairs.
 		// Tiles start on heads; each head's rope pass checks that its rope rotates it.
@@ -137,6 +144,23 @@ const smallBN, smallRows = 16, 8
 // each function has the registers of its own layout.
 const smallSuffix = "_rows"
 
+// A decoder's plain and rope linears launched on more than smallRows and at most midRows rows
+// take tiles of midBM rows, in the function named with midSuffix: four times the blocks of a
+// 64-row launch (the down projection at 64 rows 90 → 68 µs, q/k/v and o 18 → 14 µs on the H100,
+// docs/receipts/2026-12-06-h100-gemm-tiles.md). The gate/up GEMM is as fast on 32 rows.
+const midBM, midRows, midSuffix = 16, 64, "_mid"
+
+// mid says whether the linear has the mid-size function.
+func (f *gemm) mid() bool { return f.k.Role != "vision" && f.glu == 0 && f.bm > midBM }
+
+// bmExpr is BM as the body declares it: midBM in the mid-size function.
+func (f *gemm) bmExpr() string {
+	if f.mid() {
+		return fmt.Sprintf("mid ? %d : %d", midBM, f.bm)
+	}
+	return fmt.Sprint(f.bm)
+}
+
 func (f *gemm) launches() []device.Launch {
 	l := device.Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
 	switch {
@@ -150,6 +174,9 @@ func (f *gemm) launches() []device.Launch {
 	}
 	if l.SmallRows > 0 {
 		l.SmallSymbol = f.k.Name + smallSuffix
+	}
+	if f.mid() {
+		l.MidRows, l.MidRowsPerBlock, l.MidSymbol = midRows, midBM, f.k.Name+midSuffix
 	}
 	return []device.Launch{l}
 }
@@ -198,10 +225,10 @@ func (f *gemm) body(g *gen) error {
 	args := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);"
 	tile := "tfc_gemm_tile<BM, BN, BK, N, K, MUT>" + args
 	if !f.mma {
-		g.line("constexpr int BM = %d, BN = %d, BK = %d, N = %d, K = %d;", f.bm, f.bn, f.bk, f.n, lin.int("K"))
+		g.line("constexpr int BM = %s, BN = %d, BK = %d, N = %d, K = %d;", f.bmExpr(), f.bn, f.bk, f.n, lin.int("K"))
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
 	} else {
-		g.line("constexpr int BM = %d, BN = %d, N = %d, K = %d;", f.bm, f.bn, f.n, lin.int("K"))
+		g.line("constexpr int BM = %s, BN = %d, N = %d, K = %d;", f.bmExpr(), f.bn, f.n, lin.int("K"))
 		g.raw("#if TFC_CUDA  // tensor cores: the same path at every M")
 		g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
 		g.raw("#else")

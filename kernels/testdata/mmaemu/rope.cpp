@@ -169,7 +169,12 @@ static void k_proj(int M, int pad) {
   const float *X = l.x.data(), *B = l.b.data();
   const tfc_bf16* W = l.w.data();
   const int* P = r.pos.data();
-  launch(M, KPROJ_BM, KPROJ_GY, KPROJ_SGY, [=] { k_proj_mrope(X, l.K, W, l.K, B, l.N, Y, ld, Y + r.col, ld, P, 3, M); });
+#if KPROJ_MID  // the mid-size function, on tiles of KPROJ_MBM rows, takes launches of at most KPROJ_MID rows
+  if (M <= KPROJ_MID)
+    launch(M, KPROJ_MBM, KPROJ_GY, 0, [=] { k_proj_mrope_mid(X, l.K, W, l.K, B, l.N, Y, ld, Y + r.col, ld, P, 3, M); });
+  else
+#endif
+    launch(M, KPROJ_BM, KPROJ_GY, KPROJ_SGY, [=] { k_proj_mrope(X, l.K, W, l.K, B, l.N, Y, ld, Y + r.col, ld, P, 3, M); });
   check("k_proj_mrope", M, l.N, ld, y, reference(l, {&r}, M));
 }
 
@@ -187,7 +192,7 @@ static void vision_qkv(int M, int pad) {
 }
 
 int main() {
-  for (int M : {5, 70})
+  for (int M : {5, 40, 70})
     for (int pad : {0, 29}) {
       k_proj(M, pad);
       vision_qkv(M, pad);

@@ -98,6 +98,8 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 					sym := l.Symbol
 					if l.SmallSymbol != "" && m <= l.SmallRows {
 						sym = l.SmallSymbol
+					} else if l.MidSymbol != "" && m <= l.MidRows {
+						sym = l.MidSymbol
 					}
 					if g := grids[j]; g != (Grid{Symbol: sym, X: x, Y: y, Threads: l.Threads}) {
 						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, sym, x, y, l.Threads)
@@ -171,21 +173,23 @@ func TestOpsByPointer(t *testing.T) {
 }
 
 // TestRopeGrids: a linear fused with rope launched on at most 8 rows takes 16-column tiles of 8
-// rotary pairs where head_dim is a multiple of 16, and whole-head tiles otherwise.
+// rotary pairs where head_dim is a multiple of 16, and whole-head tiles otherwise; a decoder's
+// takes 16-row tiles on at most 64 rows.
 func TestRopeGrids(t *testing.T) {
 	for _, c := range []struct {
 		name                 string
+		role                 string
 		n, headDim, heads    int
 		bm, wideY, smallRowY int
 	}{
-		{"k_proj", 256, 128, 2, 32, 2, 16},
-		{"q_proj", 1536, 128, 12, 32, 12, 96},
-		{"vision_qkv", 3840, 80, 16, 64, 48, 240}, // rope on q only: v and k columns unrotated
-		{"head_dim_16", 64, 16, 4, 64, 4, 4},
-		{"head_dim_8", 32, 8, 4, 64, 2, 2},   // two heads a tile, at any M
-		{"head_dim_24", 96, 24, 2, 64, 2, 2}, // 48-column tiles; the rope covers half of them
+		{"k_proj", "decoder", 256, 128, 2, 32, 2, 16},
+		{"q_proj", "decoder", 1536, 128, 12, 32, 12, 96},
+		{"vision_qkv", "vision", 3840, 80, 16, 64, 48, 240}, // rope on q only: v and k columns unrotated
+		{"head_dim_16", "decoder", 64, 16, 4, 32, 4, 4},
+		{"head_dim_8", "decoder", 32, 8, 4, 32, 2, 2},   // two heads a tile, at any M
+		{"head_dim_24", "decoder", 96, 24, 2, 32, 2, 2}, // 48-column tiles; the rope covers half of them
 	} {
-		k := hip.Kernel{Name: c.name, Ops: []hip.Op{
+		k := hip.Kernel{Name: c.name, Role: c.role, Ops: []hip.Op{
 			{Kind: "linear", Ints: map[string]int{"N": c.n, "K": 64}},
 			{Kind: "rope", Ints: map[string]int{"heads": c.heads, "head_dim": c.headDim, "sections": 1, "section0": c.headDim / 2},
 				Floats: map[string]float64{"theta": 1e4}},
@@ -199,8 +203,12 @@ func TestRopeGrids(t *testing.T) {
 			if m <= 8 {
 				wantY = c.smallRowY
 			}
-			if x, y := s.Launches[0].Grid(m, 0); len(s.Launches) != 1 || x != (m+c.bm-1)/c.bm || y != wantY {
-				t.Errorf("%s at M=%d: launches %+v give (%d,%d), want (%d,%d)", c.name, m, s.Launches, x, y, (m+c.bm-1)/c.bm, wantY)
+			rows := c.bm
+			if c.role == "decoder" && m <= 64 {
+				rows = 16
+			}
+			if x, y := s.Launches[0].Grid(m, 0); len(s.Launches) != 1 || x != (m+rows-1)/rows || y != wantY {
+				t.Errorf("%s at M=%d: launches %+v give (%d,%d), want (%d,%d)", c.name, m, s.Launches, x, y, (m+rows-1)/rows, wantY)
 			}
 		}
 	}
