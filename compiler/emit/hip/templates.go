@@ -145,8 +145,8 @@ const smallBN, smallRows = 16, 8
 const smallSuffix = "_rows"
 
 // A decoder's plain and rope linears launched on more than smallRows and at most midRows rows
-// take tiles of midBM rows, in the function named with midSuffix: four times the blocks of a
-// 64-row launch (the down projection at 64 rows 90 → 68 µs, q/k/v and o 18 → 14 µs on the H100,
+// take tiles of midBM rows, in the function named with midSuffix: twice the blocks of 32-row
+// tiles (decode at batch 16 and 32 1.35× faster than on 64-row tiles, on the H100,
 // docs/receipts/2026-12-06-h100-gemm-tiles.md). The gate/up GEMM is as fast on 32 rows.
 const midBM, midRows, midSuffix = 16, 64, "_mid"
 
