@@ -1965,15 +1965,15 @@ extern "C" __global__ __launch_bounds__(256) void final_norm(
 
 // lm_head: linear
 // from sample:lm_head
-// launch lm_head: grid (ceil(M/32), 2374), or (1, 9496) as lm_head_rows when M ≤ 8, or (ceil(M/16), 2374) as lm_head_mid when M ≤ 64, 256 threads
+// launch lm_head: grid (ceil(M/32), 2374), or (1, 9496) as lm_head_rows when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lm_head(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false;  // launched at M > 64
-  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 1536;
+  constexpr bool small = false;  // launched at M > 8
+  constexpr int BM = 32, BN = 64, N = 151936, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -2008,44 +2008,8 @@ extern "C" __global__ __launch_bounds__(256) void lm_head_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false;  // launched at M ≤ 8
-  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 1536;
-#if TFC_CUDA  // tensor cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
-#else
-  constexpr int BK = 16;
-  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
-#endif
-  const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
-#if TFC_CUDA
-  if (small)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#else
-  if (small)
-    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-  else
-    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-  for (int e = threadIdx.x; e < BM * bn; e += 256) {
-    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
-    if (m >= M || n >= N) continue;
-    float v = smem[r * (bn + 1) + c];
-    v = tfc_rnd(v);
-    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
-  }
-}
-
-extern "C" __global__ __launch_bounds__(256) void lm_head_mid(
-    const float* op0_X, int op0_X_ld,
-    const tfc_bf16* op0_W, int op0_W_ld,
-    float* op0_Y, int op0_Y_ld,
-    int M) {
-  constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
-  constexpr int BM = mid ? 16 : 32, BN = 64, N = 151936, K = 1536;
+  constexpr bool small = true;  // launched at M ≤ 8
+  constexpr int BM = 32, BN = 64, N = 151936, K = 1536;
 #if TFC_CUDA  // tensor cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else

@@ -147,11 +147,16 @@ const smallSuffix = "_rows"
 // A decoder's plain and rope linears launched on more than smallRows and at most midRows rows
 // take tiles of midBM rows, in the function named with midSuffix: twice the blocks of 32-row
 // tiles (decode at batch 16 and 32 1.35× faster than on 64-row tiles, on the H100,
-// docs/receipts/2026-12-06-h100-gemm-tiles.md). The gate/up GEMM is as fast on 32 rows.
-const midBM, midRows, midSuffix = 16, 64, "_mid"
+// docs/receipts/2026-12-06-h100-gemm-tiles.md). The gate/up GEMM is as fast on 32 rows, and a
+// linear of more than midMaxN columns (the logits) has blocks enough without: at 64 rows the
+// logits took 456 µs on 16-row tiles against 366 on 32 (each column tile's weights read four
+// times), at 16 rows 182 against 211; serving many pages runs the larger batches.
+const midBM, midRows, midMaxN, midSuffix = 16, 64, 16384, "_mid"
 
 // mid says whether the linear has the mid-size function.
-func (f *gemm) mid() bool { return f.k.Role != "vision" && f.glu == 0 && f.bm > midBM }
+func (f *gemm) mid() bool {
+	return f.k.Role != "vision" && f.glu == 0 && f.bm > midBM && f.n <= midMaxN
+}
 
 // bmExpr is BM as the body declares it: midBM in the mid-size function.
 func (f *gemm) bmExpr() string {
