@@ -76,6 +76,17 @@ func (l Launch) Function(m int) string {
 	return l.Symbol
 }
 
+// Symbols lists every function the launch may run: its own, then its small and mid ones.
+func (l Launch) Symbols() []string {
+	syms := []string{l.Symbol}
+	for _, s := range []string{l.SmallSymbol, l.MidSymbol} {
+		if s != "" {
+			syms = append(syms, s)
+		}
+	}
+	return syms
+}
+
 // Grid is the launch's grid for M rows and S spans.
 func (l Launch) Grid(m, s int) (x, y int) {
 	x = (m + l.RowsPerBlock - 1) / l.RowsPerBlock

@@ -68,9 +68,8 @@ func tapeLaunches(t *testing.T, dir string, png []byte, noTapes bool) ([]string,
 	defer e.Close()
 	for _, k := range be.Library().Kernels() { // after Open: the kernels specialised for the fixture
 		for _, l := range k.Schedule.Launches {
-			d.ParamCount[l.Symbol] = len(k.Schedule.Params)
-			if l.SmallSymbol != "" {
-				d.ParamCount[l.SmallSymbol] = len(k.Schedule.Params)
+			for _, sym := range l.Symbols() {
+				d.ParamCount[sym] = len(k.Schedule.Params)
 			}
 		}
 	}
