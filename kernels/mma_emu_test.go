@@ -85,6 +85,17 @@ func TestArgmaxEmulated(t *testing.T) {
 	runEmulated(t, "argmax.cpp", "-DEMU_PORTABLE")
 }
 
+// TestMFMAEmulated runs tfc_gemm_mfma, the CDNA matrix-core GEMM, the same way with waves of 64
+// (testdata/mmaemu/mfma.cpp, EMU_MFMA): products against a float64 reference, a row's bits in the
+// full, mid and decode tiles, one term against three, specials and the controls.
+func TestMFMAEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulation takes about half a minute")
+	}
+	t.Parallel()
+	runEmulated(t, "mfma.cpp", "-DEMU_MFMA")
+}
+
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {

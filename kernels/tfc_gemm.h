@@ -69,6 +69,11 @@ __device__ __forceinline__ void tfc_rows_chunk(float* smem, const TX* X, int ldx
     if (r < rows) smem[(r * BN + c) * nb + j] = p[r];
 }
 
+// tfc_aligned16 says whether p and every row ld elements of size bytes on are 16-byte aligned.
+__device__ __forceinline__ bool tfc_aligned16(const void* p, int ld, int size) {
+  return ((size_t)p % 16 == 0) && ((size_t)ld * size % 16 == 0);
+}
+
 #if TFC_CUDA
 // On CUDA a thread takes TFC_ROWS_ITEMS items (it0, it0 + 256, ...) at a time.
 #define TFC_ROWS_ITEMS 4
@@ -85,9 +90,6 @@ __device__ __forceinline__ void tfc_rows_items(float* smem, const TX* X, int ldx
 __device__ __forceinline__ float tfc_w8_at(const uint4& u, int i) {
   const unsigned w = i < 2 ? u.x : i < 4 ? u.y : i < 6 ? u.z : u.w;
   return __uint_as_float(i & 1 ? w & 0xffff0000u : w << 16);
-}
-__device__ __forceinline__ bool tfc_aligned16(const void* p, int ld, int size) {
-  return ((size_t)p % 16 == 0) && ((size_t)ld * size % 16 == 0);
 }
 __device__ __forceinline__ uint4 tfc_shfl_xor(const uint4& v, int d) {
   return make_uint4(__shfl_xor_sync(0xffffffffu, v.x, d), __shfl_xor_sync(0xffffffffu, v.y, d),

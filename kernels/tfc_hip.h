@@ -25,6 +25,12 @@
 #error "tfc_hip.h: compile with clang -x hip, hipcc, or nvcc -x cu"
 #endif
 
+// TFC_MFMA is 1 in device code for the CDNA targets whose matrix cores multiply BF16 16×16×16
+// blocks (v_mfma_f32_16x16x16bf16_1k: gfx90a, gfx94x): their linears take tfc_gemm_mfma.
+#if TFC_HIP && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#define TFC_MFMA 1
+#endif
+
 // TFC_CLUSTER_Y(n) launches a kernel in clusters of n blocks along y where the device has them
 // (CUDA, sm_90); elsewhere the blocks run alone.
 // tfc_cluster_rank, tfc_cluster_sync and tfc_cluster_map are the block's rank in its cluster, a

@@ -1,10 +1,11 @@
 // tfc_mma_gemm.h: the tensor-core GEMM of the linears on CUDA (tfc_gemm_mma, mma.sync BF16 with
 // F32 activations split exactly into three BF16 terms), and its small-row layout (tfc_gemm_mma_rows).
+// The split, the K step and the LDS stages are shared with the MFMA GEMM (tfc_mfma_gemm.h).
 #pragma once
 #include "tfc_gemm.h"
 #include "tfc_math.h"
 
-#if TFC_CUDA
+#if TFC_CUDA || TFC_MFMA
 // ---------------------------------------------------------------------------------------------
 // Tensor-core GEMM (CUDA): the linears with BF16 weights, vision and decoder.
 //
@@ -82,7 +83,7 @@ __device__ __forceinline__ void tfc_split3(float x, unsigned& hi, unsigned& lo, 
   lo2 = __float_as_uint(r2) >> 16;
 }
 
-#ifndef TFC_MMA_EMULATED  // a host test can supply these three to run tfc_gemm_mma on the CPU
+#if TFC_CUDA && !defined(TFC_MMA_EMULATED)  // a host test can supply these to run tfc_gemm_mma on the CPU
 __device__ __forceinline__ unsigned tfc_smem_addr(const void* p) {
   unsigned a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\n" : "=r"(a) : "l"(p));
@@ -186,6 +187,9 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
   }
 }
 
+#endif  // TFC_CUDA || TFC_MFMA: what follows is mma.sync's alone
+
+#if TFC_CUDA
 // tfc_mma_warp_rows is how many of tfc_gemm_mma's 8 warps share a BM×BN tile's columns, each
 // taking BM/(16·WM) row tiles of 16 (TFC_MMA_WM caps it; the bits never depend on it).
 template <int BM, int BN>

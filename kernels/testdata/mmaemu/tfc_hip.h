@@ -2,7 +2,8 @@
 // with TFC_CUDA set, so that main.cpp can run tfc_gemm_mma (attn.cpp tfc_attention_spans) with a
 // fiber for each GPU thread. The warp instructions the tensor-core paths use (ldmatrix x4/x2, x2.trans,
 // mma.sync m16n8k16, shuffles) are emulated here from the PTX ISA's fragment layouts, each warp
-// meeting at a barrier.
+// meeting at a barrier. With EMU_MFMA it compiles the CDNA path instead (TFC_MFMA, waves of 64),
+// and emulates v_mfma_f32_16x16x16bf16_1k from the CDNA ISA's operand layout (mfma.cpp).
 #pragma once
 #include <ucontext.h>
 
@@ -13,8 +14,14 @@
 #include <memory>
 #include <vector>
 
-#ifndef EMU_PORTABLE  // EMU_PORTABLE compiles the portable (AMD) paths instead of the CUDA ones
+#if defined(EMU_MFMA)  // the CDNA paths: matrix cores, waves of 64
+#define TFC_MFMA 1
+#define EMU_WAVE 64
+#elif !defined(EMU_PORTABLE)  // EMU_PORTABLE compiles the portable (AMD) paths instead of the CUDA ones
 #define TFC_CUDA 1
+#endif
+#ifndef EMU_WAVE
+#define EMU_WAVE 32
 #endif
 #define TFC_MMA_EMULATED 1
 #define __device__
@@ -23,8 +30,8 @@
 #define __launch_bounds__(n)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
-#define TFC_WAVE 32
-#define warpSize 32
+#define TFC_WAVE EMU_WAVE
+#define warpSize EMU_WAVE
 #define TFC_NEG_INF (-INFINITY)
 #define tfc_trap() abort()
 
@@ -107,14 +114,14 @@ struct emu_barrier {
   int n, count = 0, gen = 0;
 };
 struct emu_warp {
-  emu_barrier bar{32};
-  unsigned addr[32];
-  unsigned a[32][4], b[32][2];
+  emu_barrier bar{EMU_WAVE};
+  unsigned addr[EMU_WAVE];
+  unsigned a[EMU_WAVE][4], b[EMU_WAVE][2];
 };
 struct emu_block {
   unsigned char* smem;
   emu_barrier bar{256};
-  emu_warp warps[8];
+  emu_warp warps[256 / EMU_WAVE];
   ucontext_t sched, fiber[256];
   bool done[256];
   std::function<void()> body;
@@ -169,7 +176,7 @@ inline void emu_yield() {
   if (emu) swapcontext(&emu->fiber[emu_cur], &emu->sched);
 }
 inline void __syncthreads() { emu_wait(emu->bar); }
-inline void __syncwarp() { emu_wait(emu->warps[threadIdx.x / 32].bar); }
+inline void __syncwarp() { emu_wait(emu->warps[threadIdx.x / EMU_WAVE].bar); }
 
 inline unsigned tfc_smem_addr(const void* p) { return (unsigned)((const unsigned char*)p - emu->smem); }
 
@@ -235,12 +242,12 @@ inline void tfc_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (
 template <class T>
 inline T emu_shfl(T v, int src) {
   static_assert(sizeof(T) == 4, "32-bit shuffles");
-  const int lane = threadIdx.x % 32;
-  emu_warp& w = emu->warps[threadIdx.x / 32];
+  const int lane = threadIdx.x % EMU_WAVE;
+  emu_warp& w = emu->warps[threadIdx.x / EMU_WAVE];
   std::memcpy(&w.addr[lane], &v, 4);
   emu_wait(w.bar);
   T r;
-  std::memcpy(&r, &w.addr[src & 31], 4);
+  std::memcpy(&r, &w.addr[src & (EMU_WAVE - 1)], 4);
   emu_wait(w.bar);
   return r;
 }
@@ -250,5 +257,25 @@ inline T __shfl_sync(unsigned, T v, int src) {
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int d) {
-  return emu_shfl(v, (int)(threadIdx.x % 32) ^ d);
+  return emu_shfl(v, (int)(threadIdx.x % EMU_WAVE) ^ d);
+}
+
+// v_mfma_f32_16x16x16bf16_1k on a wave of 64: lane l gives A's row l%16 at k 4(l/16)..+3 (a[0]
+// holds k and k+1, low half first; a[1] k+2 and k+3) and B's column l%16 at the same k; D
+// element r of lane l is row 4(l/16) + r, column l%16. The products are summed exactly (in
+// double) and rounded once to F32 with d.
+inline void tfc_mfma_bf16(float (&d)[4], const unsigned (&a)[2], const unsigned (&b)[2]) {
+  const int lane = threadIdx.x % EMU_WAVE;
+  emu_warp& w = emu->warps[threadIdx.x / EMU_WAVE];
+  std::memcpy(w.a[lane], a, sizeof a);
+  std::memcpy(w.b[lane], b, sizeof b);
+  emu_wait(w.bar);
+  for (int r = 0; r < 4; ++r) {
+    const int row = 4 * (lane / 16) + r, col = lane % 16;
+    double sum = d[r];
+    for (int k = 0; k < 16; ++k)
+      sum += emu_bf16(w.a[16 * (k / 4) + row][k % 4 / 2], k % 2) * emu_bf16(w.b[16 * (k / 4) + col][k % 4 / 2], k % 2);
+    d[r] = (float)sum;
+  }
+  emu_wait(w.bar);
 }
