@@ -85,15 +85,21 @@ func TestArgmaxEmulated(t *testing.T) {
 	runEmulated(t, "argmax.cpp", "-DEMU_PORTABLE")
 }
 
-// TestMFMAEmulated runs tfc_gemm_mfma, the CDNA matrix-core GEMM, the same way with waves of 64
-// (testdata/mmaemu/mfma.cpp, EMU_MFMA): products against a float64 reference, a row's bits in the
-// full, mid and decode tiles, one term against three, specials and the controls.
-func TestMFMAEmulated(t *testing.T) {
+// TestAMDMatrixEmulated runs tfc_gemm_amd, the AMD matrix-core GEMM, the same way: on CDNA's MFMA
+// with waves of 64 and on RDNA3's WMMA with waves of 32 (testdata/mmaemu/amd.cpp): products
+// against a float64 reference, a row's bits in the full, mid and decode tiles, one term against
+// three, specials and the controls.
+func TestAMDMatrixEmulated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the emulation takes about half a minute")
+		t.Skip("the emulation takes about a minute")
 	}
 	t.Parallel()
-	runEmulated(t, "mfma.cpp", "-DEMU_MFMA")
+	for _, target := range []string{"MFMA", "WMMA"} {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			runEmulated(t, "amd.cpp", "-DEMU_"+target)
+		})
+	}
 }
 
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against

@@ -26,9 +26,15 @@
 #endif
 
 // TFC_MFMA is 1 in device code for the CDNA targets whose matrix cores multiply BF16 16×16×16
-// blocks (v_mfma_f32_16x16x16bf16_1k: gfx90a, gfx94x): their linears take tfc_gemm_mfma.
+// blocks (v_mfma_f32_16x16x16bf16_1k: gfx90a, gfx94x), TFC_WMMA for RDNA3 (v_wmma_f32_16x16x16_bf16,
+// gfx11); TFC_AMD_MATRIX is either, where the linears take tfc_gemm_amd.
 #if TFC_HIP && (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
 #define TFC_MFMA 1
+#elif TFC_HIP && defined(__GFX11__)
+#define TFC_WMMA 1
+#endif
+#if TFC_MFMA || TFC_WMMA
+#define TFC_AMD_MATRIX 1
 #endif
 
 // TFC_CLUSTER_Y(n) launches a kernel in clusters of n blocks along y where the device has them

@@ -19,5 +19,5 @@
 #include "tfc_gemm.h"
 #include "tfc_attention.h"
 #include "tfc_mma_gemm.h"
-#include "tfc_mfma_gemm.h"
+#include "tfc_amd_gemm.h"
 #include "tfc_mma_attention.h"

@@ -1,11 +1,11 @@
 // tfc_mma_gemm.h: the tensor-core GEMM of the linears on CUDA (tfc_gemm_mma, mma.sync BF16 with
 // F32 activations split exactly into three BF16 terms), and its small-row layout (tfc_gemm_mma_rows).
-// The split, the K step and the LDS stages are shared with the MFMA GEMM (tfc_mfma_gemm.h).
+// The split, the K step and the LDS stages are shared with the AMD matrix-core GEMM (tfc_amd_gemm.h).
 #pragma once
 #include "tfc_gemm.h"
 #include "tfc_math.h"
 
-#if TFC_CUDA || TFC_MFMA
+#if TFC_CUDA || TFC_AMD_MATRIX
 // ---------------------------------------------------------------------------------------------
 // Tensor-core GEMM (CUDA): the linears with BF16 weights, vision and decoder.
 //
@@ -187,7 +187,7 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
   }
 }
 
-#endif  // TFC_CUDA || TFC_MFMA: what follows is mma.sync's alone
+#endif  // TFC_CUDA || TFC_AMD_MATRIX: what follows is mma.sync's alone
 
 #if TFC_CUDA
 // tfc_mma_warp_rows is how many of tfc_gemm_mma's 8 warps share a BM×BN tile's columns, each

@@ -16,7 +16,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -29,11 +29,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -58,7 +58,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_rows
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -71,11 +71,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_rows
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -130,7 +130,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 120, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -143,11 +143,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -172,7 +172,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 120, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -185,11 +185,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -315,7 +315,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -328,11 +328,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -359,7 +359,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -372,11 +372,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -408,7 +408,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 128, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -422,11 +422,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -456,7 +456,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 128, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -470,11 +470,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -505,7 +505,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -518,11 +518,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -549,7 +549,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -562,11 +562,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -595,7 +595,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 24, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -608,11 +608,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -637,7 +637,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 24, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -650,11 +650,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x_ro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -681,7 +681,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 24, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -694,11 +694,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -722,7 +722,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 24, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -735,11 +735,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -808,7 +808,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 144, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -822,11 +822,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -854,7 +854,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 144, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -868,11 +868,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -900,7 +900,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 24, K = 72;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -913,11 +913,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -941,7 +941,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 24, K = 72;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -954,11 +954,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1052,7 +1052,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1066,11 +1066,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1127,7 +1127,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1141,11 +1141,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1202,7 +1202,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1216,11 +1216,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1329,7 +1329,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 24, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1342,11 +1342,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1370,7 +1370,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 24, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1383,11 +1383,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1411,7 +1411,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 24, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1424,11 +1424,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1475,7 +1475,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 128, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1489,11 +1489,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1521,7 +1521,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 128, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1535,11 +1535,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1567,7 +1567,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 24, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1580,11 +1580,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1608,7 +1608,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 24, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1621,11 +1621,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1649,7 +1649,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 24, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1662,11 +1662,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1710,7 +1710,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1723,11 +1723,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1751,7 +1751,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 24;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1764,11 +1764,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits_ro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -15,7 +15,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 588;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -28,11 +28,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -56,7 +56,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 588;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -69,11 +69,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -132,7 +132,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 80, N = 120, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -145,8 +145,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rope_
     tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
-  tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
@@ -216,7 +216,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -229,11 +229,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -259,7 +259,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -272,11 +272,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -307,7 +307,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 128, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -321,11 +321,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -353,7 +353,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 128, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -367,11 +367,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -400,7 +400,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -413,11 +413,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -443,7 +443,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -456,11 +456,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -532,7 +532,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -545,11 +545,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -573,7 +573,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -586,11 +586,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -617,7 +617,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 48, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -630,11 +630,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -659,7 +659,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 48, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -672,11 +672,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -704,7 +704,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 48, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -717,11 +717,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -745,7 +745,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 48, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -758,11 +758,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -850,7 +850,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -863,11 +863,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -891,7 +891,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -904,11 +904,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -932,7 +932,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -945,11 +945,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1003,7 +1003,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 16, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1016,11 +1016,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1044,7 +1044,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 16, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1057,11 +1057,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1085,7 +1085,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 16, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1098,11 +1098,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1231,7 +1231,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 48, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1244,11 +1244,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1274,7 +1274,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 48, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1287,11 +1287,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1317,7 +1317,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 48, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1330,11 +1330,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1365,7 +1365,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 192, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1379,11 +1379,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1411,7 +1411,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 192, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1425,11 +1425,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1458,7 +1458,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 48, K = 96;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1471,11 +1471,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1501,7 +1501,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 48, K = 96;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1514,11 +1514,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1544,7 +1544,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 48, K = 96;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1557,11 +1557,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1606,7 +1606,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1619,11 +1619,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1647,7 +1647,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 48;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1660,11 +1660,11 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -15,7 +15,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -28,11 +28,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -56,7 +56,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -69,11 +69,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -150,7 +150,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int BM = 64, BN = 80, N = 120, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -163,8 +163,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
-  tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
@@ -235,7 +235,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -248,11 +248,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -279,7 +279,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -292,11 +292,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -328,7 +328,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 152, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -342,11 +342,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -376,7 +376,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 152, K = 40;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -390,11 +390,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -425,7 +425,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 40, K = 76;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -438,11 +438,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -469,7 +469,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 40, K = 76;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -482,11 +482,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -515,7 +515,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 160, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -528,11 +528,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -558,7 +558,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 160, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -571,11 +571,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -604,7 +604,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 32, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -617,11 +617,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -646,7 +646,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 32, K = 160;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -659,11 +659,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -775,7 +775,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -789,11 +789,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -851,7 +851,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -865,11 +865,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -927,7 +927,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -941,11 +941,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1055,7 +1055,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1068,11 +1068,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1098,7 +1098,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1111,11 +1111,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1141,7 +1141,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1154,11 +1154,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1189,7 +1189,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 256, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1203,11 +1203,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1235,7 +1235,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 256, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1249,11 +1249,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1282,7 +1282,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1295,11 +1295,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1325,7 +1325,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1338,11 +1338,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1368,7 +1368,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 32, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1381,11 +1381,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1430,7 +1430,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1443,11 +1443,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1471,7 +1471,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1484,11 +1484,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -15,7 +15,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 32, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -28,11 +28,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -56,7 +56,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 32, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -69,11 +69,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -143,7 +143,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 16, N = 96, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -157,11 +157,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -219,7 +219,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 16, N = 96, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -233,11 +233,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -311,7 +311,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 32, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -324,11 +324,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -355,7 +355,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 32, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -368,11 +368,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -401,7 +401,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 128, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -414,11 +414,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -444,7 +444,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 128, K = 32;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -457,11 +457,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -491,7 +491,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 32, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -504,11 +504,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -535,7 +535,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 32, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -548,11 +548,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -581,7 +581,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 128, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -594,11 +594,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -624,7 +624,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 128, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -637,11 +637,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -670,7 +670,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 64, N = 64, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -683,11 +683,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -712,7 +712,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 64, N = 64, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -725,11 +725,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -824,7 +824,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 128, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -838,11 +838,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -900,7 +900,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 128, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -914,11 +914,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -976,7 +976,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 128, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -990,11 +990,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1104,7 +1104,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 64, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1117,11 +1117,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1147,7 +1147,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 64, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1160,11 +1160,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1190,7 +1190,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 64, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1203,11 +1203,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1238,7 +1238,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 256, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1252,11 +1252,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1284,7 +1284,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 256, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1298,11 +1298,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
@@ -1331,7 +1331,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 64, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1344,11 +1344,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1374,7 +1374,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 64, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1387,11 +1387,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1417,7 +1417,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 64, K = 128;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1430,11 +1430,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1479,7 +1479,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1492,11 +1492,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1520,7 +1520,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 64;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1533,11 +1533,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -266,7 +266,7 @@ func TestRenderErrors(t *testing.T) {
 }
 
 // TestVisionMMA: a vision kernel's linear takes tfc_gemm_mma under CUDA at every M (the 16-column
-// tile of a launch of at most 8 rows too), tfc_gemm_mfma under TFC_MFMA (CDNA), and keeps
+// tile of a launch of at most 8 rows too), tfc_gemm_amd under TFC_AMD_MATRIX (CDNA, RDNA3), and keeps
 // tfc_gemm_tile and tfc_gemm_rows for other AMD targets; a
 // decoder's linear, F16 weights, and tiles whose LDS would not fit keep the scalar paths alone.
 func TestVisionMMA(t *testing.T) {
@@ -283,24 +283,24 @@ func TestVisionMMA(t *testing.T) {
 		want []string
 	}{
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{
-			"  constexpr int BM = 64, BN = 64, N = 1280, K = 5120;\n#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M\n" +
+			"  constexpr int BM = 64, BN = 64, N = 1280, K = 5120;\n#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
 				"  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];\n#else\n  constexpr int BK = 16;\n" +
 				"  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
 			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
-				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_MFMA\n" +
-				"  if (small)\n    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
-				"  else\n    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
+				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
+				"  if (small)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+				"  else\n    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
 			"tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{
 			"constexpr int BM = 64, BN = 80, N = 3840, K = 1280;",
 			"#if TFC_CUDA\n  if (pairs)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n" +
-				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_MFMA\n" +
-				"  if (pairs)\n    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n",
+				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
+				"  if (pairs)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 40)}}, true, []string{ // head_dim 40: whole-head tiles at every M
-			"#if TFC_CUDA\n  if (M <= TFC_SMALL_ROWS)\n    tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_MFMA\n" +
-				"  tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  tfc_gemm_tile<",
+			"#if TFC_CUDA\n  if (M <= TFC_SMALL_ROWS)\n    tfc_gemm_mma_rows<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
+				"  tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  tfc_gemm_tile<",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(4608, 1536, bf16), rope(12, 128)}}, true, []string{"constexpr int BM = 32, BN = 128, N = 4608, K = 1536;"}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(864, 64, bf16), rope(4, 72)}}, false, nil}, // 64×144 tiles: two stages need 53760 bytes

@@ -99,9 +99,9 @@ const mmaBK, mmaBK1, mmaPad, staticLDS = 32, 64, 8, 48 * 1024
 
 // useMMA says whether the linear is computed on tensor cores under CUDA (tfc_gemm_mma for tiles,
 // tfc_gemm_mma_rows, the same bits, for launches of at most smallRows rows) and on the matrix
-// cores of CDNA (tfc_gemm_mfma at every M): with F32 activations and BF16 weights, and with tiles
-// of whole 16×16 blocks whose warps and LDS both layouts can lay out. Other AMD targets keep
-// tfc_gemm_tile.
+// cores of CDNA and RDNA3 (tfc_gemm_amd at every M): with F32 activations and BF16 weights, and
+// with tiles of whole 16×16 blocks whose warps and LDS both layouts can lay out. Other AMD
+// targets keep tfc_gemm_tile.
 func (f *gemm) useMMA() bool {
 	lin := f.k.Ops[0]
 	if lin.DTypes["W"] != "BF16" || (lin.DTypes["X"] != "" && lin.DTypes["X"] != "F32") {
@@ -206,9 +206,9 @@ func (f *gemm) tile() string {
 func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongStride, MissingBarrier} }
 
 // tileCall renders the tile's computation: when small holds, the TFC_SMALL_BN-column tile with
-// smallArgs, else the BN tile with args; where f.mma on tensor cores under CUDA and on matrix
-// cores under TFC_MFMA (16 rows of TFC_SMALL_BN columns when small), elsewhere tfc_gemm_rows and
-// tile (tfc_gemm_tile's call).
+// smallArgs, else the BN tile with args; where f.mma on tensor cores under CUDA and on AMD's
+// matrix cores under TFC_AMD_MATRIX (16 rows of TFC_SMALL_BN columns when small), elsewhere
+// tfc_gemm_rows and tile (tfc_gemm_tile's call).
 func (f *gemm) tileCall(g *gen, small, smallArgs, args, tile string) {
 	if f.mma {
 		g.raw("#if TFC_CUDA")
@@ -216,11 +216,11 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, tile string) {
 		g.line("  tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
 		g.line("else")
 		g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
-		g.raw("#elif TFC_MFMA")
+		g.raw("#elif TFC_AMD_MATRIX")
 		g.line("if (%s)", small)
-		g.line("  tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
+		g.line("  tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
 		g.line("else")
-		g.line("  tfc_gemm_mfma<BM, BN, N, K, MUT>%s", args)
+		g.line("  tfc_gemm_amd<BM, BN, N, K, MUT>%s", args)
 		g.raw("#else")
 	}
 	g.line("if (%s)", small)
@@ -241,7 +241,7 @@ func (f *gemm) body(g *gen) error {
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
 	} else {
 		g.line("constexpr int BM = %s, BN = %d, N = %d, K = %d;", f.bmExpr(), f.bn, f.n, lin.int("K"))
-		g.raw("#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M")
+		g.raw("#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M")
 		g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
 		g.raw("#else")
 		g.line("constexpr int BK = %d;", f.bk)
@@ -283,8 +283,8 @@ func (f *gemm) body(g *gen) error {
 			g.line("  tfc_gemm_mma_rows<BM, BN, N, K, MUT>%s", args)
 			g.line("else")
 			g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
-			g.raw("#elif TFC_MFMA")
-			g.line("tfc_gemm_mfma<BM, BN, N, K, MUT>%s", args)
+			g.raw("#elif TFC_AMD_MATRIX")
+			g.line("tfc_gemm_amd<BM, BN, N, K, MUT>%s", args)
 			g.raw("#else")
 			g.line("%s", tile)
 			g.raw("#endif")

@@ -2,8 +2,9 @@
 // with TFC_CUDA set, so that main.cpp can run tfc_gemm_mma (attn.cpp tfc_attention_spans) with a
 // fiber for each GPU thread. The warp instructions the tensor-core paths use (ldmatrix x4/x2, x2.trans,
 // mma.sync m16n8k16, shuffles) are emulated here from the PTX ISA's fragment layouts, each warp
-// meeting at a barrier. With EMU_MFMA it compiles the CDNA path instead (TFC_MFMA, waves of 64),
-// and emulates v_mfma_f32_16x16x16bf16_1k from the CDNA ISA's operand layout (mfma.cpp).
+// meeting at a barrier. With EMU_MFMA it compiles the CDNA path instead (TFC_MFMA, waves of 64)
+// and emulates v_mfma_f32_16x16x16bf16_1k, with EMU_WMMA the RDNA3 path (TFC_WMMA, waves of 32)
+// and v_wmma_f32_16x16x16_bf16, each from its ISA's operand layout (amd.cpp).
 #pragma once
 #include <ucontext.h>
 
@@ -16,7 +17,11 @@
 
 #if defined(EMU_MFMA)  // the CDNA paths: matrix cores, waves of 64
 #define TFC_MFMA 1
+#define TFC_AMD_MATRIX 1
 #define EMU_WAVE 64
+#elif defined(EMU_WMMA)  // the RDNA3 paths: matrix cores, waves of 32
+#define TFC_WMMA 1
+#define TFC_AMD_MATRIX 1
 #elif !defined(EMU_PORTABLE)  // EMU_PORTABLE compiles the portable (AMD) paths instead of the CUDA ones
 #define TFC_CUDA 1
 #endif
@@ -116,7 +121,7 @@ struct emu_barrier {
 struct emu_warp {
   emu_barrier bar{EMU_WAVE};
   unsigned addr[EMU_WAVE];
-  unsigned a[EMU_WAVE][4], b[EMU_WAVE][2];
+  unsigned a[EMU_WAVE][8], b[EMU_WAVE][8];
 };
 struct emu_block {
   unsigned char* smem;
@@ -260,21 +265,30 @@ inline T __shfl_xor_sync(unsigned, T v, int d) {
   return emu_shfl(v, (int)(threadIdx.x % EMU_WAVE) ^ d);
 }
 
-// v_mfma_f32_16x16x16bf16_1k on a wave of 64: lane l gives A's row l%16 at k 4(l/16)..+3 (a[0]
-// holds k and k+1, low half first; a[1] k+2 and k+3) and B's column l%16 at the same k; D
-// element r of lane l is row 4(l/16) + r, column l%16. The products are summed exactly (in
-// double) and rounded once to F32 with d.
-inline void tfc_mfma_bf16(float (&d)[4], const unsigned (&a)[2], const unsigned (&b)[2]) {
+// The AMD matrix instruction on a 16×16×16 BF16 block, from the ISAs' operand layouts (written here
+// apart from the kernel's own tfc_amd_mx): lane l gives A's row l%16 and B's column l%16 at 2R
+// consecutive k, two a register, low half first. MFMA (E = 4, R = 2, waves of 64): k 4(l/16)..+3,
+// D element r at row 4(l/16) + r. WMMA (E = 8, R = 8, waves of 32): all 16 k, lanes 16..31
+// repeating 0..15 (counted in emu_unreplicated), D element r at row 2r + l/16. Column l%16. The products are summed
+// exactly (in double) and rounded once to F32 with d.
+inline int emu_unreplicated;  // WMMA operands whose lanes 16..31 were not copies of 0..15
+template <int E, int R>
+inline void tfc_amd_bf16(float (&d)[E], const unsigned (&a)[R], const unsigned (&b)[R]) {
+  static_assert((E == 4 && R == 2 && EMU_WAVE == 64) || (E == 8 && R == 8 && EMU_WAVE == 32), "MFMA or WMMA");
   const int lane = threadIdx.x % EMU_WAVE;
   emu_warp& w = emu->warps[threadIdx.x / EMU_WAVE];
   std::memcpy(w.a[lane], a, sizeof a);
   std::memcpy(w.b[lane], b, sizeof b);
   emu_wait(w.bar);
-  for (int r = 0; r < 4; ++r) {
-    const int row = 4 * (lane / 16) + r, col = lane % 16;
+  if (E == 8 && lane >= 16 && (std::memcmp(w.a[lane], w.a[lane - 16], sizeof a) != 0 || std::memcmp(w.b[lane], w.b[lane - 16], sizeof b) != 0))
+    ++emu_unreplicated;  // WMMA takes lanes 16..31 as copies of 0..15
+  for (int r = 0; r < E; ++r) {
+    const int row = E == 4 ? 4 * (lane / 16) + r : 2 * r + lane / 16, col = lane % 16;
     double sum = d[r];
-    for (int k = 0; k < 16; ++k)
-      sum += emu_bf16(w.a[16 * (k / 4) + row][k % 4 / 2], k % 2) * emu_bf16(w.b[16 * (k / 4) + col][k % 4 / 2], k % 2);
+    for (int k = 0; k < 16; ++k) {
+      const int src = 16 * (k / (2 * R)), i = k % (2 * R);  // the lane group holding k, and k's place there
+      sum += emu_bf16(w.a[src + row][i / 2], i % 2) * emu_bf16(w.b[src + col][i / 2], i % 2);
+    }
     d[r] = (float)sum;
   }
   emu_wait(w.bar);

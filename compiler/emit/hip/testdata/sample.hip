@@ -15,7 +15,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -28,11 +28,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -56,7 +56,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -69,11 +69,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -97,7 +97,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1176;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -110,11 +110,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -184,7 +184,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -198,11 +198,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -260,7 +260,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -274,11 +274,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -336,7 +336,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -350,11 +350,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -428,7 +428,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -441,11 +441,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -472,7 +472,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -485,11 +485,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -516,7 +516,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1280, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -529,11 +529,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -562,7 +562,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -575,11 +575,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -605,7 +605,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -618,11 +618,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -648,7 +648,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 1280;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -661,11 +661,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -696,7 +696,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 5120;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -709,11 +709,11 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -741,7 +741,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 5120;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -754,11 +754,11 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -786,7 +786,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 5120, K = 5120;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -799,11 +799,11 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -989,7 +989,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1003,11 +1003,11 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1048,7 +1048,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1062,11 +1062,11 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1107,7 +1107,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1121,11 +1121,11 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1170,7 +1170,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1184,11 +1184,11 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1229,7 +1229,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1243,11 +1243,11 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1288,7 +1288,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1302,11 +1302,11 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (pairs)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
@@ -1348,7 +1348,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 256, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1361,11 +1361,11 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1390,7 +1390,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 256, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1403,11 +1403,11 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1432,7 +1432,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 256, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1445,11 +1445,11 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1554,7 +1554,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1567,11 +1567,11 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1597,7 +1597,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1610,11 +1610,11 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1640,7 +1640,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1653,11 +1653,11 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1685,7 +1685,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1698,11 +1698,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1727,7 +1727,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1740,11 +1740,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1769,7 +1769,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1782,11 +1782,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1817,7 +1817,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1830,11 +1830,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1862,7 +1862,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1875,11 +1875,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1907,7 +1907,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 8960, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1920,11 +1920,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1970,7 +1970,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false;  // launched at M > 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 8960;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -1983,11 +1983,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2013,7 +2013,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false;  // launched at M ≤ 8
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 8960;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -2026,11 +2026,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2056,7 +2056,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 64, N = 1536, K = 8960;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -2069,11 +2069,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2154,7 +2154,7 @@ extern "C" __global__ __launch_bounds__(256) void lm_head(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -2167,11 +2167,11 @@ extern "C" __global__ __launch_bounds__(256) void lm_head(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2195,7 +2195,7 @@ extern "C" __global__ __launch_bounds__(256) void lm_head_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 32, BN = 64, N = 151936, K = 1536;
-#if TFC_CUDA || TFC_MFMA  // tensor (matrix) cores: the same path at every M
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
   constexpr int BK = 16;
@@ -2208,11 +2208,11 @@ extern "C" __global__ __launch_bounds__(256) void lm_head_rows(
     tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#elif TFC_MFMA
+#elif TFC_AMD_MATRIX
   if (small)
-    tfc_gemm_mfma<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
-    tfc_gemm_mfma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
   if (small)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -1,9 +1,9 @@
-// Runs tfc_gemm_mfma (kernels/tfc_mfma_gemm.h, the CDNA matrix-core GEMM) on the CPU through the
-// emulated v_mfma_f32_16x16x16bf16_1k of tfc_hip.h beside it (built with EMU_MFMA: waves of 64),
-// and checks what no AMD run here can show: that every product lands where it belongs (against a
+// Runs tfc_gemm_amd (kernels/tfc_amd_gemm.h, the AMD matrix-core GEMM) on the CPU through the
+// emulated v_mfma_f32_16x16x16bf16_1k (built with EMU_MFMA: waves of 64) or v_wmma_f32_16x16x16_bf16
+// (EMU_WMMA: waves of 32) of tfc_hip.h beside it, and checks what no AMD run here can show: that every product lands where it belongs (against a
 // float64 reference, for the tile shapes the emitter uses, K with and without tails, aligned and
 // strided rows), that a row's bits are the same in a full tile, a 16-row (mid) tile and the
-// decode rows' 16×TFC_SMALL_BN tile (whose 4 waves split K by chunks), that one BF16 term gives
+// decode rows' 16×TFC_SMALL_BN tile (whose waves split K by chunks), that one BF16 term gives
 // three terms' bits on BF16-exact rows, that ±Inf and NaN come out as the reference's, and that
 // the off-by-one, wrong-stride and missing-barrier controls change the result. It prints
 // "N passed, N failed".
@@ -29,10 +29,10 @@ static tfc_bf16 to_bf16(float x) {
   return tfc_bf16{(unsigned short)(u >> 16)};
 }
 
-// run launches the tile grid of a BM×BN tfc_gemm_mfma over M rows into Y [M, N] (row stride N).
+// run launches the tile grid of a BM×BN tfc_gemm_amd over M rows into Y [M, N] (row stride N).
 template <int BM, int BN, int N, int K, int MUT, int TERMS = 3>
 static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
-  constexpr int floats = tfc_mfma_smem<BM, BN, TERMS>;
+  constexpr int floats = tfc_amd_smem<BM, BN, TERMS>;
   std::vector<float4> store((floats + 3) / 4 + 1);
   float* smem = reinterpret_cast<float*>(store.data());
   for (int by = 0; by < (N + BN - 1) / BN; ++by)
@@ -40,10 +40,13 @@ static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, floa
       std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
       const int m0 = bx * BM, n0 = by * BN;
       emu_run(reinterpret_cast<unsigned char*>(smem), bx, by,
-              [=] { tfc_gemm_mfma<BM, BN, N, K, MUT, TERMS>(smem, X, ldx, W, ldw, M, m0, n0); });
+              [=] { tfc_gemm_amd<BM, BN, N, K, MUT, TERMS>(smem, X, ldx, W, ldw, M, m0, n0); });
       for (int r = 0; r < BM && m0 + r < M; ++r)
         for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)(m0 + r) * N + n0 + c] = smem[r * (BN + 1) + c];
     }
+  if (MUT == TFC_MUT_NONE && emu_unreplicated != 0)  // a planted control may read LDS lanes apart; the kernel must not
+    check(false, "WMMA operands are the same in both halves of the wave");
+  emu_unreplicated = 0;
 }
 
 struct Case {
@@ -161,8 +164,8 @@ int main() {
   suite<64, 64, 96, 100>("64x64 K=100");
   suite<64, 80, 176, 200>("64x80 K=200");
   suite<32, 48, 100, 64>("32x48 K=64");
-  suite<16, 48, 100, 330>("16x48 K=330");  // three blocks: a wave idle
-  suite<16, 32, 40, 1630>("16x32 K=1630");  // two blocks, two waves a block
+  suite<16, 48, 100, 330>("16x48 K=330");  // three blocks: waves idle
+  suite<16, 32, 40, 1630>("16x32 K=1630");  // two blocks, waves sharing each
   suite<32, 128, 264, 96>("32x128 K=96");
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
