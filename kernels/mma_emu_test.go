@@ -63,16 +63,27 @@ func TestAttentionEmulated(t *testing.T) {
 	})
 }
 
-// TestPagedAttentionEmulated runs tfc_attention_paged in BF16 precision the same way
-// (testdata/mmaemu/paged.cpp): the tensor-core cached attention CUDA takes with TFC_PAGED_MMA
-// (off by default), over decode rows,
+// TestPagedAttentionEmulated runs tfc_attention_paged the same way (testdata/mmaemu/paged.cpp):
+// the tensor-core cached attention CUDA takes with TFC_PAGED_MMA (off by default) in BF16
+// precision, and the CUDA-core kernel it takes by default (its layout for more than 8 rows) in
+// both precisions and with ranges of at least 64 keys (TFC_PAGED_MINPER), over decode rows,
 // prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches.
 func TestPagedAttentionEmulated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the emulation takes about ten seconds")
+		t.Skip("the emulation takes a few minutes")
 	}
 	t.Parallel()
-	runEmulated(t, "paged.cpp", "-DTFC_BF16=1", "-DTFC_PAGED_MMA=1")
+	for name, flags := range map[string][]string{
+		"mma bf16":             {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"},
+		"warps bf16":           {"-DTFC_BF16=1"},
+		"warps f32":            nil,
+		"warps bf16 minper 64": {"-DTFC_BF16=1", "-DTFC_PAGED_MINPER=64"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			runEmulated(t, "paged.cpp", flags...)
+		})
+	}
 }
 
 // TestArgmaxEmulated runs tfc_block_argmax, the greedy pick of each logit row, the same way

@@ -153,10 +153,18 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 // contracts them differently.
 //
 // Two layouts give these bits. Launches of many rows (small false) take block (r, h): warp w
-// walks ranges w*SPLIT .. w*SPLIT + SPLIT-1 one after the other and leaves each range's (m, l, o)
-// in LDS. Launches of few rows (small true, decode rounds) take SPLIT blocks (r, h*SPLIT + c),
+// walks ranges w, w + NW, ... one after the other and leaves each range's (m, l, o) in LDS. Launches of few rows (small true, decode rounds) take SPLIT blocks (r, h*SPLIT + c),
 // launched as a cluster: warp w of block c walks range c*NW + w alone, and the ranges meet
 // across the cluster's LDS, output dim d summed by block d % SPLIT.
+// TFC_PAGED_MINPER is the fewest keys a range takes: per = max(TFC_PAGED_MINPER, ceil((pos+1)/G)),
+// a rule of pos alone, so both layouts keep each other's bits whatever it is. 1 cuts every
+// context into G ranges (short contexts into ranges of a key or two); a larger value gives
+// prompt rows at low positions fewer, longer ranges. Ranges past the last key are empty: they
+// add nothing to the sum, and the combine skips them.
+#ifndef TFC_PAGED_MINPER
+#define TFC_PAGED_MINPER 1
+#endif
+
 template <int HD>
 __device__ constexpr int tfc_attn_keys() { return (HD + 31) / 32 <= 4 ? 16 : (HD + 31) / 32 <= 8 ? 8 : 4; }
 
@@ -234,17 +242,18 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[(HD + 31) / 32],
   }
 }
 
-// tfc_attn_combine adds up the G ranges' (m, l, o) for output dim d in range order: range g's
-// values are m(g), l(g) and o(g, d).
+// tfc_attn_combine adds up the ranges' (m, l, o) for output dim d in range order: range g's
+// values are m(g), l(g) and o(g, d), for the live ranges g < live (at most G). An empty range
+// (m = -Inf, l = 0, o = 0) would add exact zeros, so leaving the empty ones out keeps the bits.
 template <int G, typename FM, typename FL, typename FO>
-__device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d) {
+__device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d, int live) {
   float mx = TFC_NEG_INF;
-#pragma unroll
-  for (int g = 0; g < G; ++g) mx = fmaxf(mx, m(g));
+#pragma unroll 8
+  for (int g = 0; g < live; ++g) mx = fmaxf(mx, m(g));
   const float mref = mx == TFC_NEG_INF ? 0.f : mx;
   float lsum = 0.f, osum = 0.f;
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
+#pragma unroll 8
+  for (int g = 0; g < live; ++g) {
     const float f = expf(__fadd_rn(m(g), -mref));
     lsum = fmaf(l(g), f, lsum);
     osum = fmaf(o(g, d), f, osum);
@@ -278,12 +287,13 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
   const TC* kb = Kc + (h / QG) * HD;
   const TC* vb = Vc + (h / QG) * HD;
   const int nkeys = tfc_bound<MUT>(pos + 1);
-  const int per = (nkeys + G - 1) / G;
+  const int per = max(TFC_PAGED_MINPER, (nkeys + G - 1) / G), live = min(G, (nkeys + per - 1) / per);
   const int c = SMALL ? tfc_cluster_rank() : 0;
   tfc_fill_skew<MUT>();
 #pragma unroll 1
   for (int j = 0; j < (SMALL ? 1 : SPLIT); ++j) {
-    const int g = SMALL ? c * NW + w : w * SPLIT + j, slot = SMALL ? w : g;
+    const int g = SMALL ? c * NW + w : j * NW + w, slot = SMALL ? w : g;
+    if (!SMALL && g >= live) break;  // the warp's ranges from here on are empty
     const int t0 = min(nkeys, g * per), t1 = min(nkeys, t0 + per);
     float m, l;
     tfc_attn_range<HD, PS>(q, pages, kb, ldkc, vb, ldvc, t0, t1, sc, m, l, o);
@@ -312,14 +322,14 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
     for (int d = c + SPLIT * threadIdx.x; d < HD; d += SPLIT * THREADS)
       tfc_st(Y + (size_t)r * ldy + h * HD + d,
              tfc_attn_combine<G>([&](int g) { return rm[g / NW][g % NW]; }, [&](int g) { return rl[g / NW][g % NW]; },
-                                 [&](int g, int d) { return ro[g / NW][g % NW * HD + d]; }, d));
+                                 [&](int g, int d) { return ro[g / NW][g % NW * HD + d]; }, d, live));
     tfc_cluster_sync();  // no block leaves while the others read its LDS
   } else {
     tfc_fill_barrier<MUT>();
     for (int d = threadIdx.x; d < HD; d += THREADS)
       tfc_st(Y + (size_t)r * ldy + h * HD + d,
              tfc_attn_combine<G>([&](int g) { return pm[g]; }, [&](int g) { return pl[g]; },
-                                 [&](int g, int d) { return po[g * HD + d]; }, d));
+                                 [&](int g, int d) { return po[g * HD + d]; }, d, live));
   }
 }
 
