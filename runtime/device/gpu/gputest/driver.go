@@ -5,6 +5,7 @@ package gputest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ type Driver struct {
 	calls     []Call
 	next      uintptr
 	mem       map[uint64][]byte
+	bases     []uint64 // mem's keys in order, for span's search
 	funcs     map[uintptr]string
 	clock     time.Duration
 	events    map[uintptr]time.Duration
@@ -128,8 +130,12 @@ func (d *Driver) destroy(h uintptr, kind string) error {
 
 // span finds the allocation holding [ptr, ptr+n).
 func (d *Driver) span(ptr uint64, n int) ([]byte, error) {
-	for base, b := range d.mem {
-		if ptr >= base && ptr+uint64(n) <= base+uint64(len(b)) {
+	if i, found := slices.BinarySearch(d.bases, ptr); found || i > 0 { // the last base at or below ptr
+		if !found {
+			i--
+		}
+		base := d.bases[i]
+		if b := d.mem[base]; ptr+uint64(n) <= base+uint64(len(b)) {
 			return b[ptr-base : ptr-base+uint64(n)], nil
 		}
 	}
@@ -149,6 +155,8 @@ func (d *Driver) Alloc(bytes uint64) (uint64, error) {
 		b[i] = 0xa5 // not zero, so a missing memset shows
 	}
 	d.mem[p] = b
+	i, _ := slices.BinarySearch(d.bases, p)
+	d.bases = slices.Insert(d.bases, i, p)
 	return p, nil
 }
 
@@ -158,7 +166,11 @@ func (d *Driver) Free(ptr uint64) error {
 	if err := d.record(Call{Op: "Free"}); err != nil {
 		return err
 	}
-	delete(d.mem, ptr)
+	if _, ok := d.mem[ptr]; ok {
+		delete(d.mem, ptr)
+		i, _ := slices.BinarySearch(d.bases, ptr)
+		d.bases = slices.Delete(d.bases, i, i+1)
+	}
 	return d.destroy(uintptr(ptr), "memory")
 }
 
