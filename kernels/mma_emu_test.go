@@ -67,7 +67,8 @@ func TestAttentionEmulated(t *testing.T) {
 // the tensor-core cached attention CUDA takes with TFC_PAGED_MMA (off by default) in BF16
 // precision, and the CUDA-core kernel it takes by default (its layout for more than 8 rows) in
 // both precisions and with ranges of at least 64 keys (TFC_PAGED_MINPER), over decode rows,
-// prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches.
+// prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches
+// and against the layout of launches of at most 8 rows, whose blocks run as clusters.
 func TestPagedAttentionEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes a few minutes")

@@ -1,13 +1,16 @@
 // Runs tfc_attention_paged (kernels/tfc_kernels.h) on the CPU through the emulated warp
 // instructions of tfc_hip.h beside it: the tensor-core cached attention (tfc_attention_paged_mma)
 // that CUDA takes with TFC_PAGED_MMA in BF16 precision, or without it the CUDA-core kernel
-// (tfc_attention_paged_warps, its layout for more than 8 rows) in either precision. It checks against a float64
-// causal reference over a paged cache what a GPU run cannot show without a GPU: every row of a
-// launch that mixes decode rows, prompt chunks starting anywhere and contexts of several rounds
-// of chunks, within a few BF16 roundings (and BF16-exact in BF16 precision); a row's bits the same launched alone and
-// in another chunk of its prompt; NaN and ±Inf in Q, K or V coming out as the reference's (V's
-// past a row's position not reaching it); and the off-by-one, dropped-scale, wrong-stride and
-// missing-barrier controls changing the result. It prints "N passed, N failed".
+// (tfc_attention_paged_warps) in either precision, each in both layouts (launches of more than 8
+// rows, and of at most 8, whose blocks run as clusters). It checks against a float64 causal
+// reference over a paged cache what a GPU run cannot show without a GPU: every row of a launch
+// that mixes decode rows, prompt chunks starting anywhere and contexts of several rounds of
+// chunks, within a few BF16 roundings (and BF16-exact in BF16 precision); a row's bits the same
+// launched alone, in another chunk of its prompt and in the clusters of a launch of at most 8
+// rows; NaN and ±Inf in Q, K or V coming out as the reference's (V's past a row's position not
+// reaching it); and the off-by-one, dropped-scale, wrong-stride and missing-barrier controls
+// changing the result. It prints "N passed, N failed".
+#define EMU_CLUSTER 1  // launches of at most 8 rows take clusters of blocks
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -58,28 +61,33 @@ static std::vector<float> queries(int m, int ldq, unsigned seed) {
   return q;
 }
 
-// run launches the emitter's grid for launches of more than 8 rows (x a row, y a head) into y
-// [rows, heads*hd], whatever the rows: launches of at most 8 rows take clusters of blocks, which
-// the emulation does not have (the contract's gate 3 checks them on the GPU against this layout).
-template <int HD, int MUT = TFC_MUT_NONE>
+// run launches the emitter's grid into y [rows, heads*hd]: for launches of more than 8 rows x a
+// row and y a head, whatever the rows (small false); with small true the grid of launches of at
+// most 8 rows, x a row and y a head's SPLIT blocks, each head's blocks a cluster.
+template <int HD, int MUT = TFC_MUT_NONE, bool SMALL = false>
 static std::vector<float> run(const Cache& c, const std::vector<Row>& rows, const std::vector<float>& q, int ldq, float scale) {
   const int M = (int)rows.size(), ldy = c.heads * HD, ldk = c.kvh * HD, qg = c.heads / c.kvh;
   std::vector<float> y((size_t)M * ldy, NAN);
   std::vector<int> seq(M), pos(M);
   for (int i = 0; i < M; ++i) seq[i] = rows[i].seq, pos[i] = rows[i].pos;
-  static unsigned char sm[16];
+  static EMU_TLS unsigned char sm[16];  // beside the kernels' LDS arrays, for ldmatrix's 32-bit offsets
   const float *Q = q.data(), *K = c.k.data(), *V = c.v.data();
   const int *rs = seq.data(), *rp = pos.data(), *pt = c.table.data();
   float* Y = y.data();
   const int ldpt = c.ldpt;
+  auto body = [=] {
+    if (qg == 2)
+      tfc_attention_paged<HD, 2, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
+    else
+      tfc_attention_paged<HD, 1, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
+  };
   for (int h = 0; h < c.heads; ++h)
-    for (int x = 0; x < M; ++x)
-      emu_run(sm, x, h, [=] {
-        if (qg == 2)
-          tfc_attention_paged<HD, 2, 32, THREADS, PS, SPLIT, false, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
-        else
-          tfc_attention_paged<HD, 1, 32, THREADS, PS, SPLIT, false, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
-      });
+    for (int x = 0; x < M; ++x) {
+      if (SMALL)
+        emu_run_cluster(SPLIT, x, h * SPLIT, body);
+      else
+        emu_run(sm, x, h, body);
+    }
   return y;
 }
 
@@ -165,6 +173,13 @@ static void suite(const char* name, int heads, int kvh, int qpad, bool alone) {
     std::vector<Row> rs(rows.begin() + p.lo, rows.begin() + p.hi);
     const auto z = run<HD>(c, rs, sub(q, ldq, p.lo, p.hi), ldq, scale);
     std::snprintf(what, sizeof what, "%s: rows [%d,%d) launched alone keep their bits", name, p.lo, p.hi);
+    check(sameRows(y, z, ldy, p.lo, p.hi), what);
+  }
+  // decode rows and a piece of a prompt in the layout of at most 8 rows (clusters): the same bits
+  for (Part p : std::vector<Part>{{0, 1}, {71, 72}, {113, 114}, {104, 112}}) {
+    std::vector<Row> rs(rows.begin() + p.lo, rows.begin() + p.hi);
+    const auto z = run<HD, TFC_MUT_NONE, true>(c, rs, sub(q, ldq, p.lo, p.hi), ldq, scale);
+    std::snprintf(what, sizeof what, "%s: rows [%d,%d) in the clusters of a launch of at most 8 rows keep their bits", name, p.lo, p.hi);
     check(sameRows(y, z, ldy, p.lo, p.hi), what);
   }
 }

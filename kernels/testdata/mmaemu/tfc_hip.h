@@ -8,6 +8,9 @@
 #pragma once
 #include <ucontext.h>
 
+#include <barrier>
+#include <thread>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +36,14 @@
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
-#define __shared__ static
+// EMU_CLUSTER runs the blocks of a cluster at once, each on an OS thread of its own with its own
+// fibers and LDS (the emulation's state and every __shared__ array are thread_local).
+#ifdef EMU_CLUSTER
+#define EMU_TLS thread_local
+#else
+#define EMU_TLS
+#endif
+#define __shared__ static EMU_TLS
 #define __align__(n) __attribute__((aligned(n)))
 #define TFC_WAVE EMU_WAVE
 #define warpSize EMU_WAVE
@@ -43,7 +53,7 @@
 struct emu_dim3 {
   unsigned x, y, z;
 };
-inline emu_dim3 threadIdx, blockIdx;
+inline EMU_TLS emu_dim3 threadIdx, blockIdx;
 
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
@@ -73,7 +83,7 @@ inline unsigned __float_as_uint(float f) {
 }
 int __all_sync(unsigned, int);
 // The rounding intrinsics are one float operation each (volatile, so nothing contracts them);
-// clusters are declared, not emulated: no emulated kernel uses them.
+// clusters are emulated with EMU_CLUSTER (emu_run_cluster, below).
 inline float __fmul_rn(float a, float b) {
   volatile float r = a * b;
   return r;
@@ -86,14 +96,10 @@ inline float __fdiv_rn(float a, float b) {
   volatile float r = a / b;
   return r;
 }
-int tfc_cluster_rank();
-void tfc_cluster_sync();
-template <typename T>
-T* tfc_cluster_map(T* p, int rank);
 void emu_yield();
-inline int emu_cur;  // the running thread
+inline EMU_TLS int emu_cur;  // the running thread
 inline long long clock64() {  // a reading lets the other threads run on; 100 of the thread's cycles pass
-  static long long now[256];
+  static EMU_TLS long long now[256];
   emu_yield();
   return now[emu_cur] += 100;
 }
@@ -131,7 +137,7 @@ struct emu_block {
   bool done[256];
   std::function<void()> body;
 };
-inline emu_block* emu;
+inline EMU_TLS emu_block* emu;
 
 inline void emu_wait(emu_barrier& b) {
   const int g = b.gen;
@@ -150,7 +156,7 @@ inline void emu_fiber_main() {
 
 // emu_run runs body as the 256 threads of one block, with LDS at smem.
 inline void emu_run(unsigned char* smem, unsigned bx, unsigned by, std::function<void()> body) {
-  static std::vector<char> stacks(256 * 65536);
+  static EMU_TLS std::vector<char> stacks(256 * 65536);
   auto blk = std::make_unique<emu_block>();
   emu = blk.get();
   emu->smem = smem;
@@ -181,8 +187,55 @@ inline void emu_yield() {
   if (emu) swapcontext(&emu->fiber[emu_cur], &emu->sched);
 }
 inline void __syncthreads() { emu_wait(emu->bar); }
+
+#ifdef EMU_CLUSTER
+// A cluster: n blocks at once, block rank c on a thread of its own. Every thread_local lies at the
+// same offset from emu_anchor in each thread, so tfc_cluster_map moves a pointer by the offset
+// between the two blocks' anchors.
+struct emu_cluster {
+  std::barrier<>* bar;
+  std::vector<char*> anchor;
+};
+inline emu_cluster* emu_cl;
+inline thread_local char emu_anchor;
+inline thread_local int emu_rank;
+inline int tfc_cluster_rank() { return emu_rank; }
+// tfc_cluster_sync: every thread of the block arrives, then the block meets the cluster's others.
+inline void tfc_cluster_sync() {
+  emu_wait(emu->bar);
+  if (threadIdx.x == 0) emu_cl->bar->arrive_and_wait();
+  emu_wait(emu->bar);
+}
+template <typename T>
+T* tfc_cluster_map(T* p, int rank) {
+  return reinterpret_cast<T*>(emu_cl->anchor[rank] + (reinterpret_cast<const char*>(p) - &emu_anchor));
+}
+// emu_run_cluster runs body as the n blocks (bx, by0 + c) of a cluster, at once.
+inline void emu_run_cluster(int n, unsigned bx, unsigned by0, std::function<void()> body) {
+  std::barrier bar(n);
+  emu_cluster cl{&bar, std::vector<char*>(n)};
+  emu_cl = &cl;
+  std::vector<std::thread> blocks;
+  for (int c = 0; c < n; ++c)
+    blocks.emplace_back([&, c] {
+      emu_rank = c;
+      cl.anchor[c] = &emu_anchor;  // set before the block's first cluster barrier, read after it
+      static thread_local unsigned char smem[16];
+      emu_run(smem, bx, by0 + c, body);
+    });
+  for (auto& b : blocks) b.join();
+  emu_cl = nullptr;
+}
+#else
+int tfc_cluster_rank();
+void tfc_cluster_sync();
+template <typename T>
+T* tfc_cluster_map(T* p, int rank);
+#endif
 inline void __syncwarp() { emu_wait(emu->warps[threadIdx.x / EMU_WAVE].bar); }
 
+// A shared address is the byte offset from the block's smem, 32 bits as on the GPU; the LDS arrays
+// may lie before smem, so a read takes it back as signed.
 inline unsigned tfc_smem_addr(const void* p) { return (unsigned)((const unsigned char*)p - emu->smem); }
 
 // ldmatrix: register j of lane l is row l/4 of matrix j, elements 2(l%4) and 2(l%4)+1; the row's
@@ -195,7 +248,7 @@ inline void emu_ldsm(unsigned (&r)[X], unsigned a) {
   emu_wait(w.bar);
   for (int j = 0; j < X; ++j) {
     unsigned short e[2];
-    std::memcpy(e, emu->smem + w.addr[8 * j + lane / 4] + 4 * (lane % 4), 4);
+    std::memcpy(e, emu->smem + (int)w.addr[8 * j + lane / 4] + 4 * (lane % 4), 4);
     r[j] = e[0] | (unsigned)e[1] << 16;
   }
   emu_wait(w.bar);
@@ -212,7 +265,7 @@ inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
   emu_wait(w.bar);
   for (int j = 0; j < 2; ++j) {
     unsigned short e[2];
-    for (int h = 0; h < 2; ++h) std::memcpy(&e[h], emu->smem + w.addr[8 * j + 2 * (lane % 4) + h] + 2 * (lane / 4), 2);
+    for (int h = 0; h < 2; ++h) std::memcpy(&e[h], emu->smem + (int)w.addr[8 * j + 2 * (lane % 4) + h] + 2 * (lane / 4), 2);
     r[j] = e[0] | (unsigned)e[1] << 16;
   }
   emu_wait(w.bar);
