@@ -66,7 +66,8 @@ func TestAttentionEmulated(t *testing.T) {
 // TestPagedAttentionEmulated runs tfc_attention_paged the same way (testdata/mmaemu/paged.cpp):
 // the tensor-core cached attention CUDA takes with TFC_PAGED_MMA (off by default) in BF16
 // precision, and the CUDA-core kernel it takes by default (its layout for more than 8 rows) in
-// both precisions and with ranges of at least 64 keys (TFC_PAGED_MINPER), over decode rows,
+// both precisions and with ranges of at least 64 keys (TFC_PAGED_MINPER) and two query heads a
+// decode row's cluster (TFC_PAGED_HEADS), over decode rows,
 // prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches
 // and against the layout of launches of at most 8 rows, whose blocks run as clusters.
 func TestPagedAttentionEmulated(t *testing.T) {
@@ -75,10 +76,10 @@ func TestPagedAttentionEmulated(t *testing.T) {
 	}
 	t.Parallel()
 	for name, flags := range map[string][]string{
-		"mma bf16":             {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"},
-		"warps bf16":           {"-DTFC_BF16=1"},
-		"warps f32":            nil,
-		"warps bf16 minper 64": {"-DTFC_BF16=1", "-DTFC_PAGED_MINPER=64"},
+		"mma bf16":                     {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"},
+		"warps bf16":                   {"-DTFC_BF16=1"},
+		"warps f32":                    nil,
+		"warps bf16 minper 64 heads 2": {"-DTFC_BF16=1", "-DTFC_PAGED_MINPER=64", "-DTFC_PAGED_HEADS=2"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

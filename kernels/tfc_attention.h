@@ -153,9 +153,10 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 // contracts them differently.
 //
 // Two layouts give these bits. Launches of many rows (small false) take block (r, h): warp w
-// walks ranges w, w + NW, ... one after the other and leaves each range's (m, l, o) in LDS. Launches of few rows (small true, decode rounds) take SPLIT blocks (r, h*SPLIT + c),
-// launched as a cluster: warp w of block c walks range c*NW + w alone, and the ranges meet
-// across the cluster's LDS, output dim d summed by block d % SPLIT.
+// walks ranges w, w + NW, ... one after the other and leaves each range's (m, l, o) in LDS.
+// Launches of few rows (small true, decode rounds) take SPLIT blocks (r, h*SPLIT + c), launched
+// as a cluster: warp w of block c walks range c*NW + w alone, and the ranges meet across the
+// cluster's LDS, output dim d summed by block d % SPLIT.
 // TFC_PAGED_MINPER is the fewest keys a range takes: per = max(TFC_PAGED_MINPER, ceil((pos+1)/G)),
 // a rule of pos alone, so both layouts keep each other's bits whatever it is. 1 cuts every
 // context into G ranges (short contexts into ranges of a key or two); a larger value gives
@@ -164,22 +165,35 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 #ifndef TFC_PAGED_MINPER
 #define TFC_PAGED_MINPER 1
 #endif
+// TFC_PAGED_HEADS is how many query heads of one KV head a decode row's cluster takes at once
+// (the layout of at most 8 rows; where it divides the heads a KV head serves, else 1): each key
+// and value is loaded once for all of them, and each head takes the same instructions as alone,
+// so the bits do not change. The grid stays a cluster a head; the clusters of the other heads of
+// the group exit at once.
+#ifndef TFC_PAGED_HEADS
+#define TFC_PAGED_HEADS 1
+#endif
 
 template <int HD>
 __device__ constexpr int tfc_attn_keys() { return (HD + 31) / 32 <= 4 ? 16 : (HD + 31) / 32 <= 8 ? 8 : 4; }
 
-// tfc_attn_range is one warp's online softmax over keys [t0, t1) of a row (see above).
-template <int HD, int PS, typename TC>
-__device__ __forceinline__ void tfc_attn_range(const float (&q)[(HD + 31) / 32], const int* pages, const TC* kb, int ldkc,
-                                               const TC* vb, int ldvc, int t0, int t1, float sc, float& m, float& l,
-                                               float (&o)[(HD + 31) / 32]) {
+// tfc_attn_range is one warp's online softmax over keys [t0, t1) of a row (see above), for HG
+// query heads that read the same KV head: each key and value is loaded once for all of them,
+// and each head's scores, sums and output take the same instructions as one head alone.
+template <int HD, int PS, int HG, typename TC>
+__device__ __forceinline__ void tfc_attn_range(const float (&q)[HG][(HD + 31) / 32], const int* pages, const TC* kb, int ldkc,
+                                               const TC* vb, int ldvc, int t0, int t1, float sc, float (&m)[HG], float (&l)[HG],
+                                               float (&o)[HG][(HD + 31) / 32]) {
   constexpr int D = (HD + 31) / 32, U = tfc_attn_keys<HD>();
   constexpr unsigned all = 0xffffffffu;
   const int lane = threadIdx.x % 32;
-  m = TFC_NEG_INF;
-  l = 0.f;
 #pragma unroll
-  for (int i = 0; i < D; ++i) o[i] = 0.f;
+  for (int a = 0; a < HG; ++a) {
+    m[a] = TFC_NEG_INF;
+    l[a] = 0.f;
+#pragma unroll
+    for (int i = 0; i < D; ++i) o[a][i] = 0.f;
+  }
   int next = 0;  // the cache row of the next run's key c0 + lane
   if (t0 < t1) {
     const int t = t0 + min(lane, t1 - t0 - 1);
@@ -194,7 +208,7 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[(HD + 31) / 32],
     }
 #pragma unroll 1
     for (int u0 = 0; u0 < n; u0 += U) {
-      float kk[U][D], vv[U][D], s[U];
+      float kk[U][D], vv[U][D], s[HG][U];
 #pragma unroll
       for (int j = 0; j < U; ++j) {
         const size_t row = (size_t)__shfl_sync(all, crow, min(u0 + j, n - 1));
@@ -206,38 +220,41 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[(HD + 31) / 32],
         }
       }
 #pragma unroll
-      for (int j = 0; j < U; ++j) {
-        float p = 0.f;
+      for (int a = 0; a < HG; ++a) {
 #pragma unroll
-        for (int i = 0; i < D; ++i) p = fmaf(q[i], kk[j][i], p);
-        s[j] = p;
-      }
+        for (int j = 0; j < U; ++j) {
+          float p = 0.f;
 #pragma unroll
-      for (int b = 16; b > 0; b >>= 1) {
-#pragma unroll
-        for (int j = 0; j < U; ++j) s[j] = __fadd_rn(s[j], __shfl_xor_sync(all, s[j], b));
-      }
-      float mb = m;
-#pragma unroll
-      for (int j = 0; j < U; ++j) {
-        s[j] = u0 + j < n ? __fmul_rn(s[j], sc) : TFC_NEG_INF;
-        mb = fmaxf(mb, s[j]);
-      }
-      const float mref = mb == TFC_NEG_INF ? 0.f : mb;
-      const float alpha = expf(__fadd_rn(m, -mref));
-      l = __fmul_rn(l, alpha);
-#pragma unroll
-      for (int i = 0; i < D; ++i) o[i] = __fmul_rn(o[i], alpha);
-#pragma unroll
-      for (int j = 0; j < U; ++j) {
-        if (u0 + j < n) {
-          const float p = expf(__fadd_rn(s[j], -mref)), pr = tfc_rnd(p);
-          l = __fadd_rn(l, p);
-#pragma unroll
-          for (int i = 0; i < D; ++i) o[i] = fmaf(pr, vv[j][i], o[i]);
+          for (int i = 0; i < D; ++i) p = fmaf(q[a][i], kk[j][i], p);
+          s[a][j] = p;
         }
+#pragma unroll
+        for (int b = 16; b > 0; b >>= 1) {
+#pragma unroll
+          for (int j = 0; j < U; ++j) s[a][j] = __fadd_rn(s[a][j], __shfl_xor_sync(all, s[a][j], b));
+        }
+        float mb = m[a];
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+          s[a][j] = u0 + j < n ? __fmul_rn(s[a][j], sc) : TFC_NEG_INF;
+          mb = fmaxf(mb, s[a][j]);
+        }
+        const float mref = mb == TFC_NEG_INF ? 0.f : mb;
+        const float alpha = expf(__fadd_rn(m[a], -mref));
+        l[a] = __fmul_rn(l[a], alpha);
+#pragma unroll
+        for (int i = 0; i < D; ++i) o[a][i] = __fmul_rn(o[a][i], alpha);
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+          if (u0 + j < n) {
+            const float p = expf(__fadd_rn(s[a][j], -mref)), pr = tfc_rnd(p);
+            l[a] = __fadd_rn(l[a], p);
+#pragma unroll
+            for (int i = 0; i < D; ++i) o[a][i] = fmaf(pr, vv[j][i], o[a][i]);
+          }
+        }
+        m[a] = mb;
       }
-      m = mb;
     }
   }
 }
@@ -267,22 +284,25 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
                                     int M, float scale) {
   static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
   constexpr int NW = THREADS / 32, D = (HD + 31) / 32, G = SPLIT * NW;
-  constexpr int RANGES = SMALL ? NW : G;  // ranges a block keeps in LDS
-  static_assert(RANGES * (HD + 2) * 4 <= 44 * 1024, "the ranges' partials must fit a block's LDS");
-  __shared__ float pm[RANGES], pl[RANGES], po[RANGES * HD];
+  constexpr int HG = SMALL && QG % TFC_PAGED_HEADS == 0 ? TFC_PAGED_HEADS : 1;  // query heads a block
+  constexpr int RANGES = SMALL ? NW : G;                                          // ranges a block keeps in LDS
+  static_assert(HG * RANGES * (HD + 2) * 4 <= 44 * 1024, "the ranges' partials must fit a block's LDS");
+  __shared__ float pm[HG * RANGES], pl[HG * RANGES], po[HG * RANGES * HD];
   const int r = blockIdx.x, h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
-  if (r >= M) return;  // in a cluster, the whole cluster: it shares r
+  if (r >= M || h % HG != 0) return;  // in a cluster, the whole cluster: it shares r and h
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int ldqm = tfc_stride<MUT>(ldq);
   const float sc = tfc_scale<MUT>(scale);
-  float q[D], o[D];
+  float q[HG][D], o[HG][D];
 #pragma unroll
-  for (int i = 0; i < D; ++i) {
-    const int d = lane + 32 * i;
-    q[i] = d < HD ? tfc_ld(Q + (size_t)r * ldqm + h * HD + d) : 0.f;
-  }
+  for (int a = 0; a < HG; ++a)
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      const int d = lane + 32 * i;
+      q[a][i] = d < HD ? tfc_ld(Q + (size_t)r * ldqm + (h + a) * HD + d) : 0.f;
+    }
   const int* pages = page_table + (size_t)seq * ldpt;
   const TC* kb = Kc + (h / QG) * HD;
   const TC* vb = Vc + (h / QG) * HD;
@@ -295,16 +315,19 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
     const int g = SMALL ? c * NW + w : j * NW + w, slot = SMALL ? w : g;
     if (!SMALL && g >= live) break;  // the warp's ranges from here on are empty
     const int t0 = min(nkeys, g * per), t1 = min(nkeys, t0 + per);
-    float m, l;
-    tfc_attn_range<HD, PS>(q, pages, kb, ldkc, vb, ldvc, t0, t1, sc, m, l, o);
-    if (lane == 0) {
-      pm[slot] = m;
-      pl[slot] = l;
-    }
+    float m[HG], l[HG];
+    tfc_attn_range<HD, PS, HG>(q, pages, kb, ldkc, vb, ldvc, t0, t1, sc, m, l, o);
 #pragma unroll
-    for (int i = 0; i < D; ++i) {
-      const int d = lane + 32 * i;
-      if (d < HD) po[slot * HD + d] = o[i];
+    for (int a = 0; a < HG; ++a) {
+      if (lane == 0) {
+        pm[a * RANGES + slot] = m[a];
+        pl[a * RANGES + slot] = l[a];
+      }
+#pragma unroll
+      for (int i = 0; i < D; ++i) {
+        const int d = lane + 32 * i;
+        if (d < HD) po[(a * RANGES + slot) * HD + d] = o[a][i];
+      }
     }
   }
   if constexpr (SMALL) {
@@ -319,10 +342,12 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
       rl[b] = tfc_cluster_map(pl, b);
       ro[b] = tfc_cluster_map(po, b);
     }
-    for (int d = c + SPLIT * threadIdx.x; d < HD; d += SPLIT * THREADS)
-      tfc_st(Y + (size_t)r * ldy + h * HD + d,
-             tfc_attn_combine<G>([&](int g) { return rm[g / NW][g % NW]; }, [&](int g) { return rl[g / NW][g % NW]; },
-                                 [&](int g, int d) { return ro[g / NW][g % NW * HD + d]; }, d, live));
+    for (int e = c + SPLIT * threadIdx.x; e < HG * HD; e += SPLIT * THREADS) {  // head a's output dim d
+      const int a = e / HD, d = e % HD, at = a * RANGES;
+      tfc_st(Y + (size_t)r * ldy + (h + a) * HD + d,
+             tfc_attn_combine<G>([&](int g) { return rm[g / NW][at + g % NW]; }, [&](int g) { return rl[g / NW][at + g % NW]; },
+                                 [&](int g, int d) { return ro[g / NW][(at + g % NW) * HD + d]; }, d, live));
+    }
     tfc_cluster_sync();  // no block leaves while the others read its LDS
   } else {
     tfc_fill_barrier<MUT>();
