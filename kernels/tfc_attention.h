@@ -208,7 +208,7 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[HG][(HD + 31) / 
     }
 #pragma unroll 1
     for (int u0 = 0; u0 < n; u0 += U) {
-      float kk[U][D], vv[U][D], s[HG][U];
+      float kk[U][D], vv[U][D];
 #pragma unroll
       for (int j = 0; j < U; ++j) {
         const size_t row = (size_t)__shfl_sync(all, crow, min(u0 + j, n - 1));
@@ -221,23 +221,24 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[HG][(HD + 31) / 
       }
 #pragma unroll
       for (int a = 0; a < HG; ++a) {
+        float s[U];
 #pragma unroll
         for (int j = 0; j < U; ++j) {
           float p = 0.f;
 #pragma unroll
           for (int i = 0; i < D; ++i) p = fmaf(q[a][i], kk[j][i], p);
-          s[a][j] = p;
+          s[j] = p;
         }
 #pragma unroll
         for (int b = 16; b > 0; b >>= 1) {
 #pragma unroll
-          for (int j = 0; j < U; ++j) s[a][j] = __fadd_rn(s[a][j], __shfl_xor_sync(all, s[a][j], b));
+          for (int j = 0; j < U; ++j) s[j] = __fadd_rn(s[j], __shfl_xor_sync(all, s[j], b));
         }
         float mb = m[a];
 #pragma unroll
         for (int j = 0; j < U; ++j) {
-          s[a][j] = u0 + j < n ? __fmul_rn(s[a][j], sc) : TFC_NEG_INF;
-          mb = fmaxf(mb, s[a][j]);
+          s[j] = u0 + j < n ? __fmul_rn(s[j], sc) : TFC_NEG_INF;
+          mb = fmaxf(mb, s[j]);
         }
         const float mref = mb == TFC_NEG_INF ? 0.f : mb;
         const float alpha = expf(__fadd_rn(m[a], -mref));
@@ -247,7 +248,7 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[HG][(HD + 31) / 
 #pragma unroll
         for (int j = 0; j < U; ++j) {
           if (u0 + j < n) {
-            const float p = expf(__fadd_rn(s[a][j], -mref)), pr = tfc_rnd(p);
+            const float p = expf(__fadd_rn(s[j], -mref)), pr = tfc_rnd(p);
             l[a] = __fadd_rn(l[a], p);
 #pragma unroll
             for (int i = 0; i < D; ++i) o[a][i] = fmaf(pr, vv[j][i], o[a][i]);
@@ -260,9 +261,9 @@ __device__ __forceinline__ void tfc_attn_range(const float (&q)[HG][(HD + 31) / 
 }
 
 // tfc_attn_combine adds up the ranges' (m, l, o) for output dim d in range order: range g's
-// values are m(g), l(g) and o(g, d), for the live ranges g < live (at most G). An empty range
+// values are m(g), l(g) and o(g, d), for the live ranges g < live. An empty range
 // (m = -Inf, l = 0, o = 0) would add exact zeros, so leaving the empty ones out keeps the bits.
-template <int G, typename FM, typename FL, typename FO>
+template <typename FM, typename FL, typename FO>
 __device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d, int live) {
   float mx = TFC_NEG_INF;
 #pragma unroll 8
@@ -345,7 +346,7 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
     for (int e = c + SPLIT * threadIdx.x; e < HG * HD; e += SPLIT * THREADS) {  // head a's output dim d
       const int a = e / HD, d = e % HD, at = a * RANGES;
       tfc_st(Y + (size_t)r * ldy + (h + a) * HD + d,
-             tfc_attn_combine<G>([&](int g) { return rm[g / NW][at + g % NW]; }, [&](int g) { return rl[g / NW][at + g % NW]; },
+             tfc_attn_combine([&](int g) { return rm[g / NW][at + g % NW]; }, [&](int g) { return rl[g / NW][at + g % NW]; },
                                  [&](int g, int d) { return ro[g / NW][(at + g % NW) * HD + d]; }, d, live));
     }
     tfc_cluster_sync();  // no block leaves while the others read its LDS
@@ -353,7 +354,7 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
     tfc_fill_barrier<MUT>();
     for (int d = threadIdx.x; d < HD; d += THREADS)
       tfc_st(Y + (size_t)r * ldy + h * HD + d,
-             tfc_attn_combine<G>([&](int g) { return pm[g]; }, [&](int g) { return pl[g]; },
+             tfc_attn_combine([&](int g) { return pm[g]; }, [&](int g) { return pl[g]; },
                                  [&](int g, int d) { return po[g * HD + d]; }, d, live));
   }
 }
