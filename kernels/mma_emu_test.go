@@ -118,7 +118,7 @@ func TestAMDMatrixEmulated(t *testing.T) {
 // runEmulated builds testdata/mmaemu's main (with the given compiler flags) against
 // tfc_kernels.h and runs it; it must report " 0 failed".
 func runEmulated(t *testing.T, main string, flags ...string) {
-	files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h", "attn_check.h", main)
+	files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h", "check.h", "attn_check.h", "gemm_check.h", main)
 	emutest.AddTemplates(t, files, Sources)
 	bin := emutest.Build(t, files, main, append([]string{"-O2"}, flags...)...)
 	out, err := exec.Command(bin).CombinedOutput()

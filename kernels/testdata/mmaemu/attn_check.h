@@ -6,16 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-static int passed, failed;
-static void check(bool ok, const char* what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAIL %s\n", what);
-  }
-  std::fflush(stdout);
-}
+#include "check.h"
 
 // worst is the largest error of y against ref relative to the largest finite reference magnitude
 // of each row's head of hd values; -1 when a NaN or infinity is not the reference's.
