@@ -368,18 +368,18 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
 // With TFC_PAGED_MMA, in BF16 precision where head_dim is at most 128, the rows go to the tensor
 // cores instead (tfc_attention_paged_mma); with SMALL a row's SPLIT blocks are a cluster that
 // takes its chunks SPLIT at a time.
-template <int HD, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
+template <int HD, int QG, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                                         int ldy, const int* row_seq, const int* row_pos, const int* page_table,
-                                                        int ldpt, int M, float scale, int r, int h, int kh);
+                                                        int ldpt, int M, float scale, int r, int h0);
 template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
   if constexpr (TFC_PAGED_MMA && TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
     const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
-    tfc_attention_paged_mma<HD, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table, ldpt, M, scale,
-                                                   blockIdx.x, h, h / QG);
+    tfc_attention_paged_mma<HD, QG, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table,
+                                                                      ldpt, M, scale, blockIdx.x, h);
   } else {
     tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
                                                                           page_table, ldpt, M, scale);

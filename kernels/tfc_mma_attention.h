@@ -359,29 +359,33 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 // ---------------------------------------------------------------------------------------------
 // Cached attention on tensor cores (CUDA, BF16 precision, head_dim ≤ 128): tfc_attention_paged's
 // rows, the same bits for a row whether it comes in a prompt chunk, a decode round, a draft
-// verification or a resumed prefix, by construction:
+// verification or a resumed prefix, by construction.
 //
-// A row's keys 0..pos are cut into chunks of TFC_PAGED_CHUNK keys fixed by position (chunk c is
-// keys [64c, 64c + 64)). A block takes a group of at most 16 rows of one sequence, one row per
-// mma row, and walks the chunks in order; for each it computes from scratch the scores s =
-// (q·k)·scale (keys past a row's own position -Inf; mma.sync m16n8k16, warp w the keys 8w..8w+7),
-// the chunk's row max m_c, p = exp(s - m_c), l_c = Σp (sixteen threads a row, four keys each in
-// order, then an xor butterfly over the sixteen) and o_c = P·V with p rounded to BF16 (warp w
-// the dims 8w.., 8(w + 8)..), and folds (m_c, l_c, o_c) into the row's running (m, l, o) from
-// (-Inf, 0, 0) with tfc_attn_fold. The output is o / l. What a row's bits depend on (its mma
-// row's products, the chunk cut, the order of every sum) never involves the rows beside it: the
-// mma computes each row from that row alone.
+// A row's bits: its keys 0..pos are cut into chunks of TFC_PAGED_CHUNK (64) keys fixed by position
+// (chunk c is keys [64c, 64c + 64)). For each chunk, from scratch, on one mma row (mma.sync
+// m16n8k16, BF16 operands, F32 accumulation): the scores s = (q·k)·scale (head_dim steps in
+// order; keys past the row's position -Inf), the chunk's max m_c, p = exp(s - m_c), l_c = Σp (each
+// of the row's four lanes adds its sixteen keys 8j + 2t, 8j + 2t + 1 for j = 0..7 in order, then an
+// xor butterfly over the four) and o_c = P·V with p rounded to BF16 (the chunk's four 16-key steps
+// in order); (m_c, l_c, o_c) is folded into the row's running (m, l, o) from (-Inf, 0, 0) by
+// tfc_attn_fold, chunk after chunk. The output is o / l. The mma computes each of its rows from
+// that row alone, so no other row, head or launch touches a row's bits.
 //
-// Launch: block (r, h) takes the group that starts at row r: a row starts a group unless it
-// continues row r-1's sequence at the next position and that position is not a multiple of 16.
-// Other blocks exit, so a prompt chunk takes a block per 16 positions and a decode row a block.
-// K and V of a chunk are staged in LDS as BF16 (Q, K and V are BF16-exact in BF16 precision, so
-// one BF16 term of each is exact, as TERMS 1 in the vision attention), the next chunk's loads in
-// flight while the tensor cores work.
+// Layout: a block takes HB query heads of one KV head (HB the largest divisor of QG not above its
+// warps) and a group of up to 16·SG rows of one sequence at consecutive positions (SG = warps /
+// HB): warp w takes head w % HB and rows 16(w / HB).. of the group, a row an mma row, and keeps its
+// Q fragments in registers. A row starts a group unless it continues row r-1's sequence at the
+// next position and that position is not a multiple of 16·SG. Block (r, h) takes the group that
+// starts at row r and heads h..h+HB-1 where HB divides h; the other blocks exit. The block stages
+// each chunk's K and V once for all its warps (in LDS as BF16, the next chunk's loads in flight
+// in registers while the tensor cores work). Launches of many rows walk the chunks in one block,
+// folding each as it comes; launches of at most 8 rows (decode rounds) spread them over a cluster
+// of CL blocks, block c of a round taking chunk base + c, and rank 0 folds the round's partials in
+// chunk order from the cluster's LDS.
 //
-// Non-finite V elements are staged as zero and the warp that owns their dim adds p·v apart (with
-// the rounded p of rows whose position reaches the key), so a key a row does not attend to cannot
-// turn that row's output into NaN through p = 0.
+// Non-finite V elements are staged as zero and each warp adds p·v apart for them (p rounded, for
+// its rows whose position reaches the key), so a key a row does not attend to cannot turn that
+// row's output into NaN through p = 0.
 constexpr int TFC_PAGED_CHUNK = 64;
 // TFC_PAGED_MMA (tfc_attention.h) turns this kernel on; it is off by default.
 // TFC_PAGED_AHEAD 1 loads the next chunk's K and V while the tensor cores work on this one.
@@ -399,177 +403,222 @@ __device__ __forceinline__ void tfc_attn_fold(float& mt, float& lt, float mc, fl
   mt = mn;
 }
 
-template <int HD>
+// tfc_divisor_upto<N, K>::value is the largest divisor of N not above K.
+template <int N, int K>
+struct tfc_divisor_upto {
+  static constexpr int value = K >= N ? N : N % K == 0 ? K : tfc_divisor_upto<N, K - 1>::value;
+};
+template <int N>
+struct tfc_divisor_upto<N, 1> {
+  static constexpr int value = 1;
+};
+
+template <int HD, int QG, int THREADS>
 struct tfc_paged_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
   static constexpr int ldk = hdp + 8;              // a staged K or V row (BF16 elements)
   static constexpr int ks = hdp / 16, nd = hdp / 8;
+  static constexpr int nw = THREADS / 32;                          // warps
+  static constexpr int hb = tfc_divisor_upto<QG, nw>::value;       // query heads a block
+  static constexpr int sg = nw / hb;                               // 16-row subgroups a block
 };
 
-// tfc_paged_chunk computes chunk c of a group from its staged K and V (kt, vt): the scores and
-// then p rounded into st, the row max and sum into cm and cl, and the lane's P·V into acc
-// (element e of dim block warp + NW*b: row g + 8(e/2), dim 8(warp + NW*b) + 2t + e%2).
-template <int HD, int PS, int NW, int NB, typename TC>
-__device__ __forceinline__ void tfc_paged_chunk(const unsigned (&qf)[tfc_paged_mma_shape<HD>::ks][4], const unsigned short* kt,
-                                                const unsigned short* vt, float (*st)[TFC_PAGED_CHUNK + 1], float* cm, float* cl,
-                                                int vbad, unsigned ka, unsigned va, const int* pages, const TC* vb, int ldvc, int c,
-                                                int kend, const int (&nk)[2], float sc, float (&acc)[NB][4]) {
-  constexpr int KS = tfc_paged_mma_shape<HD>::ks, ND = tfc_paged_mma_shape<HD>::nd, LDK = tfc_paged_mma_shape<HD>::ldk;
-  constexpr int CH = TFC_PAGED_CHUNK;
+// tfc_paged_scores computes a warp's chunk from the staged K at ka: the scores of its rows g, g + 8
+// (element e of key block j: row g + 8(e/2), key 8j + 2t + e%2), then p rounded to BF16 as A
+// fragments pf (step kk: register i row g + 8(i%2), keys 16kk + 2t + 8(i/2), +1), and each row's
+// chunk max mc and sum lc.
+template <int KS>
+__device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], unsigned ka, int ldk, const int (&nk)[2], int c0, float sc,
+                                                 unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]) {
+  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8;
   constexpr unsigned all = 0xffffffffu;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4, c0 = c * CH;
-  // scores of rows g, g + 8 against keys 8w + 2t, +1 of w = warp + 1 (element e: row g + 8(e/2),
-  // key 8w + 2t + e%2): the keys the next warp staged, so that only the fill barrier orders them
-  {
-    const int w = (warp + 1) % NW;
-    float sa[4] = {0.f, 0.f, 0.f, 0.f};
+  const int t = threadIdx.x % 4;
+  float s[NJ][4];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       unsigned b[2];
-      tfc_ldsm_x2(b, ka + 2 * (w * 8 * LDK + ks * 16));
-      tfc_mma_bf16(sa, qf[ks], b);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = 8 * w + 2 * t + e % 2;
-      st[g + 8 * (e / 2)][key] = c0 + key < nk[e / 2] ? __fmul_rn(sa[e], sc) : TFC_NEG_INF;
+      tfc_ldsm_x2(b, ka + 2 * (j * 8 * ldk + ks * 16));
+      tfc_mma_bf16(s[j], qf[ks], b);
     }
   }
-  __syncthreads();
-  // the chunk's softmax: sixteen threads a row, keys 4j..4j+3 of thread j
-  {
-    const int row = tid / 16, j = tid % 16;
-    float p[4], mx = TFC_NEG_INF;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) mx = fmaxf(mx, st[row][4 * j + k]);
+  for (int i = 0; i < 2; ++i) {
+    float mx = TFC_NEG_INF;
 #pragma unroll
-    for (int b = 1; b < 16; b <<= 1) mx = fmaxf(mx, __shfl_xor_sync(all, mx, b));
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+      for (int e = 2 * i; e < 2 * i + 2; ++e) {
+        s[j][e] = c0 + 8 * j + 2 * t + e % 2 < nk[i] ? __fmul_rn(s[j][e], sc) : TFC_NEG_INF;
+        mx = fmaxf(mx, s[j][e]);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(all, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(all, mx, 2));
     const float mu = mx == TFC_NEG_INF ? 0.f : mx;
+    float sum = 0.f;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) p[k] = expf(__fadd_rn(st[row][4 * j + k], -mu));
-    float sum = __fadd_rn(__fadd_rn(__fadd_rn(p[0], p[1]), p[2]), p[3]);
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
-    for (int b = 1; b < 16; b <<= 1) sum = __fadd_rn(sum, __shfl_xor_sync(all, sum, b));
-#pragma unroll
-    for (int k = 0; k < 4; ++k) st[row][4 * j + k] = tfc_rnd(p[k]);  // P·V takes p rounded; the sum is F32
-    if (j == 0) {
-      cm[row] = mx;
-      cl[row] = sum;
-    }
+      for (int e = 2 * i; e < 2 * i + 2; ++e) {
+        s[j][e] = expf(__fadd_rn(s[j][e], -mu));
+        sum = j == 0 && e == 2 * i ? s[j][e] : __fadd_rn(sum, s[j][e]);
+      }
+    sum = __fadd_rn(sum, __shfl_xor_sync(all, sum, 1));
+    sum = __fadd_rn(sum, __shfl_xor_sync(all, sum, 2));
+    mc[i] = mx;
+    lc[i] = sum;
   }
-  __syncthreads();
-  // P as A fragments: step kk is keys 16kk.., register i row g + 8(i%2), keys 16kk + 2t + 8(i/2), +1
-  unsigned pf[CH / 16][4];
 #pragma unroll
   for (int kk = 0; kk < CH / 16; ++kk)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int row = g + 8 * (i % 2), key = 16 * kk + 2 * t + 8 * (i / 2);
-      pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(st[row][key]), tfc_bf16_hi(st[row][key + 1]));
+      const float* x = s[2 * kk + i / 2] + 2 * (i % 2);
+      pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(tfc_rnd(x[0])), tfc_bf16_hi(tfc_rnd(x[1])));
     }
+}
+
+// tfc_paged_pv is dim block nb of a warp's chunk P·V (element e: row g + 8(e/2), dim 8nb + 2t +
+// e%2) from the staged V at va; where the chunk holds V elements that are not finite (bad), their
+// p·v is added apart, key by key, for the rows whose key count nk passes the key.
+template <int HD, int PS, typename TC>
+__device__ __forceinline__ void tfc_paged_pv(const unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], unsigned va, int ldk, int nb, bool bad,
+                                             const int* pages, const TC* vb, int ldvc, int c0, int kend, const int (&nk)[2],
+                                             float (&acc)[4]) {
+  constexpr int CH = TFC_PAGED_CHUNK;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    const int nb = warp + NW * b;
+  for (int e = 0; e < 4; ++e) acc[e] = 0.f;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[b][e] = 0.f;
-    if (nb >= ND) continue;
+  for (int kk = 0; kk < CH / 16; ++kk) {
+    unsigned vf[2];
+    tfc_ldsm_x2_trans(vf, va + 2 * (kk * 16 * ldk + nb * 8));
+    tfc_mma_bf16(acc, pf[kk], vf);
+  }
+  if (!bad) return;
+#pragma unroll 1
+  for (int k = 0; k < CH && c0 + k < kend; ++k) {
+    // p of key k for rows g and g + 8: register (k % 16) / 8 * 2 + i of step k / 16, lane 4g + (k % 8) / 2
+    float p[2];
 #pragma unroll
-    for (int kk = 0; kk < CH / 16; ++kk) {
-      unsigned vf[2];
-      tfc_ldsm_x2_trans(vf, va + 2 * (kk * 16 * LDK + nb * 8));
-      tfc_mma_bf16(acc[b], pf[kk], vf);
+    for (int i = 0; i < 2; ++i) {
+      unsigned w = 0;
+#pragma unroll
+      for (int kk = 0; kk < CH / 16; ++kk)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          if (kk == k / 16 && hf == k % 16 / 8) w = pf[kk][2 * hf + i];
+      w = __shfl_sync(0xffffffffu, w, 4 * g + k % 8 / 2);
+      p[i] = __uint_as_float((k % 2 ? w >> 16 : w & 0xffffu) << 16);
     }
-    if (vbad == c + 1) {  // V elements that are not finite: p·v apart
-      for (int k = 0; k < CH && c0 + k < kend; ++k) {
-        const size_t row = (size_t)pages[(c0 + k) / PS] * PS + (c0 + k) % PS;
+    const size_t row = (size_t)pages[(c0 + k) / PS] * PS + (c0 + k) % PS;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int d = 8 * nb + 2 * t + e % 2;
-          if (d >= HD || c0 + k >= nk[e / 2]) continue;
-          const float v = tfc_ld(vb + row * ldvc + d);
-          if (!tfc_finite(v)) acc[b][e] += st[g + 8 * (e / 2)][k] * v;
-        }
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int d = 8 * nb + 2 * t + e % 2;
+      if (d >= HD || c0 + k >= nk[e / 2]) continue;
+      const float v = tfc_ld(vb + row * ldvc + d);
+      if (!tfc_finite(v)) acc[e] += p[e / 2] * v;
     }
   }
 }
 
-template <int HD, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
+template <int HD, int QG, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                                         int ldy, const int* row_seq, const int* row_pos, const int* page_table,
-                                                        int ldpt, int M, float scale, int r, int h, int kh) {
-  using shape = tfc_paged_mma_shape<HD>;
+                                                        int ldpt, int M, float scale, int r, int h0) {
+  using shape = tfc_paged_mma_shape<HD, QG, THREADS>;
   constexpr int HDP = shape::hdp, LDK = shape::ldk, KS = shape::ks, ND = shape::nd, CH = TFC_PAGED_CHUNK;
-  constexpr int NW = THREADS / 32, NB = (ND + NW - 1) / NW;  // warps; dim blocks a warp
-  static_assert(THREADS == 256 && CH == 8 * NW && THREADS == 4 * CH,
-                "a warp's scores are 8 keys of the chunk; 16 threads a row take 4 keys each; 4 threads stage a key");
+  constexpr int HB = shape::hb, SG = shape::sg, R = 16 * SG;  // heads, 16-row subgroups and rows a block
+  static_assert(THREADS == 4 * CH, "four threads stage a key");
   static_assert(HDP <= 128, "the tensor-core cached attention keeps head_dim ≤ 128");
-  __shared__ __align__(16) unsigned short kt[CH * LDK], vt[CH * LDK];
-  __shared__ float st[16][CH + 1];  // scores, then p rounded
-  __shared__ float cm[16], cl[16];  // the chunk's row max and sum
-  __shared__ int vbad;              // c + 1 when chunk c holds a V element that is not finite
-  __shared__ float po[CL > 1 ? 16 * HDP : 1];  // with a cluster: the block's chunk P·V, for the fold
-  if (r >= M) return;
+  static_assert(CL == 1 || 8 * (THREADS / 32) * HDP * 4 <= 2 * CH * LDK * 2, "a round's partials fit in the K and V tiles");
+  __shared__ __align__(16) unsigned short kv[2 * CH * LDK];  // K, then V; with a cluster, then the round's partials
+  __shared__ float pm[CL > 1 ? THREADS / 32 * 8 : 1], pl[CL > 1 ? THREADS / 32 * 8 : 1];  // the partials' row max and sum
+  __shared__ int vbad;  // c + 1 when chunk c holds a V element that is not finite
+  unsigned short *kt = kv, *vt = kv + CH * LDK;
+  if (r >= M || h0 % HB != 0) return;
   const int seq = row_seq[r];
-  // the group: rows r.. of seq at consecutive positions, up to the next multiple of 16
-  if (r > 0 && row_seq[r - 1] == seq && row_pos[r - 1] == row_pos[r] - 1 && row_pos[r] % 16 != 0) return;
+  // the group: rows r.. of seq at consecutive positions, up to the next multiple of R
+  if (r > 0 && row_seq[r - 1] == seq && row_pos[r - 1] == row_pos[r] - 1 && row_pos[r] % R != 0) return;
   int n = 1, kend = 0;
-  while (n < 16 && r + n < M && row_seq[r + n] == seq && row_pos[r + n] == row_pos[r + n - 1] + 1 && row_pos[r + n] % 16 != 0) ++n;
+  while (n < R && r + n < M && row_seq[r + n] == seq && row_pos[r + n] == row_pos[r + n - 1] + 1 && row_pos[r + n] % R != 0) ++n;
   for (int i = 0; i < n; ++i) {
     const int pos = row_pos[r + i];
     if (pos < 0 || pos / PS >= ldpt) tfc_trap();
     kend = max(kend, tfc_bound<MUT>(pos + 1));
   }
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int h = h0 + warp % HB, r0 = 16 * (warp / HB);  // the warp's head and first row of the group
+  const bool active = warp < HB * SG && r0 < n;
   const int ldqm = tfc_stride<MUT>(ldq);
   const float sc = tfc_scale<MUT>(scale);
   int nk[2];  // key counts of the lane's mma rows g and g + 8 (0: no row)
 #pragma unroll
-  for (int i = 0; i < 2; ++i) nk[i] = g + 8 * i < n ? tfc_bound<MUT>(row_pos[r + g + 8 * i] + 1) : 0;
+  for (int i = 0; i < 2; ++i) {
+    const int row = r0 + g + 8 * i;
+    nk[i] = active && row < n ? tfc_bound<MUT>(row_pos[r + row] + 1) : 0;
+  }
   // Q fragments: register i of step ks holds row g + 8(i%2), dims 16ks + 2t + 8(i/2) and +1
   unsigned qf[KS][4];
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int row = g + 8 * (i % 2), d = 16 * ks + 2 * t + 8 * (i / 2);
-      const TQ* q = Q + (size_t)(r + row) * ldqm + h * HD + d;
-      const float x0 = row < n && d < HD ? tfc_ld(q) : 0.f, x1 = row < n && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
+      const int row = r0 + g + 8 * (i % 2), d = 16 * ks + 2 * t + 8 * (i / 2);
+      const bool live = active && row < n;
+      const TQ* q = Q + (size_t)(r + (live ? row : 0)) * ldqm + h * HD + d;
+      const float x0 = live && d < HD ? tfc_ld(q) : 0.f, x1 = live && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
   const int* pages = page_table + (size_t)seq * ldpt;
+  const int kh = h0 / QG;
   const TC* kb = Kc + kh * HD;
   const TC* vb = Vc + kh * HD;
-  // a chunk's K and V pass through registers: thread tid takes key tid / 4 of the chunk, dims
-  // 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes a step)
+  // a chunk's K and V pass through registers as BF16: thread tid takes key tid / 4 of the chunk,
+  // dims 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes a step)
   constexpr bool VEC = sizeof(TC) == 4 && HD % 4 == 0;  // F32 cache rows in float4
   const int jk = tid / 4, dk = 4 * (tid % 4);
   const bool vec = VEC && ldkc % 4 == 0 && ldvc % 4 == 0 && (kh * HD) % 4 == 0;
-  float4 kr[KS], vr[KS];
+  uint2 kr[KS], vr[KS];
+  bool vbr = false;  // the thread's staged V holds an element that is not finite
   auto load = [&](int c0) {
     const int key = c0 + jk;
     const bool live = key < kend;
     const size_t row = live ? (size_t)pages[key / PS] * PS + key % PS : 0;
+    vbr = false;
 #pragma unroll
     for (int i = 0; i < KS; ++i) {
       const int d = dk + 16 * i;
-      kr[i] = vr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (!live || d >= HD) continue;
-      const TC* kp = kb + row * ldkc + d;
-      const TC* vp = vb + row * ldvc + d;
-      if (vec) {
-        kr[i] = *reinterpret_cast<const float4*>(kp);
-        vr[i] = *reinterpret_cast<const float4*>(vp);
-      } else {
-        kr[i] = make_float4(tfc_ld(kp), d + 1 < HD ? tfc_ld(kp + 1) : 0.f, d + 2 < HD ? tfc_ld(kp + 2) : 0.f, d + 3 < HD ? tfc_ld(kp + 3) : 0.f);
-        vr[i] = make_float4(tfc_ld(vp), d + 1 < HD ? tfc_ld(vp + 1) : 0.f, d + 2 < HD ? tfc_ld(vp + 2) : 0.f, d + 3 < HD ? tfc_ld(vp + 3) : 0.f);
+      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
+      if (live && d < HD) {
+        const TC* kp = kb + row * ldkc + d;
+        const TC* vp = vb + row * ldvc + d;
+        if (vec) {
+          kx = *reinterpret_cast<const float4*>(kp);
+          vx = *reinterpret_cast<const float4*>(vp);
+        } else {
+          kx = make_float4(tfc_ld(kp), d + 1 < HD ? tfc_ld(kp + 1) : 0.f, d + 2 < HD ? tfc_ld(kp + 2) : 0.f, d + 3 < HD ? tfc_ld(kp + 3) : 0.f);
+          vx = make_float4(tfc_ld(vp), d + 1 < HD ? tfc_ld(vp + 1) : 0.f, d + 2 < HD ? tfc_ld(vp + 2) : 0.f, d + 3 < HD ? tfc_ld(vp + 3) : 0.f);
+        }
       }
+      const float v4[4] = {vx.x, vx.y, vx.z, vx.w};
+      unsigned vh[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool fin = tfc_finite(v4[e]);
+        vbr |= !fin;
+        vh[e] = tfc_bf16_hi(fin ? v4[e] : 0.f);
+      }
+      kr[i] = make_uint2(tfc_pack_bf16(tfc_bf16_hi(kx.x), tfc_bf16_hi(kx.y)), tfc_pack_bf16(tfc_bf16_hi(kx.z), tfc_bf16_hi(kx.w)));
+      vr[i] = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
     }
   };
-  // the lane's running totals: rows g + 8i; dims 8(warp + NW*b) + 2t + e%2 of element e
-  float mt[2] = {TFC_NEG_INF, TFC_NEG_INF}, lt[2] = {0.f, 0.f}, o[NB][4];
+  // the lane's running totals: rows g + 8i; dims 8nb + 2t + e%2 of element e of dim block nb
+  float mt[2] = {TFC_NEG_INF, TFC_NEG_INF}, lt[2] = {0.f, 0.f}, o[ND][4];
 #pragma unroll
-  for (int b = 0; b < NB; ++b)
+  for (int b = 0; b < ND; ++b)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[b][e] = 0.f;
   const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);  // K rows as B (k = dims)
@@ -579,92 +628,89 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   if (tid == 0) vbad = 0;
   if (rank < chunks) load(rank * CH);
   __syncthreads();  // vbad is reset
-  // Rounds of CL chunks: block rank of the cluster takes chunk base + rank and the cluster folds
-  // the round's chunks in order; without a cluster (CL 1) a round is one chunk, folded at once.
+  // Rounds of CL chunks: block rank of the cluster takes chunk base + rank and rank 0 folds the
+  // round's chunks in order; without a cluster (CL 1) a round is one chunk, folded at once.
 #pragma unroll 1
   for (int base = 0; base < chunks; base += CL) {
     const int c = base + rank, c0 = c * CH;
-    float acc[NB][4];  // the chunk's P·V: element e of dim block warp + NW*b
+    unsigned pf[CH / 16][4];
+    float mc[2], lc[2];
+    float part[CL > 1 ? ND : 1][4];  // with a cluster: the chunk's P·V
     if (c < chunks) {
       // stage the chunk: K and V as BF16, V elements that are not finite as zero (and vbad = c + 1)
       if (!TFC_PAGED_AHEAD && c > rank) load(c0);
       tfc_fill_skew<MUT>();
-      int bad = 0;
 #pragma unroll
       for (int i = 0; i < KS; ++i) {
-        const float v4[4] = {vr[i].x, vr[i].y, vr[i].z, vr[i].w};
-        unsigned vh[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool fin = tfc_finite(v4[e]);
-          bad |= !fin;
-          vh[e] = tfc_bf16_hi(fin ? v4[e] : 0.f);
-        }
         const int at = jk * LDK + dk + 16 * i;
-        *reinterpret_cast<uint2*>(kt + at) = make_uint2(tfc_pack_bf16(tfc_bf16_hi(kr[i].x), tfc_bf16_hi(kr[i].y)),
-                                                       tfc_pack_bf16(tfc_bf16_hi(kr[i].z), tfc_bf16_hi(kr[i].w)));
-        *reinterpret_cast<uint2*>(vt + at) = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
+        *reinterpret_cast<uint2*>(kt + at) = kr[i];
+        *reinterpret_cast<uint2*>(vt + at) = vr[i];
       }
-      if (bad) vbad = c + 1;
+      if (vbr) vbad = c + 1;
       tfc_fill_barrier<MUT>();
       if (TFC_PAGED_AHEAD && c + CL < chunks) load(c0 + CL * CH);
-      tfc_paged_chunk<HD, PS, NW, NB>(qf, kt, vt, st, cm, cl, vbad, ka, va, pages, vb, ldvc, c, kend, nk, sc, acc);
+      const bool bad = vbad == c + 1;
+      if (active) {
+        tfc_paged_scores<KS>(qf, ka, LDK, nk, c0, sc, pf, mc, lc);
+        if constexpr (CL == 1) {
+          float a[2], b[2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            a[i] = 1.f, b[i] = 0.f;
+            if (c0 < nk[i]) tfc_attn_fold(mt[i], lt[i], mc[i], lc[i], a[i], b[i]);  // a row whose keys end before the chunk keeps its totals
+          }
+#pragma unroll
+          for (int nb = 0; nb < ND; ++nb) {
+            float acc[4];
+            tfc_paged_pv<HD, PS>(pf, va, LDK, nb, bad, pages, vb, ldvc, c0, kend, nk, acc);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (c0 < nk[e / 2]) o[nb][e] = fmaf(acc[e], b[e / 2], __fmul_rn(o[nb][e], a[e / 2]));
+          }
+        } else {
+#pragma unroll
+          for (int nb = 0; nb < ND; ++nb) tfc_paged_pv<HD, PS>(pf, va, LDK, nb, bad, pages, vb, ldvc, c0, kend, nk, part[nb]);
+        }
+      }
     }
-    if constexpr (CL == 1) {
+    __syncthreads();  // every warp is done with the tiles: the next stage (or the partials) overwrites them
+    if constexpr (CL > 1) {
+      // the round's partials (rows 0..7 of subgroup 0: a cluster's launch has at most 8 rows) into
+      // the tiles' LDS; rank 0 folds them in chunk order from the cluster's LDS
+      float* po = reinterpret_cast<float*>(kv);
+      if (c < chunks && active && r0 == 0) {
+        if (t == 0) pm[warp * 8 + g] = mc[0], pl[warp * 8 + g] = lc[0];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {  // a row whose keys end before the chunk keeps its totals
-        if (c0 >= nk[i]) continue;
-        float a, b;
-        tfc_attn_fold(mt[i], lt[i], cm[g + 8 * i], cl[g + 8 * i], a, b);
+        for (int nb = 0; nb < ND; ++nb)
 #pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) o[j][2 * i + e] = fmaf(acc[j][2 * i + e], b, __fmul_rn(o[j][2 * i + e], a));
+          for (int e = 0; e < 2; ++e) po[(warp * 8 + g) * HDP + 8 * nb + 2 * t + e] = part[nb][e];
       }
-      __syncthreads();  // the next chunk's stage overwrites the tiles
-    } else {
-      // the round's P·V into LDS; then every block folds the round's chunks in order from the
-      // cluster's LDS (each block keeps the whole totals; rank 0 writes them)
-#pragma unroll
-      for (int j = 0; j < NB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int nb = warp + NW * j;
-          if (c < chunks && nb < ND) po[(g + 8 * (e / 2)) * HDP + 8 * nb + 2 * t + e % 2] = acc[j][e];
-        }
       tfc_cluster_sync();
+      if (rank == 0 && active) {
 #pragma unroll 1
-      for (int q = 0; q < CL && base + q < chunks; ++q) {
-        const float* rm = tfc_cluster_map(cm, q);
-        const float* rl = tfc_cluster_map(cl, q);
-        const float* ro = tfc_cluster_map(po, q);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int row = g + 8 * i;
-          if ((base + q) * CH >= nk[i]) continue;
+        for (int q = 0; q < CL && base + q < chunks; ++q) {
+          if ((base + q) * CH >= nk[0]) continue;
+          const float* rm = tfc_cluster_map(pm, q);
+          const float* rl = tfc_cluster_map(pl, q);
+          const float* ro = tfc_cluster_map(po, q);
           float a, b;
-          tfc_attn_fold(mt[i], lt[i], rm[row], rl[row], a, b);
+          tfc_attn_fold(mt[0], lt[0], rm[warp * 8 + g], rl[warp * 8 + g], a, b);
 #pragma unroll
-          for (int j = 0; j < NB; ++j)
+          for (int nb = 0; nb < ND; ++nb)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int nb = warp + NW * j;
-              if (nb < ND) o[j][2 * i + e] = fmaf(ro[row * HDP + 8 * nb + 2 * t + e], b, __fmul_rn(o[j][2 * i + e], a));
-            }
+            for (int e = 0; e < 2; ++e) o[nb][e] = fmaf(ro[(warp * 8 + g) * HDP + 8 * nb + 2 * t + e], b, __fmul_rn(o[nb][e], a));
         }
       }
-      tfc_cluster_sync();  // no block overwrites its LDS while the others read it
+      tfc_cluster_sync();  // no block overwrites its LDS while rank 0 reads it
     }
   }
-  if (rank != 0) return;
+  if (rank != 0 || !active) return;
 #pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    const int nb = warp + NW * b;
+  for (int b = 0; b < ND; ++b)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int row = g + 8 * (e / 2), d = 8 * nb + 2 * t + e % 2;
-      if (nb < ND && row < n && d < HD) tfc_st(Y + (size_t)(r + row) * ldy + h * HD + d, tfc_rnd(__fdiv_rn(o[b][e], lt[e / 2])));
+      const int row = r0 + g + 8 * (e / 2), d = 8 * b + 2 * t + e % 2;
+      if (row < n && d < HD) tfc_st(Y + (size_t)(r + row) * ldy + h * HD + d, tfc_rnd(__fdiv_rn(o[b][e], lt[e / 2])));
     }
-  }
 }
 #endif

@@ -78,6 +78,8 @@ static std::vector<float> run(const Cache& c, const std::vector<Row>& rows, cons
   auto body = [=] {
     if (qg == 2)
       tfc_attention_paged<HD, 2, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
+    else if (qg == 6)
+      tfc_attention_paged<HD, 6, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
     else
       tfc_attention_paged<HD, 1, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
   };
@@ -246,6 +248,7 @@ int main() {
 #endif
 #if TFC_PAGED_MMA
   suite<16>("hd=16 gqa 2:1", 4, 2, 0, true);
+  suite<16>("hd=16 gqa 6:1 (6 heads a block, 2 warps idle)", 12, 2, 0, false);
   suite<24>("hd=24 (padded to 32), strided Q", 2, 2, 5, false);
   suite<128>("hd=128", 1, 1, 0, false);
   for (int which = 1; which < 8; which <<= 1) specials<16>(which, 3 + which);
