@@ -81,6 +81,13 @@ __device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) 
                : "r"(a)
                : "memory");
 }
+// tfc_ldsm_x4_trans is tfc_ldsm_x2_trans for four matrices (row r of matrix j from lane 8j + r).
+__device__ __forceinline__ void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
 #endif
 
 // tfc_mma_split6 adds the six kept products of two split operands, a = a0 + a1 + a2 and b = bh +
@@ -439,10 +446,16 @@ __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], un
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
+    for (int ks = 0; ks + 1 < KS; ks += 2) {  // two steps a load
+      unsigned b[4];
+      tfc_ldsm_x4(b, ka + 2 * (j * 8 * ldk + ks * 16));
+      tfc_mma_bf16(s[j], qf[ks], {b[0], b[1]});
+      tfc_mma_bf16(s[j], qf[ks + 1], {b[2], b[3]});
+    }
+    if constexpr (KS % 2 == 1) {
       unsigned b[2];
-      tfc_ldsm_x2(b, ka + 2 * (j * 8 * ldk + ks * 16));
-      tfc_mma_bf16(s[j], qf[ks], b);
+      tfc_ldsm_x2(b, ka + 2 * (j * 8 * ldk + (KS - 1) * 16));
+      tfc_mma_bf16(s[j], qf[KS - 1], b);
     }
   }
 #pragma unroll
@@ -492,10 +505,11 @@ __device__ __forceinline__ void tfc_paged_pv(const unsigned (&pf)[TFC_PAGED_CHUN
 #pragma unroll
   for (int e = 0; e < 4; ++e) acc[e] = 0.f;
 #pragma unroll
-  for (int kk = 0; kk < CH / 16; ++kk) {
-    unsigned vf[2];
-    tfc_ldsm_x2_trans(vf, va + 2 * (kk * 16 * ldk + nb * 8));
-    tfc_mma_bf16(acc, pf[kk], vf);
+  for (int kk = 0; kk < CH / 16; kk += 2) {  // two steps a load
+    unsigned vf[4];
+    tfc_ldsm_x4_trans(vf, va + 2 * (kk * 16 * ldk + nb * 8));
+    tfc_mma_bf16(acc, pf[kk], {vf[0], vf[1]});
+    tfc_mma_bf16(acc, pf[kk + 1], {vf[2], vf[3]});
   }
   if (!bad) return;
 #pragma unroll 1
@@ -621,8 +635,8 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   for (int b = 0; b < ND; ++b)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[b][e] = 0.f;
-  const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);  // K rows as B (k = dims)
-  const unsigned va = tfc_smem_addr(vt) + 2 * ((lane % 16) * LDK);                     // V rows as B, transposed (k = keys)
+  const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 * 8);  // K rows as B (k = dims), two steps
+  const unsigned va = tfc_smem_addr(vt) + 2 * (lane * LDK);                      // V rows as B, transposed (k = keys), two steps
   const int chunks = (kend + CH - 1) / CH;
   const int rank = CL > 1 ? tfc_cluster_rank() : 0;
   if (tid == 0) vbad = 0;

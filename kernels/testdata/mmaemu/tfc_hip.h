@@ -258,18 +258,21 @@ inline void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) { emu_ldsm<2>(r, a); }
 
 // ldmatrix .trans: register j of lane l is column l/4 of matrix j, rows 2(l%4) and 2(l%4)+1; row r
 // of matrix j comes from lane 8j + r.
-inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
+template <int X>
+inline void emu_ldsm_trans(unsigned (&r)[X], unsigned a) {
   const int lane = threadIdx.x % 32;
   emu_warp& w = emu->warps[threadIdx.x / 32];
   w.addr[lane] = a;
   emu_wait(w.bar);
-  for (int j = 0; j < 2; ++j) {
+  for (int j = 0; j < X; ++j) {
     unsigned short e[2];
     for (int h = 0; h < 2; ++h) std::memcpy(&e[h], emu->smem + (int)w.addr[8 * j + 2 * (lane % 4) + h] + 2 * (lane / 4), 2);
     r[j] = e[0] | (unsigned)e[1] << 16;
   }
   emu_wait(w.bar);
 }
+inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) { emu_ldsm_trans<2>(r, a); }
+inline void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) { emu_ldsm_trans<4>(r, a); }
 
 inline double emu_bf16(unsigned reg, int half) { return __uint_as_float((half ? reg >> 16 : reg & 0xffffu) << 16); }
 
