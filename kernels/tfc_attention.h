@@ -136,7 +136,22 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 }
 
 // tfc_attention_paged: row r and query head h, which reads KV head h / QG, attend causally to
-// positions 0..pos of the row's sequence through its page table.
+// positions 0..pos of the row's sequence through its page table. Launches of more than 8 rows
+// take a block a row (or a group of rows) and tfc_paged_heads query heads of one KV head, grid
+// (M, heads / that); launches of at most 8 rows a cluster of SPLIT blocks a row and query head.
+
+// tfc_paged_heads<QG, THREADS>::value is the query heads a block of a launch of many rows takes:
+// the largest divisor of QG (the query heads a KV head serves) not above the block's warps.
+template <int QG, int K>
+struct tfc_divisor_upto {
+  static constexpr int value = K >= QG ? QG : QG % K == 0 ? K : tfc_divisor_upto<QG, K - 1>::value;
+};
+template <int QG>
+struct tfc_divisor_upto<QG, 1> {
+  static constexpr int value = 1;
+};
+template <int QG, int THREADS>
+struct tfc_paged_heads : tfc_divisor_upto<QG, THREADS / 32> {};
 #if TFC_CUDA
 // On CUDA (tfc_attention_paged_warps; TFC_PAGED_MMA takes the tensor cores in BF16, below) the
 // keys 0..pos are cut into SPLIT*NW contiguous ranges, range g holding keys
@@ -282,14 +297,14 @@ __device__ __forceinline__ float tfc_attn_combine(FM m, FL l, FO o, int d, int l
 template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
-                                    int M, float scale) {
+                                    int M, float scale, int h) {
   static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
   constexpr int NW = THREADS / 32, D = (HD + 31) / 32, G = SPLIT * NW;
   constexpr int HG = SMALL && QG % TFC_PAGED_HEADS == 0 ? TFC_PAGED_HEADS : 1;  // query heads a block
   constexpr int RANGES = SMALL ? NW : G;                                          // ranges a block keeps in LDS
   static_assert(HG * RANGES * (HD + 2) * 4 <= 44 * 1024, "the ranges' partials must fit a block's LDS");
   __shared__ float pm[HG * RANGES], pl[HG * RANGES], po[HG * RANGES * HD];
-  const int r = blockIdx.x, h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
+  const int r = blockIdx.x;
   if (r >= M || h % HG != 0) return;  // in a cluster, the whole cluster: it shares r and h
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
@@ -376,13 +391,21 @@ template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, i
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
+  constexpr int HB = tfc_paged_heads<QG, THREADS>::value;
   if constexpr (TFC_PAGED_MMA && TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
-    const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
+    const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y * HB;
     tfc_attention_paged_mma<HD, QG, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table,
                                                                       ldpt, M, scale, blockIdx.x, h);
-  } else {
+  } else if constexpr (SMALL) {
     tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
-                                                                          page_table, ldpt, M, scale);
+                                                                          page_table, ldpt, M, scale, blockIdx.y / SPLIT);
+  } else {
+#pragma unroll 1
+    for (int a = 0; a < HB; ++a) {  // the block's heads one after the other
+      tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
+                                                                            page_table, ldpt, M, scale, blockIdx.y * HB + a);
+      __syncthreads();  // the next head rewrites the ranges' LDS
+    }
   }
 }
 #else
@@ -393,16 +416,21 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
   __shared__ float qs[HD], os[HD], ls[1];
-  const int r = blockIdx.x, h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
+  constexpr int HB = SMALL ? 1 : tfc_paged_heads<QG, THREADS>::value;  // heads a block
+  const int r = blockIdx.x;
   if (r >= M || (SMALL && blockIdx.y % SPLIT != 0)) return;
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int ldqm = tfc_stride<MUT>(ldq);
-  for (int d = threadIdx.x; d < HD; d += THREADS) qs[d] = tfc_ld(Q + (size_t)r * ldqm + h * HD + d);
-  __syncthreads();
   const tfc_paged_keys<PS> keys{page_table + (size_t)seq * ldpt};
-  tfc_attend<HD, 1, BKV, THREADS, MUT>(qs, 1, Kc, ldkc, Vc, ldvc, (h / QG) * HD, pos + 1, scale, keys, os, ls);
-  for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, tfc_rnd(os[d] / ls[0]));
+  for (int a = 0; a < HB; ++a) {
+    const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y * HB + a;
+    for (int d = threadIdx.x; d < HD; d += THREADS) qs[d] = tfc_ld(Q + (size_t)r * ldqm + h * HD + d);
+    __syncthreads();
+    tfc_attend<HD, 1, BKV, THREADS, MUT>(qs, 1, Kc, ldkc, Vc, ldvc, (h / QG) * HD, pos + 1, scale, keys, os, ls);
+    for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, tfc_rnd(os[d] / ls[0]));
+    __syncthreads();  // the next head rewrites qs, os and ls
+  }
 }
 #endif
 

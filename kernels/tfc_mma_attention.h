@@ -81,6 +81,8 @@ __device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) 
                : "r"(a)
                : "memory");
 }
+// tfc_prefetch_l2 asks for the 128-byte line at p to be brought into L2.
+__device__ __forceinline__ void tfc_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 // tfc_ldsm_x4_trans is tfc_ldsm_x2_trans for four matrices (row r of matrix j from lane 8j + r).
 __device__ __forceinline__ void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -383,7 +385,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 // HB): warp w takes head w % HB and rows 16(w / HB).. of the group, a row an mma row, and keeps its
 // Q fragments in registers. A row starts a group unless it continues row r-1's sequence at the
 // next position and that position is not a multiple of 16·SG. Block (r, h) takes the group that
-// starts at row r and heads h..h+HB-1 where HB divides h; the other blocks exit. The block stages
+// starts at row r and heads HB·y.. (with a cluster, heads h.. of the cluster of query head h where
+// HB divides h; the other clusters exit); blocks whose row starts no group exit. The block stages
 // each chunk's K and V once for all its warps (in LDS as BF16, the next chunk's loads in flight
 // in registers while the tensor cores work). Launches of many rows walk the chunks in one block,
 // folding each as it comes; launches of at most 8 rows (decode rounds) spread them over a cluster
@@ -395,9 +398,11 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 // row's output into NaN through p = 0.
 constexpr int TFC_PAGED_CHUNK = 64;
 // TFC_PAGED_MMA (tfc_attention.h) turns this kernel on; it is off by default.
-// TFC_PAGED_AHEAD 1 loads the next chunk's K and V while the tensor cores work on this one.
+// TFC_PAGED_AHEAD is how the next chunk's K and V come while the tensor cores work on this one:
+// 0 not at all (loaded when staged), 1 into registers (as BF16), 2 into L2 (prefetch.global.L2,
+// the cache rows looked up a chunk ahead), loaded from there when staged.
 #ifndef TFC_PAGED_AHEAD
-#define TFC_PAGED_AHEAD 1
+#define TFC_PAGED_AHEAD 2
 #endif
 
 // tfc_attn_fold folds a chunk's (mc, lc) into a row's running (mt, lt) and gives the weights a
@@ -410,23 +415,13 @@ __device__ __forceinline__ void tfc_attn_fold(float& mt, float& lt, float mc, fl
   mt = mn;
 }
 
-// tfc_divisor_upto<N, K>::value is the largest divisor of N not above K.
-template <int N, int K>
-struct tfc_divisor_upto {
-  static constexpr int value = K >= N ? N : N % K == 0 ? K : tfc_divisor_upto<N, K - 1>::value;
-};
-template <int N>
-struct tfc_divisor_upto<N, 1> {
-  static constexpr int value = 1;
-};
-
 template <int HD, int QG, int THREADS>
 struct tfc_paged_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
   static constexpr int ldk = hdp + 8;              // a staged K or V row (BF16 elements)
   static constexpr int ks = hdp / 16, nd = hdp / 8;
   static constexpr int nw = THREADS / 32;                          // warps
-  static constexpr int hb = tfc_divisor_upto<QG, nw>::value;       // query heads a block
+  static constexpr int hb = tfc_paged_heads<QG, THREADS>::value;   // query heads a block
   static constexpr int sg = nw / hb;                               // 16-row subgroups a block
 };
 
@@ -487,10 +482,8 @@ __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], un
 #pragma unroll
   for (int kk = 0; kk < CH / 16; ++kk)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float* x = s[2 * kk + i / 2] + 2 * (i % 2);
-      pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(tfc_rnd(x[0])), tfc_bf16_hi(tfc_rnd(x[1])));
-    }
+    for (int i = 0; i < 4; ++i)
+      pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(tfc_rnd(s[2 * kk + i / 2][2 * (i % 2)])), tfc_bf16_hi(tfc_rnd(s[2 * kk + i / 2][2 * (i % 2) + 1])));
 }
 
 // tfc_paged_pv is dim block nb of a warp's chunk P·V (element e: row g + 8(e/2), dim 8nb + 2t +
@@ -552,7 +545,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   __shared__ float pm[CL > 1 ? THREADS / 32 * 8 : 1], pl[CL > 1 ? THREADS / 32 * 8 : 1];  // the partials' row max and sum
   __shared__ int vbad;  // c + 1 when chunk c holds a V element that is not finite
   unsigned short *kt = kv, *vt = kv + CH * LDK;
-  if (r >= M || h0 % HB != 0) return;
+  if (r >= M || h0 % HB != 0) return;  // (only a cluster's blocks, one a query head, see other heads)
   const int seq = row_seq[r];
   // the group: rows r.. of seq at consecutive positions, up to the next multiple of R
   if (r > 0 && row_seq[r - 1] == seq && row_pos[r - 1] == row_pos[r] - 1 && row_pos[r] % R != 0) return;
@@ -597,10 +590,14 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   const bool vec = VEC && ldkc % 4 == 0 && ldvc % 4 == 0 && (kh * HD) % 4 == 0;
   uint2 kr[KS], vr[KS];
   bool vbr = false;  // the thread's staged V holds an element that is not finite
-  auto load = [&](int c0) {
+  // rowof is the cache row of the thread's key of the chunk at c0 (-1 past the keys)
+  auto rowof = [&](int c0) -> long long {
     const int key = c0 + jk;
-    const bool live = key < kend;
-    const size_t row = live ? (size_t)pages[key / PS] * PS + key % PS : 0;
+    return key < kend ? (long long)pages[key / PS] * PS + key % PS : -1;
+  };
+  auto load = [&](long long row0) {
+    const bool live = row0 >= 0;
+    const size_t row = live ? (size_t)row0 : 0;
     vbr = false;
 #pragma unroll
     for (int i = 0; i < KS; ++i) {
@@ -629,10 +626,12 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       vr[i] = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
     }
   };
-  // the lane's running totals: rows g + 8i; dims 8nb + 2t + e%2 of element e of dim block nb
-  float mt[2] = {TFC_NEG_INF, TFC_NEG_INF}, lt[2] = {0.f, 0.f}, o[ND][4];
+  // the lane's running totals: rows g + 8i; dims 8nb + 2t + e%2 of element e of dim block nb =
+  // rank + CL·j of o[j] (with a cluster, block rank keeps dim blocks rank, rank + CL, ...)
+  constexpr int NO = (ND + CL - 1) / CL;
+  float mt[2] = {TFC_NEG_INF, TFC_NEG_INF}, lt[2] = {0.f, 0.f}, o[NO][4];
 #pragma unroll
-  for (int b = 0; b < ND; ++b)
+  for (int b = 0; b < NO; ++b)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[b][e] = 0.f;
   const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 * 8);  // K rows as B (k = dims), two steps
@@ -640,7 +639,8 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   const int chunks = (kend + CH - 1) / CH;
   const int rank = CL > 1 ? tfc_cluster_rank() : 0;
   if (tid == 0) vbad = 0;
-  if (rank < chunks) load(rank * CH);
+  long long next = rank < chunks ? rowof(rank * CH) : -1;  // the cache row of the thread's key of the block's next chunk
+  if (TFC_PAGED_AHEAD == 1 && rank < chunks) load(next);
   __syncthreads();  // vbad is reset
   // Rounds of CL chunks: block rank of the cluster takes chunk base + rank and rank 0 folds the
   // round's chunks in order; without a cluster (CL 1) a round is one chunk, folded at once.
@@ -652,7 +652,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
     float part[CL > 1 ? ND : 1][4];  // with a cluster: the chunk's P·V
     if (c < chunks) {
       // stage the chunk: K and V as BF16, V elements that are not finite as zero (and vbad = c + 1)
-      if (!TFC_PAGED_AHEAD && c > rank) load(c0);
+      if (TFC_PAGED_AHEAD != 1) load(next);
       tfc_fill_skew<MUT>();
 #pragma unroll
       for (int i = 0; i < KS; ++i) {
@@ -662,7 +662,15 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       }
       if (vbr) vbad = c + 1;
       tfc_fill_barrier<MUT>();
-      if (TFC_PAGED_AHEAD && c + CL < chunks) load(c0 + CL * CH);
+      if (c + CL < chunks) {
+        next = rowof(c0 + CL * CH);
+        if (TFC_PAGED_AHEAD == 1) load(next);
+        if (TFC_PAGED_AHEAD == 2 && next >= 0)  // a key's four threads take its K and V rows' 128-byte lines in turn
+          for (int l = 128 * (tid % 4); l < HD * (int)sizeof(TC); l += 512) {
+            tfc_prefetch_l2(reinterpret_cast<const char*>(kb + next * ldkc) + l);
+            tfc_prefetch_l2(reinterpret_cast<const char*>(vb + next * ldvc) + l);
+          }
+      }
       const bool bad = vbad == c + 1;
       if (active) {
         tfc_paged_scores<KS>(qf, ka, LDK, nk, c0, sc, pf, mc, lc);
@@ -690,7 +698,8 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
     __syncthreads();  // every warp is done with the tiles: the next stage (or the partials) overwrites them
     if constexpr (CL > 1) {
       // the round's partials (rows 0..7 of subgroup 0: a cluster's launch has at most 8 rows) into
-      // the tiles' LDS; rank 0 folds them in chunk order from the cluster's LDS
+      // the tiles' LDS; then every block folds them in chunk order from the cluster's LDS, block
+      // rank taking dim blocks rank, rank + CL, ... (each keeps the same row max and sum)
       float* po = reinterpret_cast<float*>(kv);
       if (c < chunks && active && r0 == 0) {
         if (t == 0) pm[warp * 8 + g] = mc[0], pl[warp * 8 + g] = lc[0];
@@ -700,31 +709,34 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
           for (int e = 0; e < 2; ++e) po[(warp * 8 + g) * HDP + 8 * nb + 2 * t + e] = part[nb][e];
       }
       tfc_cluster_sync();
-      if (rank == 0 && active) {
-#pragma unroll 1
-        for (int q = 0; q < CL && base + q < chunks; ++q) {
-          if ((base + q) * CH >= nk[0]) continue;
+      if (active) {
+#pragma unroll
+        for (int q = 0; q < CL; ++q) {
+          if (base + q >= chunks || (base + q) * CH >= nk[0]) continue;
           const float* rm = tfc_cluster_map(pm, q);
           const float* rl = tfc_cluster_map(pl, q);
-          const float* ro = tfc_cluster_map(po, q);
+          const float* ro = tfc_cluster_map(po, q) + (warp * 8 + g) * HDP + 2 * t;
           float a, b;
           tfc_attn_fold(mt[0], lt[0], rm[warp * 8 + g], rl[warp * 8 + g], a, b);
 #pragma unroll
-          for (int nb = 0; nb < ND; ++nb)
+          for (int j = 0; j < NO; ++j) {
+            const int nb = rank + CL * j;
 #pragma unroll
-            for (int e = 0; e < 2; ++e) o[nb][e] = fmaf(ro[(warp * 8 + g) * HDP + 8 * nb + 2 * t + e], b, __fmul_rn(o[nb][e], a));
+            for (int e = 0; e < 2; ++e)
+              if (nb < ND) o[j][e] = fmaf(ro[8 * nb + e], b, __fmul_rn(o[j][e], a));
+          }
         }
       }
-      tfc_cluster_sync();  // no block overwrites its LDS while rank 0 reads it
+      tfc_cluster_sync();  // no block overwrites its LDS while the others read it
     }
   }
-  if (rank != 0 || !active) return;
+  if (!active) return;
 #pragma unroll
-  for (int b = 0; b < ND; ++b)
+  for (int j = 0; j < NO; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int row = r0 + g + 8 * (e / 2), d = 8 * b + 2 * t + e % 2;
-      if (row < n && d < HD) tfc_st(Y + (size_t)(r + row) * ldy + h * HD + d, tfc_rnd(__fdiv_rn(o[b][e], lt[e / 2])));
+      const int row = r0 + g + 8 * (e / 2), d = 8 * (rank + CL * j) + 2 * t + e % 2;
+      if (row < n && d < HD) tfc_st(Y + (size_t)(r + row) * ldy + h * HD + d, tfc_rnd(__fdiv_rn(o[j][e], lt[e / 2])));
     }
 }
 #endif
