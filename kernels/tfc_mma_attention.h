@@ -429,12 +429,12 @@ struct tfc_paged_mma_shape {
 // (element e of key block j: row g + 8(e/2), key 8j + 2t + e%2), then p rounded to BF16 as A
 // fragments pf (step kk: register i row g + 8(i%2), keys 16kk + 2t + 8(i/2), +1), and each row's
 // chunk max mc and sum lc.
+__device__ __forceinline__ void tfc_paged_softmax(float (&s)[TFC_PAGED_CHUNK / 8][4], const int (&nk)[2], int c0, float sc,
+                                                  unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]);
 template <int KS>
 __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], unsigned ka, int ldk, const int (&nk)[2], int c0, float sc,
                                                  unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]) {
-  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8;
-  constexpr unsigned all = 0xffffffffu;
-  const int t = threadIdx.x % 4;
+  constexpr int NJ = TFC_PAGED_CHUNK / 8;
   float s[NJ][4];
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
@@ -453,6 +453,17 @@ __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], un
       tfc_mma_bf16(s[j], qf[KS - 1], b);
     }
   }
+  tfc_paged_softmax(s, nk, c0, sc, pf, mc, lc);
+}
+
+// tfc_paged_softmax turns a warp's chunk of products s (q·k, element e of key block j: row g +
+// 8(e/2), key 8j + 2t + e%2) into p rounded to BF16 as A fragments pf and each row's max mc and
+// sum lc (see tfc_paged_scores).
+__device__ __forceinline__ void tfc_paged_softmax(float (&s)[TFC_PAGED_CHUNK / 8][4], const int (&nk)[2], int c0, float sc,
+                                                  unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]) {
+  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8;
+  constexpr unsigned all = 0xffffffffu;
+  const int t = threadIdx.x % 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float mx = TFC_NEG_INF;
@@ -486,6 +497,10 @@ __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], un
       pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(tfc_rnd(s[2 * kk + i / 2][2 * (i % 2)])), tfc_bf16_hi(tfc_rnd(s[2 * kk + i / 2][2 * (i % 2) + 1])));
 }
 
+template <int HD, int PS, typename TC>
+__device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], int nb, const int* pages, const TC* vb,
+                                                int ldvc, int c0, int kend, const int (&nk)[2], float (&acc)[4]);
+
 // tfc_paged_pv is dim block nb of a warp's chunk P·V (element e: row g + 8(e/2), dim 8nb + 2t +
 // e%2) from the staged V at va; where the chunk holds V elements that are not finite (bad), their
 // p·v is added apart, key by key, for the rows whose key count nk passes the key.
@@ -494,7 +509,6 @@ __device__ __forceinline__ void tfc_paged_pv(const unsigned (&pf)[TFC_PAGED_CHUN
                                              const int* pages, const TC* vb, int ldvc, int c0, int kend, const int (&nk)[2],
                                              float (&acc)[4]) {
   constexpr int CH = TFC_PAGED_CHUNK;
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int e = 0; e < 4; ++e) acc[e] = 0.f;
 #pragma unroll
@@ -504,7 +518,16 @@ __device__ __forceinline__ void tfc_paged_pv(const unsigned (&pf)[TFC_PAGED_CHUN
     tfc_mma_bf16(acc, pf[kk], {vf[0], vf[1]});
     tfc_mma_bf16(acc, pf[kk + 1], {vf[2], vf[3]});
   }
-  if (!bad) return;
+  if (bad) tfc_paged_apart<HD, PS>(pf, nb, pages, vb, ldvc, c0, kend, nk, acc);
+}
+
+// tfc_paged_apart adds p·v to dim block nb of a chunk's P·V (acc) for its V elements that are not
+// finite (staged as zero), key by key, for the rows whose key count nk passes the key.
+template <int HD, int PS, typename TC>
+__device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], int nb, const int* pages, const TC* vb,
+                                                int ldvc, int c0, int kend, const int (&nk)[2], float (&acc)[4]) {
+  constexpr int CH = TFC_PAGED_CHUNK;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll 1
   for (int k = 0; k < CH && c0 + k < kend; ++k) {
     // p of key k for rows g and g + 8: register (k % 16) / 8 * 2 + i of step k / 16, lane 4g + (k % 8) / 2
@@ -531,6 +554,120 @@ __device__ __forceinline__ void tfc_paged_pv(const unsigned (&pf)[TFC_PAGED_CHUN
   }
 }
 
+// tfc_paged_packed takes a group of one row (a decode row in a launch of many rows) and the
+// block's HB query heads: mma row i is head h0 + i, and warp w takes chunks w, w + NW, ...,
+// reading its K and V fragments from the cache itself (no LDS stage; V elements that are not
+// finite as zero, added apart) and leaving the chunk's partial in LDS (po, pm, pl); after each
+// round of NW chunks the block folds them in chunk order, warp w keeping dim blocks w, w + NW, ...
+// The mma rows, products and sums are a row's own, as in the staged walk: the same bits.
+template <int HD, int HB, int PS, int THREADS, int MUT, typename TQ, typename TC, typename TY>
+__device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC* kb, int ldkc, const TC* vb, int ldvc, TY* Y, int ldy,
+                                                 const int* pages, int r, int h0, int kend, float sc, float* po, float* pm, float* pl) {
+  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8, NW = THREADS / 32;
+  constexpr int HDP = (HD + 15) / 16 * 16, KS = HDP / 16, ND = HDP / 8, NO = (ND + NW - 1) / NW;
+  static_assert(HB <= 8, "a block's heads are mma rows 0..7");
+  constexpr unsigned all = 0xffffffffu;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int nk[2] = {g < HB ? kend : 0, 0};  // key counts of the lane's mma rows g and g + 8
+  unsigned qf[KS][4];  // register i of step ks: head h0 + g + 8(i%2), dims 16ks + 2t + 8(i/2) and +1
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + 8 * (i % 2), d = 16 * ks + 2 * t + 8 * (i / 2);
+      const TQ* q = Q + (size_t)r * ldqm + (h0 + (row < HB ? row : 0)) * HD + d;
+      const float x0 = row < HB && d < HD ? tfc_ld(q) : 0.f, x1 = row < HB && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
+      qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
+    }
+  // a cache element as BF16 bits (0 past the keys or head_dim; fin false where it is not finite)
+  auto el = [&](const TC* base, int ld, int key, int d, bool& fin) -> unsigned {
+    if (key >= kend || d >= HD) return 0u;
+    const float x = tfc_ld(base + ((size_t)pages[key / PS] * PS + key % PS) * ld + d);
+    fin = tfc_finite(x);
+    return tfc_bf16_hi(x);
+  };
+  float mt = TFC_NEG_INF, lt = 0.f, o[NO][4];
+#pragma unroll
+  for (int j = 0; j < NO; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
+  const int chunks = (kend + CH - 1) / CH;
+#pragma unroll 1
+  for (int base = 0; base < chunks; base += NW) {
+    const int c = base + warp, c0 = c * CH;
+    tfc_fill_skew<MUT>();
+    if (c < chunks) {
+      float s[NJ][4];  // q·k of key block j: B fragments from K rows c0 + 8j + g
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          unsigned b[2];
+          bool fin;  // K's specials go through the products, as staged
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int key = c0 + 8 * j + g, d = 16 * ks + 8 * hf + 2 * t;
+            b[hf] = tfc_pack_bf16(el(kb, ldkc, key, d, fin), el(kb, ldkc, key, d + 1, fin));
+          }
+          tfc_mma_bf16(s[j], qf[ks], b);
+        }
+      }
+      unsigned pf[CH / 16][4];
+      float mc[2], lc[2];
+      tfc_paged_softmax(s, nk, c0, sc, pf, mc, lc);
+      if (t == 0 && g < HB) pm[warp * 8 + g] = mc[0], pl[warp * 8 + g] = lc[0];
+#pragma unroll
+      for (int nb = 0; nb < ND; ++nb) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        bool fin = true;
+#pragma unroll
+        for (int kk = 0; kk < CH / 16; ++kk) {
+          unsigned b[2];  // V rows c0 + 16kk + 8hf + 2t, +1 of dim 8nb + g
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int key = c0 + 16 * kk + 8 * hf + 2 * t, d = 8 * nb + g;
+            bool f0 = true, f1 = true;
+            const unsigned v0 = el(vb, ldvc, key, d, f0), v1 = el(vb, ldvc, key + 1, d, f1);
+            fin = fin && f0 && f1;
+            b[hf] = tfc_pack_bf16(f0 ? v0 : 0u, f1 ? v1 : 0u);
+          }
+          tfc_mma_bf16(acc, pf[kk], b);
+        }
+        if (__any_sync(all, !fin)) tfc_paged_apart<HD, PS>(pf, nb, pages, vb, ldvc, c0, kend, nk, acc);
+        if (g < HB)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) po[(warp * 8 + g) * HDP + 8 * nb + 2 * t + e] = acc[e];
+      }
+    }
+    tfc_fill_barrier<MUT>();  // the round's partials are in LDS
+    if (g < HB) {
+#pragma unroll 1
+      for (int q = 0; q < NW && base + q < chunks; ++q) {
+        float a, b;
+        tfc_attn_fold(mt, lt, pm[q * 8 + g], pl[q * 8 + g], a, b);
+#pragma unroll
+        for (int j = 0; j < NO; ++j) {
+          const int nb = warp + NW * j;
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (nb < ND) o[j][e] = fmaf(po[(q * 8 + g) * HDP + 8 * nb + 2 * t + e], b, __fmul_rn(o[j][e], a));
+        }
+      }
+    }
+    __syncthreads();  // the next round's partials overwrite these
+  }
+  if (g >= HB) return;
+#pragma unroll
+  for (int j = 0; j < NO; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int d = 8 * (warp + NW * j) + 2 * t + e;
+      if (d < HD) tfc_st(Y + (size_t)r * ldy + (h0 + g) * HD + d, tfc_rnd(__fdiv_rn(o[j][e], lt)));
+    }
+}
+
 template <int HD, int QG, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                                         int ldy, const int* row_seq, const int* row_pos, const int* page_table,
@@ -542,7 +679,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   static_assert(HDP <= 128, "the tensor-core cached attention keeps head_dim ≤ 128");
   static_assert(CL == 1 || 8 * (THREADS / 32) * HDP * 4 <= 2 * CH * LDK * 2, "a round's partials fit in the K and V tiles");
   __shared__ __align__(16) unsigned short kv[2 * CH * LDK];  // K, then V; with a cluster, then the round's partials
-  __shared__ float pm[CL > 1 ? THREADS / 32 * 8 : 1], pl[CL > 1 ? THREADS / 32 * 8 : 1];  // the partials' row max and sum
+  __shared__ float pm[THREADS / 32 * 8], pl[THREADS / 32 * 8];  // the partials' row max and sum (a cluster's, or a packed row's)
   __shared__ int vbad;  // c + 1 when chunk c holds a V element that is not finite
   unsigned short *kt = kv, *vt = kv + CH * LDK;
   if (r >= M || h0 % HB != 0) return;  // (only a cluster's blocks, one a query head, see other heads)
@@ -556,11 +693,22 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
     if (pos < 0 || pos / PS >= ldpt) tfc_trap();
     kend = max(kend, tfc_bound<MUT>(pos + 1));
   }
+  const int* pages = page_table + (size_t)seq * ldpt;
+  const int kh = h0 / QG;
+  const TC* kb = Kc + kh * HD;
+  const TC* vb = Vc + kh * HD;
+  const int ldqm = tfc_stride<MUT>(ldq);
+  const float sc = tfc_scale<MUT>(scale);
+  if constexpr (CL == 1 && HB > 1) {
+    if (n == 1) {  // a lone row: its heads share the mma rows
+      tfc_paged_packed<HD, HB, PS, THREADS, MUT>(Q, ldqm, kb, ldkc, vb, ldvc, Y, ldy, pages, r, h0, kend, sc, reinterpret_cast<float*>(kv),
+                                                 pm, pl);
+      return;
+    }
+  }
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int h = h0 + warp % HB, r0 = 16 * (warp / HB);  // the warp's head and first row of the group
   const bool active = warp < HB * SG && r0 < n;
-  const int ldqm = tfc_stride<MUT>(ldq);
-  const float sc = tfc_scale<MUT>(scale);
   int nk[2];  // key counts of the lane's mma rows g and g + 8 (0: no row)
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -579,10 +727,6 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       const float x0 = live && d < HD ? tfc_ld(q) : 0.f, x1 = live && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  const int* pages = page_table + (size_t)seq * ldpt;
-  const int kh = h0 / QG;
-  const TC* kb = Kc + kh * HD;
-  const TC* vb = Vc + kh * HD;
   // a chunk's K and V pass through registers as BF16: thread tid takes key tid / 4 of the chunk,
   // dims 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes a step)
   constexpr bool VEC = sizeof(TC) == 4 && HD % 4 == 0;  // F32 cache rows in float4

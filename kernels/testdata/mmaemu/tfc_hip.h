@@ -321,6 +321,12 @@ template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int d) {
   return emu_shfl(v, (int)(threadIdx.x % EMU_WAVE) ^ d);
 }
+// __any_sync: whether p holds on any lane of the warp (an or-butterfly of shuffles).
+inline int __any_sync(unsigned m, int p) {
+  int v = p != 0;
+  for (int d = 1; d < EMU_WAVE; d <<= 1) v |= __shfl_xor_sync(m, v, d);
+  return v;
+}
 
 // The AMD matrix instruction on a 16×16×16 BF16 block, from the ISAs' operand layouts (written here
 // apart from the kernel's own tfc_amd_mx): lane l gives A's row l%16 and B's column l%16 at 2R
