@@ -135,13 +135,8 @@ __device__ __forceinline__ void tfc_attention_spans(const TQ* Q, int ldq, const 
 #endif
 }
 
-// tfc_attention_paged: row r and query head h, which reads KV head h / QG, attend causally to
-// positions 0..pos of the row's sequence through its page table. Launches of more than 8 rows
-// take a block a row (or a group of rows) and tfc_paged_heads query heads of one KV head, grid
-// (M, heads / that); launches of at most 8 rows a cluster of SPLIT blocks a row and query head.
-
-// tfc_paged_heads<QG, THREADS>::value is the query heads a block of a launch of many rows takes:
-// the largest divisor of QG (the query heads a KV head serves) not above the block's warps.
+// tfc_paged_heads<QG, THREADS>::value is the query heads of one KV head a block of the tensor-core
+// kernel takes: the largest divisor of QG (the query heads a KV head serves) not above its warps.
 template <int QG, int K>
 struct tfc_divisor_upto {
   static constexpr int value = K >= QG ? QG : QG % K == 0 ? K : tfc_divisor_upto<QG, K - 1>::value;
@@ -152,6 +147,11 @@ struct tfc_divisor_upto<QG, 1> {
 };
 template <int QG, int THREADS>
 struct tfc_paged_heads : tfc_divisor_upto<QG, THREADS / 32> {};
+
+// tfc_attention_paged: row r and query head h, which reads KV head h / QG, attend causally to
+// positions 0..pos of the row's sequence through its page table. The grid is (M, heads): a block
+// a row and query head; launches of at most 8 rows (M, heads · SPLIT), a cluster of SPLIT blocks a
+// row and query head.
 #if TFC_CUDA
 // On CUDA (tfc_attention_paged_warps; TFC_PAGED_MMA takes the tensor cores in BF16, below) the
 // keys 0..pos are cut into SPLIT*NW contiguous ranges, range g holding keys
@@ -374,9 +374,9 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
   }
 }
 
-// TFC_PAGED_MMA 1 takes the tensor-core kernel below. It is off by default: it fills prompts 1.4
-// to 1.7 times faster, but a decode row walks its chunks two times slower than the CUDA-core
-// kernel at 2,048 keys (docs/receipts/2026-12-04-h200-paged-attention-tensor-cores.md).
+// TFC_PAGED_MMA 1 takes the tensor-core kernel below. It is off by default: it fills prompts 1.5
+// to 2 times faster, but its decode rows are slower than the CUDA-core kernel's (batch 1 3.02 ->
+// 3.45 ms a round, batch 16 7.01 -> 8.37; docs/receipts/2026-12-06-h100-paged-attention-mma.md).
 #ifndef TFC_PAGED_MMA
 #define TFC_PAGED_MMA 0
 #endif
@@ -391,21 +391,13 @@ template <int HD, int QG, int BKV, int THREADS, int PS, int SPLIT, bool SMALL, i
 __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const TC* Kc, int ldkc, const TC* Vc, int ldvc, TY* Y,
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
-  constexpr int HB = tfc_paged_heads<QG, THREADS>::value;
+  const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
   if constexpr (TFC_PAGED_MMA && TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
-    const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y * HB;
     tfc_attention_paged_mma<HD, QG, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table,
                                                                       ldpt, M, scale, blockIdx.x, h);
-  } else if constexpr (SMALL) {
-    tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
-                                                                          page_table, ldpt, M, scale, blockIdx.y / SPLIT);
   } else {
-#pragma unroll 1
-    for (int a = 0; a < HB; ++a) {  // the block's heads one after the other
-      tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
-                                                                            page_table, ldpt, M, scale, blockIdx.y * HB + a);
-      __syncthreads();  // the next head rewrites the ranges' LDS
-    }
+    tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
+                                                                          page_table, ldpt, M, scale, h);
   }
 }
 #else
@@ -416,21 +408,16 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
                                     int ldy, const int* row_seq, const int* row_pos, const int* page_table, int ldpt,
                                     int M, float scale) {
   __shared__ float qs[HD], os[HD], ls[1];
-  constexpr int HB = SMALL ? 1 : tfc_paged_heads<QG, THREADS>::value;  // heads a block
-  const int r = blockIdx.x;
+  const int r = blockIdx.x, h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
   if (r >= M || (SMALL && blockIdx.y % SPLIT != 0)) return;
   const int seq = row_seq[r], pos = row_pos[r];
   if (pos < 0 || pos / PS >= ldpt) tfc_trap();
   const int ldqm = tfc_stride<MUT>(ldq);
+  for (int d = threadIdx.x; d < HD; d += THREADS) qs[d] = tfc_ld(Q + (size_t)r * ldqm + h * HD + d);
+  __syncthreads();
   const tfc_paged_keys<PS> keys{page_table + (size_t)seq * ldpt};
-  for (int a = 0; a < HB; ++a) {
-    const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y * HB + a;
-    for (int d = threadIdx.x; d < HD; d += THREADS) qs[d] = tfc_ld(Q + (size_t)r * ldqm + h * HD + d);
-    __syncthreads();
-    tfc_attend<HD, 1, BKV, THREADS, MUT>(qs, 1, Kc, ldkc, Vc, ldvc, (h / QG) * HD, pos + 1, scale, keys, os, ls);
-    for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, tfc_rnd(os[d] / ls[0]));
-    __syncthreads();  // the next head rewrites qs, os and ls
-  }
+  tfc_attend<HD, 1, BKV, THREADS, MUT>(qs, 1, Kc, ldkc, Vc, ldvc, (h / QG) * HD, pos + 1, scale, keys, os, ls);
+  for (int d = threadIdx.x; d < HD; d += THREADS) tfc_st(Y + (size_t)r * ldy + h * HD + d, tfc_rnd(os[d] / ls[0]));
 }
 #endif
 

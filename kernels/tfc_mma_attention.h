@@ -385,8 +385,9 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 // HB): warp w takes head w % HB and rows 16(w / HB).. of the group, a row an mma row, and keeps its
 // Q fragments in registers. A row starts a group unless it continues row r-1's sequence at the
 // next position and that position is not a multiple of 16·SG. Block (r, h) takes the group that
-// starts at row r and heads HB·y.. (with a cluster, heads h.. of the cluster of query head h where
-// HB divides h; the other clusters exit); blocks whose row starts no group exit. The block stages
+// starts at row r and heads h..h+HB-1 where HB divides h (with a cluster, the cluster of query
+// head h); the other blocks exit, five in six of them where a KV head serves 6 query heads (the
+// grid is the CUDA-core kernel's, a block a row and query head). The block stages
 // each chunk's K and V once for all its warps (in LDS as BF16, the next chunk's loads in flight
 // in registers while the tensor cores work). Launches of many rows walk the chunks in one block,
 // folding each as it comes; launches of at most 8 rows (decode rounds) spread them over a cluster
@@ -682,7 +683,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   __shared__ float pm[THREADS / 32 * 8], pl[THREADS / 32 * 8];  // the partials' row max and sum (a cluster's, or a packed row's)
   __shared__ int vbad;  // c + 1 when chunk c holds a V element that is not finite
   unsigned short *kt = kv, *vt = kv + CH * LDK;
-  if (r >= M || h0 % HB != 0) return;  // (only a cluster's blocks, one a query head, see other heads)
+  if (r >= M || h0 % HB != 0) return;
   const int seq = row_seq[r];
   // the group: rows r.. of seq at consecutive positions, up to the next multiple of R
   if (r > 0 && row_seq[r - 1] == seq && row_pos[r - 1] == row_pos[r] - 1 && row_pos[r] % R != 0) return;

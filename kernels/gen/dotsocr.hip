@@ -981,7 +981,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
 // dotsocr_decode_attention: attention(cache)
 // from graphs/qwen2_vl.graph:149
 // launch dotsocr_decode_attention_kvstore: grid (M, 1), 256 threads
-// launch dotsocr_decode_attention: grid (M, 2), or (M, 32) as dotsocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
+// launch dotsocr_decode_attention: grid (M, 4), or (M, 32) as dotsocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,

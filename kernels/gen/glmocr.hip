@@ -1268,7 +1268,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
 // glmocr_decode_attention: attention(cache)
 // from graphs/glm_ocr.graph:162
 // launch glmocr_decode_attention_kvstore: grid (M, 1), 256 threads
-// launch glmocr_decode_attention: grid (M, 1), or (M, 16) as glmocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
+// launch glmocr_decode_attention: grid (M, 2), or (M, 16) as glmocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void glmocr_decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,

@@ -1169,7 +1169,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rope_k(
 // lightonocr_decode_attention: attention(cache)
 // from graphs/lighton_ocr.graph:144
 // launch lightonocr_decode_attention_kvstore: grid (M, 1), 256 threads
-// launch lightonocr_decode_attention: grid (M, 1), or (M, 16) as lightonocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
+// launch lightonocr_decode_attention: grid (M, 2), or (M, 16) as lightonocr_decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,

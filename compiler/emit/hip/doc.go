@@ -61,10 +61,9 @@
 // the gate/up GEMM launch <name>_mid at 8 < M ≤ 64, on tiles of 16 rows: (ceil(M/16), GridY).
 //
 // A cached attention kernel is two launches with the same arguments: <name>_kvstore, which stores
-// the launch's K and V rows into the cache (a block a row), then <name>, a block a row and the
-// largest divisor of a KV head's query heads not above 8 of them (grid.y = heads / that), or at
-// M ≤ 8 <name>_rows, 8 blocks a row and query head (a cluster on CUDA, which shares the row's key
-// ranges out between them; the same bits).
+// the launch's K and V rows into the cache (a block a row), then <name>, a block a row and query
+// head, or at M ≤ 8 <name>_rows, 8 blocks a row and query head (a cluster on CUDA, which shares
+// the row's key ranges out between them; the same bits).
 //
 // # Planted controls
 //

@@ -714,7 +714,7 @@ func newAttention(k Kernel) (template, error) {
 
 func (f *attention) tile() string {
 	if f.k.Ops[0].Flags["cache"] {
-		return fmt.Sprintf("store K and V a row a block; then a query row's heads of one KV head a block (%d at most), its keys cut into %d ranges by position (at most %d rows: a cluster of %d blocks a row's head)", threads/32, keySplit*threads/32, smallRows, keySplit)
+		return fmt.Sprintf("store K and V a row a block; then a query row's head a block, its keys cut into %d ranges by position (at most %d rows: a cluster of %d blocks a row's head)", keySplit*threads/32, smallRows, keySplit)
 	}
 	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d", f.groups, keyTile)
 }
@@ -724,28 +724,16 @@ func (f *attention) launches() []device.Launch {
 	if !o.Flags["cache"] {
 		return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads")}}
 	}
-	h, kv := o.int("heads"), o.int("kv_heads")
 	return []device.Launch{
 		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
-		// a block a row and pagedHeads query heads; at few rows a cluster of keySplit a row and query head
-		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: h / pagedHeads(h/kv),
+		// a block a row and query head; at few rows a cluster of keySplit
+		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads"),
 			SmallRows: smallRows, SmallRowsGridY: o.int("heads") * keySplit, SmallSymbol: f.k.Name + smallSuffix, SmallClusterY: keySplit},
 	}
 }
 
 func (f *attention) mutations() []Mutation {
 	return []Mutation{OffByOneBound, DroppedScale, WrongStride, MissingBarrier}
-}
-
-// pagedHeads is the query heads a block of a cached attention takes in launches of more than
-// smallRows rows: the largest divisor of qg (the query heads a KV head serves) not above a
-// block's warps, as tfc_paged_heads in kernels/tfc_attention.h.
-func pagedHeads(qg int) int {
-	k := min(qg, threads/32)
-	for qg%k != 0 {
-		k--
-	}
-	return k
 }
 
 func (f *attention) body(g *gen) error {

@@ -62,8 +62,8 @@ static std::vector<float> queries(int m, int ldq, unsigned seed) {
 }
 
 // run launches the emitter's grid into y [rows, heads*hd]: for launches of more than 8 rows x a
-// row and y a block's heads, whatever the rows (small false); with small true the grid of
-// launches of at most 8 rows, x a row and y a head's SPLIT blocks, each head's blocks a cluster.
+// row and y a head, whatever the rows (small false); with small true the grid of launches of at
+// most 8 rows, x a row and y a head's SPLIT blocks, each head's blocks a cluster.
 template <int HD, int MUT = TFC_MUT_NONE, bool SMALL = false>
 static std::vector<float> run(const Cache& c, const std::vector<Row>& rows, const std::vector<float>& q, int ldq, float scale) {
   const int M = (int)rows.size(), ldy = c.heads * HD, ldk = c.kvh * HD, qg = c.heads / c.kvh;
@@ -83,14 +83,12 @@ static std::vector<float> run(const Cache& c, const std::vector<Row>& rows, cons
     else
       tfc_attention_paged<HD, 1, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
   };
-  // launches of many rows: grid.y is the heads over those a block takes (tfc_paged_heads)
-  const int hb = qg == 2 ? tfc_paged_heads<2, THREADS>::value : qg == 6 ? tfc_paged_heads<6, THREADS>::value : 1;
-  for (int y = 0; y < (SMALL ? c.heads : c.heads / hb); ++y)
+  for (int h = 0; h < c.heads; ++h)
     for (int x = 0; x < M; ++x) {
       if (SMALL)
-        emu_run_cluster(SPLIT, x, y * SPLIT, body);
+        emu_run_cluster(SPLIT, x, h * SPLIT, body);
       else
-        emu_run(sm, x, y, body);
+        emu_run(sm, x, h, body);
     }
   return y;
 }

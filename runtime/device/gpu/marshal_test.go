@@ -105,18 +105,11 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, sym, x, y, l.Threads)
 					}
 				}
-				// tfc_attention_paged reads blockIdx.y as a block of query heads of one KV head (the largest
-				// divisor of a KV head's query heads up to 8, tfc_paged_heads), or at few rows blockIdx.y /
-				// SmallClusterY as the query head
+				// tfc_attention_paged reads blockIdx.y as the query head, or at few rows blockIdx.y / SmallClusterY
 				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil {
-					qg := a.Heads / a.KVHeads
-					hb := min(qg, 8)
-					for qg%hb != 0 {
-						hb--
-					}
-					l, want := s.Launches[len(s.Launches)-1], a.Heads/hb
+					l, want := s.Launches[len(s.Launches)-1], a.Heads
 					if m <= l.SmallRows {
-						want = a.Heads * l.SmallClusterY
+						want *= l.SmallClusterY
 					}
 					if g := grids[len(grids)-1].Y; l.SmallClusterY < 2 || g != want {
 						t.Errorf("a cached attention launches %d blocks a row (clusters of %d at M ≤ %d), want %d", g, l.SmallClusterY, l.SmallRows, want)

@@ -1492,7 +1492,7 @@ extern "C" __global__ __launch_bounds__(256) void mrope(
 // decode_attention: attention(cache)
 // from sample:layer.attention
 // launch decode_attention_kvstore: grid (M, 1), 256 threads
-// launch decode_attention: grid (M, 2), or (M, 96) as decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
+// launch decode_attention: grid (M, 12), or (M, 96) as decode_attention_rows in clusters of 8 along y when M ≤ 8, 256 threads
 extern "C" __global__ __launch_bounds__(256) void decode_attention_kvstore(
     const float* op0_Q, int op0_Q_ld,
     const float* op0_K, int op0_K_ld,
