@@ -555,17 +555,18 @@ __device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_C
   }
 }
 
-// tfc_paged_packed takes a group of one row (a decode row in a launch of many rows) and the
-// block's HB query heads: mma row i is head h0 + i, and warp w takes chunks w, w + NW, ...,
-// reading its K and V fragments from the cache itself (no LDS stage; V elements that are not
-// finite as zero, added apart) and leaving the chunk's partial in LDS (po, pm, pl); after each
-// round of NW chunks the block folds them in chunk order, warp w keeping dim blocks w, w + NW, ...
-// The mma rows, products and sums are a row's own, as in the staged walk: the same bits.
-template <int HD, int HB, int PS, int THREADS, int MUT, typename TQ, typename TC, typename TY>
+// tfc_paged_packed takes a group of one row (a decode row) and HB query heads: mma row i is head
+// h0 + i. Warp w of cluster block c (CL blocks; one block, c = 0, without a cluster) takes chunks
+// base + NW·c + w of each round of CL·NW, reading its K and V fragments from the cache itself (no
+// LDS stage; V elements that are not finite as zero, added apart) and leaving the chunk's partial
+// in its block's LDS (po, pm, pl); then the round's partials are folded in chunk order, warp w of
+// block c keeping dim blocks NW·c + w, NW·c + w + CL·NW, ... The mma rows, products and sums are a
+// row's own, as in the staged walk: the same bits.
+template <int HD, int HB, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC* kb, int ldkc, const TC* vb, int ldvc, TY* Y, int ldy,
                                                  const int* pages, int r, int h0, int kend, float sc, float* po, float* pm, float* pl) {
-  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8, NW = THREADS / 32;
-  constexpr int HDP = (HD + 15) / 16 * 16, KS = HDP / 16, ND = HDP / 8, NO = (ND + NW - 1) / NW;
+  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8, NW = THREADS / 32, RW = CL * NW;  // RW: chunks a round
+  constexpr int HDP = (HD + 15) / 16 * 16, KS = HDP / 16, ND = HDP / 8, NO = (ND + RW - 1) / RW;
   static_assert(HB <= 8, "a block's heads are mma rows 0..7");
   constexpr unsigned all = 0xffffffffu;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
@@ -593,9 +594,10 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
   const int chunks = (kend + CH - 1) / CH;
+  const int rank = CL > 1 ? tfc_cluster_rank() : 0, slot = NW * rank + warp;  // the warp's place in a round
 #pragma unroll 1
-  for (int base = 0; base < chunks; base += NW) {
-    const int c = base + warp, c0 = c * CH;
+  for (int base = 0; base < chunks; base += RW) {
+    const int c = base + slot, c0 = c * CH;
     tfc_fill_skew<MUT>();
     if (c < chunks) {
       float s[NJ][4];  // q·k of key block j: B fragments from K rows c0 + 8j + g
@@ -643,28 +645,35 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       }
     }
     tfc_fill_barrier<MUT>();  // the round's partials are in LDS
+    if constexpr (CL > 1) tfc_cluster_sync();
     if (g < HB) {
 #pragma unroll 1
-      for (int q = 0; q < NW && base + q < chunks; ++q) {
+      for (int q = 0; q < RW && base + q < chunks; ++q) {
+        const float* rm = CL > 1 ? tfc_cluster_map(pm, q / NW) : pm;
+        const float* rl = CL > 1 ? tfc_cluster_map(pl, q / NW) : pl;
+        const float* ro = (CL > 1 ? tfc_cluster_map(po, q / NW) : po) + (q % NW * 8 + g) * HDP + 2 * t;
         float a, b;
-        tfc_attn_fold(mt, lt, pm[q * 8 + g], pl[q * 8 + g], a, b);
+        tfc_attn_fold(mt, lt, rm[q % NW * 8 + g], rl[q % NW * 8 + g], a, b);
 #pragma unroll
         for (int j = 0; j < NO; ++j) {
-          const int nb = warp + NW * j;
+          const int nb = slot + RW * j;
 #pragma unroll
           for (int e = 0; e < 2; ++e)
-            if (nb < ND) o[j][e] = fmaf(po[(q * 8 + g) * HDP + 8 * nb + 2 * t + e], b, __fmul_rn(o[j][e], a));
+            if (nb < ND) o[j][e] = fmaf(ro[8 * nb + e], b, __fmul_rn(o[j][e], a));
         }
       }
     }
-    __syncthreads();  // the next round's partials overwrite these
+    if constexpr (CL > 1)
+      tfc_cluster_sync();  // no block overwrites its partials while the others read them
+    else
+      __syncthreads();  // the next round's partials overwrite these
   }
   if (g >= HB) return;
 #pragma unroll
   for (int j = 0; j < NO; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int d = 8 * (warp + NW * j) + 2 * t + e;
+      const int d = 8 * (slot + RW * j) + 2 * t + e;
       if (d < HD) tfc_st(Y + (size_t)r * ldy + (h0 + g) * HD + d, tfc_rnd(__fdiv_rn(o[j][e], lt)));
     }
 }
@@ -700,10 +709,10 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   const TC* vb = Vc + kh * HD;
   const int ldqm = tfc_stride<MUT>(ldq);
   const float sc = tfc_scale<MUT>(scale);
-  if constexpr (CL == 1 && HB > 1) {
+  if constexpr (HB > 1) {
     if (n == 1) {  // a lone row: its heads share the mma rows
-      tfc_paged_packed<HD, HB, PS, THREADS, MUT>(Q, ldqm, kb, ldkc, vb, ldvc, Y, ldy, pages, r, h0, kend, sc, reinterpret_cast<float*>(kv),
-                                                 pm, pl);
+      tfc_paged_packed<HD, HB, PS, THREADS, CL, MUT>(Q, ldqm, kb, ldkc, vb, ldvc, Y, ldy, pages, r, h0, kend, sc,
+                                                     reinterpret_cast<float*>(kv), pm, pl);
       return;
     }
   }
