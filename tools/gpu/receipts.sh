@@ -39,8 +39,12 @@
 #                                    of a text prompt both ways, which must be equal
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
+#   tools/gpu/receipts.sh paged-mma OUT the tensor-core cached attention (TFC_PAGED_MMA=1): every
+#                                    family's BF16 contracts with it, decode (batch 1-64) and prompt
+#                                    fill against the default build, and Nsight Compute on one
+#                                    prompt launch and one decode launch of it
 set -uo pipefail
-part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes or speed}
+part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes, speed or paged-mma}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -195,6 +199,21 @@ speed)
 	step 120 bench-graphs bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1,8 --prompt-tokens 128 --new-tokens 32 --out "$out/bench-graphs.json"
 	step 120 bench-plain env TFC_GPU_GRAPHS=0 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1,8 --prompt-tokens 128 --new-tokens 32 --out "$out/bench-plain.json"
 	step 120 bench-profile bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 128 --new-tokens 16 --profile --out "$out/bench-profile.json"
+	;;
+paged-mma)
+	dw=/tmp/tfc-full-qwen
+	mkdir -p "$out/receipts"
+	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
+	step 150 contracts-bf16-mma env TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	step 240 ab env AB_ROUNDS=1 AB_BATCH=1,8,16,64 AB_PROMPT=512 AB_NEW=160 AB_FILL="8x512 1x2048" \
+		bash tools/gpu/flags-speed.sh "$out/ab" "" "-DTFC_PAGED_MMA=1"
+	rm -rf "$out/ab/bin"
+	# one prompt launch (many rows) and one decode launch (the cluster layout) under Nsight Compute
+	for k in 'qwen2vl_decode_attention$' 'qwen2vl_decode_attention_rows'; do
+		step 60 "ncu-${k%\$}" env TFC_GPU_TAPES=0 TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1 ncu -k "regex:$k" -s 60 -c 1 \
+			--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
+			bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 --new-tokens 8
+	done
 	;;
 esac
 log "done"
