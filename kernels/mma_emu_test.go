@@ -65,7 +65,7 @@ func TestAttentionEmulated(t *testing.T) {
 
 // TestPagedAttentionEmulated runs tfc_attention_paged the same way (testdata/mmaemu/paged.cpp):
 // the tensor-core cached attention CUDA takes with TFC_PAGED_MMA (off by default) in BF16
-// precision, and the CUDA-core kernel it takes by default (its layout for more than 8 rows) in
+// precision, on the CUDA-core kernel's grid (1) and on its own (2), and the CUDA-core kernel it takes by default (its layout for more than 8 rows) in
 // both precisions and with ranges of at least 64 keys (TFC_PAGED_MINPER) and two query heads a
 // decode row's cluster (TFC_PAGED_HEADS), over decode rows,
 // prompt chunks and contexts of several rounds of chunks, each row's bits checked across launches
@@ -77,6 +77,7 @@ func TestPagedAttentionEmulated(t *testing.T) {
 	t.Parallel()
 	for name, flags := range map[string][]string{
 		"mma bf16":                     {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"},
+		"mma bf16 own grid":            {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=2"},
 		"warps bf16":                   {"-DTFC_BF16=1"},
 		"warps f32":                    nil,
 		"warps bf16 minper 64 heads 2": {"-DTFC_BF16=1", "-DTFC_PAGED_MINPER=64", "-DTFC_PAGED_HEADS=2"},

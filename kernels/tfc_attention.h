@@ -374,7 +374,10 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
   }
 }
 
-// TFC_PAGED_MMA 1 takes the tensor-core kernel below. It is off by default: it fills prompts 1.5
+// TFC_PAGED_MMA 1 takes the tensor-core kernel below on the grid above; 2 (which the CUDA backend
+// sets, with the schedule's paged_mma_grid_y, where TFC_PAGED_MMA=1 is in its environment) on
+// its own grid for launches of many rows, (M, heads / tfc_paged_heads), a block a row and the
+// heads it takes. It is off by default: it fills prompts 1.5
 // to 2 times faster, but its decode rows are slower than the CUDA-core kernel's (batch 1 3.02 ->
 // 3.45 ms a round, batch 16 7.01 -> 8.37; docs/receipts/2026-12-06-h100-paged-attention-mma.md).
 #ifndef TFC_PAGED_MMA
@@ -393,8 +396,10 @@ __device__ __forceinline__ void tfc_attention_paged(const TQ* Q, int ldq, const 
                                     int M, float scale) {
   const int h = SMALL ? blockIdx.y / SPLIT : blockIdx.y;
   if constexpr (TFC_PAGED_MMA && TFC_BF16 && (HD + 15) / 16 * 16 <= 128) {
+    // with its own grid (TFC_PAGED_MMA 2) block y of a launch of many rows takes heads HB·y..
+    const int h0 = !SMALL && TFC_PAGED_MMA == 2 ? blockIdx.y * tfc_paged_heads<QG, THREADS>::value : h;
     tfc_attention_paged_mma<HD, QG, PS, THREADS, SMALL ? SPLIT : 1, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos, page_table,
-                                                                      ldpt, M, scale, blockIdx.x, h);
+                                                                      ldpt, M, scale, blockIdx.x, h0);
   } else {
     tfc_attention_paged_warps<HD, QG, BKV, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, Kc, ldkc, Vc, ldvc, Y, ldy, row_seq, row_pos,
                                                                           page_table, ldpt, M, scale, h);

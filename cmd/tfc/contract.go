@@ -153,7 +153,7 @@ func contractTarget(name string, prec device.Precision, f contracts.Family) (con
 		}, func(srcs fs.FS, cache string) error {
 			if prec != device.F32Precision { // the build a backend in prec makes, so that it finds it cached
 				var err error
-				if srcs, err = gpu.WithPrecision(srcs, f.Source, prec); err != nil {
+				if srcs, err = gpu.WithPrecision(srcs, f.Source, prec, be.PagedMMA()); err != nil {
 					return err
 				}
 			}

@@ -58,6 +58,10 @@ type Launch struct {
 	MidRows         int    `json:"mid_rows,omitempty"`
 	MidRowsPerBlock int    `json:"mid_rows_per_block,omitempty"`
 	MidSymbol       string `json:"mid_symbol,omitempty"`
+	// PagedMMAGridY, when set, is a cached attention's grid.y above SmallRows where the backend
+	// built the tensor-core kernel with its own grid (TFC_PAGED_MMA 2, see GridFor): a block a row
+	// and that many fewer query heads' worth of blocks.
+	PagedMMAGridY int `json:"paged_mma_grid_y,omitempty"`
 }
 
 // mid says whether M rows take the launch's mid-size function.
@@ -103,6 +107,16 @@ func (l Launch) Grid(m, s int) (x, y int) {
 	return x, y
 }
 
+// GridFor is Grid, with grid.y PagedMMAGridY above SmallRows where pagedMMA says the backend
+// built the tensor-core cached attention with its own grid.
+func (l Launch) GridFor(m, s int, pagedMMA bool) (x, y int) {
+	x, y = l.Grid(m, s)
+	if pagedMMA && l.PagedMMAGridY > 0 && !(l.SmallRowsGridY > 0 && m <= l.SmallRows) {
+		y = l.PagedMMAGridY
+	}
+	return x, y
+}
+
 // Check reports a schedule the launch rule cannot follow.
 func (s *Schedule) Check() error {
 	if s.Kernel == "" || len(s.Launches) == 0 {
@@ -125,7 +139,7 @@ func (s *Schedule) Check() error {
 		return fmt.Errorf("schedule of kernel %s: %d parameters carry M; want one", s.Kernel, rows)
 	}
 	for _, l := range s.Launches {
-		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
+		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || l.PagedMMAGridY < 0 || l.PagedMMAGridY > l.GridY || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
 			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) ||
 			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)

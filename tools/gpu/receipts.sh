@@ -39,9 +39,11 @@
 #                                    of a text prompt both ways, which must be equal
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
-#   tools/gpu/receipts.sh paged-mma OUT the tensor-core cached attention (TFC_PAGED_MMA=1): every
-#                                    family's BF16 contracts with it, decode (batch 1-64) and prompt
-#                                    fill against the default build, and Nsight Compute on one
+#   tools/gpu/receipts.sh paged-mma OUT the tensor-core cached attention (TFC_PAGED_MMA=1 in the
+#                                    environment: on its own grid): every family's BF16 contracts
+#                                    with it, decode (batch 1-64) and prompt fill against the default
+#                                    build and against it on the CUDA-core kernel's grid
+#                                    (TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1), and Nsight Compute on one
 #                                    prompt launch and one decode launch of it
 set -uo pipefail
 part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes, speed or paged-mma}
@@ -204,13 +206,20 @@ paged-mma)
 	dw=/tmp/tfc-full-qwen
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
-	step 150 contracts-bf16-mma env TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
-	step 240 ab env AB_ROUNDS=1 AB_BATCH=1,8,16,64 AB_PROMPT=512 AB_NEW=160 AB_FILL="8x512 1x2048" \
-		bash tools/gpu/flags-speed.sh "$out/ab" "" "-DTFC_PAGED_MMA=1"
-	rm -rf "$out/ab/bin"
+	step 150 contracts-bf16-mma env TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	# A the default build, B the tensor-core kernel on the CUDA-core kernel's grid, C on its own grid
+	mkdir -p "$out/bin"
+	tfc=$(realpath bin/tfc)
+	printf '#!/bin/sh\nexec %q "$@"\n' "$tfc" >"$out/bin/tfc-A"
+	printf '#!/bin/sh\nTFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-B"
+	printf '#!/bin/sh\nTFC_PAGED_MMA=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-C"
+	chmod +x "$out"/bin/tfc-*
+	step 400 ab env AB_ROUNDS=1 AB_BATCH=1,8,16,64 AB_PROMPT=512 AB_NEW=160 AB_FILL="8x512 1x2048" \
+		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/ab"
+	rm -rf "$out/bin"
 	# one prompt launch (many rows) and one decode launch (the cluster layout) under Nsight Compute
 	for k in 'qwen2vl_decode_attention$' 'qwen2vl_decode_attention_rows'; do
-		step 60 "ncu-${k%\$}" env TFC_GPU_TAPES=0 TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1 ncu -k "regex:$k" -s 60 -c 1 \
+		step 60 "ncu-${k%\$}" env TFC_GPU_TAPES=0 TFC_PAGED_MMA=1 ncu -k "regex:$k" -s 60 -c 1 \
 			--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
 			bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 --new-tokens 8
 	done

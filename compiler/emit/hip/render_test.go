@@ -120,8 +120,8 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid"}},                                // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8}}, // a block a query head; a cluster of 8 at M ≤ 8
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid"}},                                                  // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}}, // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {
@@ -362,5 +362,15 @@ func TestRenderRopeAlternating(t *testing.T) {
 	}
 	if strings.Contains(string(control), want) {
 		t.Error("control: the per-axis rope renders the alternating frequency")
+	}
+}
+
+// TestPagedHeads: the tensor-core cached attention's block takes the largest divisor of a KV
+// head's query heads that is at most a block's 8 warps (tfc_paged_heads in kernels/tfc_attention.h).
+func TestPagedHeads(t *testing.T) {
+	for qg, want := range map[int]int{1: 1, 2: 2, 3: 3, 6: 6, 7: 7, 8: 8, 9: 3, 11: 1, 12: 6, 14: 7, 16: 8} {
+		if got := pagedHeads(qg); got != want {
+			t.Errorf("pagedHeads(%d) = %d, want %d", qg, got, want)
+		}
 	}
 }

@@ -724,16 +724,31 @@ func (f *attention) launches() []device.Launch {
 	if !o.Flags["cache"] {
 		return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads")}}
 	}
+	h, kv, mma := o.int("heads"), o.int("kv_heads"), 0
+	if (o.int("head_dim")+15)/16*16 <= 128 { // the tensor-core kernel's own grid: a block a row and pagedHeads query heads
+		mma = h / pagedHeads(h/kv)
+	}
 	return []device.Launch{
 		{Symbol: f.k.Name + "_kvstore", Threads: threads, RowsPerBlock: 1, GridY: 1},
 		// a block a row and query head; at few rows a cluster of keySplit
-		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: o.int("heads"),
-			SmallRows: smallRows, SmallRowsGridY: o.int("heads") * keySplit, SmallSymbol: f.k.Name + smallSuffix, SmallClusterY: keySplit},
+		{Symbol: f.k.Name, Threads: threads, RowsPerBlock: 1, GridY: h, PagedMMAGridY: mma,
+			SmallRows: smallRows, SmallRowsGridY: h * keySplit, SmallSymbol: f.k.Name + smallSuffix, SmallClusterY: keySplit},
 	}
 }
 
 func (f *attention) mutations() []Mutation {
 	return []Mutation{OffByOneBound, DroppedScale, WrongStride, MissingBarrier}
+}
+
+// pagedHeads is the query heads a block of the tensor-core cached attention takes: the largest
+// divisor of qg (the query heads a KV head serves) not above a block's warps, as tfc_paged_heads
+// in kernels/tfc_attention.h.
+func pagedHeads(qg int) int {
+	k := min(qg, threads/32)
+	for qg%k != 0 {
+		k--
+	}
+	return k
 }
 
 func (f *attention) body(g *gen) error {

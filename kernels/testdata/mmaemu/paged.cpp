@@ -83,12 +83,14 @@ static std::vector<float> run(const Cache& c, const std::vector<Row>& rows, cons
     else
       tfc_attention_paged<HD, 1, 32, THREADS, PS, SPLIT, SMALL, MUT>(Q, ldq, K, ldk, V, ldk, Y, ldy, rs, rp, pt, ldpt, M, scale);
   };
-  for (int h = 0; h < c.heads; ++h)
+  // with TFC_PAGED_MMA 2 the tensor-core kernel's own grid: y a block of tfc_paged_heads heads
+  const int hb = TFC_PAGED_MMA != 2 ? 1 : qg == 2 ? tfc_paged_heads<2, THREADS>::value : qg == 6 ? tfc_paged_heads<6, THREADS>::value : 1;
+  for (int y = 0; y < (SMALL ? c.heads : c.heads / hb); ++y)
     for (int x = 0; x < M; ++x) {
       if (SMALL)
-        emu_run_cluster(SPLIT, x, h * SPLIT, body);
+        emu_run_cluster(SPLIT, x, y * SPLIT, body);
       else
-        emu_run(sm, x, h, body);
+        emu_run(sm, x, y, body);
     }
   return y;
 }

@@ -29,6 +29,10 @@ type Config struct {
 	// with TFC_BF16 defined to 1 (the kernels' rounding points and one-term tensor-core
 	// products) and every F32 value written is rounded to BF16.
 	Precision device.Precision
+	// PagedMMA builds every family's source with TFC_PAGED_MMA 2 (the cached attention on tensor
+	// cores in BF16, with its own grid) and launches the cached attentions on that grid; CUDA in
+	// BF16Precision alone. TFC_PAGED_MMA=1 in the environment turns it on there.
+	PagedMMA bool
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
 	NoGraphs bool
 	// NoTapes turns tapes off (as TFC_GPU_TAPES=0 does): every call's launches are prepared anew.
@@ -84,6 +88,13 @@ func NewBackend(c Config) (*Backend, error) {
 	if c.RunLen <= 0 {
 		c.RunLen = defaultRunLen
 	}
+	if os.Getenv("TFC_PAGED_MMA") == "1" {
+		c.PagedMMA = true
+	}
+	c.PagedMMA = c.PagedMMA && c.Name == "cuda" && c.Precision == device.BF16Precision
+	if c.Library != nil {
+		c.Library.pagedMMA = c.PagedMMA
+	}
 	c.RunLen = min(c.RunLen, maxRun)
 	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
 	err := be.wrap(be.th.Do(func() error {
@@ -96,6 +107,10 @@ func NewBackend(c Config) (*Backend, error) {
 	}
 	return be, nil
 }
+
+// PagedMMA says whether the backend builds the tensor-core cached attention with its own grid
+// (Config.PagedMMA).
+func (be *Backend) PagedMMA() bool { return be.cfg.PagedMMA }
 
 var (
 	_ device.Backend     = (*Backend)(nil)
@@ -441,7 +456,7 @@ func (l *loader) LoadModule(srcs fs.FS, family string) (uintptr, error) {
 	}
 	if be.cfg.Precision != device.F32Precision {
 		var err error
-		if srcs, err = WithPrecision(srcs, family, be.cfg.Precision); err != nil {
+		if srcs, err = WithPrecision(srcs, family, be.cfg.Precision, be.cfg.PagedMMA); err != nil {
 			return 0, fmt.Errorf("%s: %w", be.cfg.Name, err)
 		}
 	}

@@ -26,8 +26,9 @@ type Grid struct {
 // Marshal lays out a launch's parameter values as the kernel's schedule lists them, each passed
 // in the low bytes of an 8-byte slot: an operand's first element's address (addr gives a buffer's
 // device base) or its row stride, the launch's rows M, an attention's span count S. It returns
-// the grid of each of the schedule's launches.
-func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint64, error)) ([]uint64, []Grid, error) {
+// the grid of each of the schedule's launches (with pagedMMA, a cached attention's tensor-core
+// grid: device.Launch.GridFor).
+func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint64, error), pagedMMA bool) ([]uint64, []Grid, error) {
 	ns, err := operandLists(ops)
 	if err != nil {
 		return nil, nil, err
@@ -61,7 +62,7 @@ func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint
 	}
 	grids := make([]Grid, len(s.Launches))
 	for i, l := range s.Launches {
-		x, y := l.Grid(m, spans)
+		x, y := l.GridFor(m, spans, pagedMMA)
 		grids[i] = Grid{Symbol: l.Function(m), X: x, Y: y, Threads: l.Threads}
 	}
 	return vals, grids, nil

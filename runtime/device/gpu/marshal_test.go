@@ -63,7 +63,7 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 					bases[buf] = a
 					return a, nil
 				}
-				vals, grids, err := Marshal(ops, &s, addr)
+				vals, grids, err := Marshal(ops, &s, addr, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,6 +114,23 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 					if g := grids[len(grids)-1].Y; l.SmallClusterY < 2 || g != want {
 						t.Errorf("a cached attention launches %d blocks a row (clusters of %d at M ≤ %d), want %d", g, l.SmallClusterY, l.SmallRows, want)
 					}
+					// the tensor-core kernel's own grid (TFC_PAGED_MMA 2): above SmallRows a block a row and
+					// tfc_paged_heads query heads (the largest divisor of a KV head's heads up to 8)
+					qg := a.Heads / a.KVHeads
+					hb := min(qg, 8)
+					for qg%hb != 0 {
+						hb--
+					}
+					if m > l.SmallRows {
+						want = a.Heads / hb
+					}
+					_, mg, err := Marshal(ops, &s, addr, true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if g := mg[len(mg)-1]; g.Y != want || g.X != grids[len(grids)-1].X || g.Symbol != grids[len(grids)-1].Symbol {
+						t.Errorf("on its own grid the tensor-core cached attention launches %+v, want y %d", g, want)
+					}
 				}
 			})
 		}
@@ -147,7 +164,7 @@ func TestSameOperandsNamesTheMismatch(t *testing.T) {
 	if err := SameOperands([]device.Op{op}, &s); err == nil {
 		t.Fatal("a schedule passing an absent operand was accepted")
 	}
-	if _, _, err := Marshal([]device.Op{op}, &s, func(device.Buffer) (uint64, error) { return 0, nil }); err == nil || !strings.Contains(err.Error(), "copy.B, which op 0 lacks") {
+	if _, _, err := Marshal([]device.Op{op}, &s, func(device.Buffer) (uint64, error) { return 0, nil }, false); err == nil || !strings.Contains(err.Error(), "copy.B, which op 0 lacks") {
 		t.Fatalf("marshalling an absent operand: %v", err)
 	}
 }
@@ -158,11 +175,11 @@ func TestOpsByPointer(t *testing.T) {
 	c := op.(device.Copy)
 	c.Y.Off, c.Y.Rows, c.Y.Stride = 1, 2, 5
 	s := copySchedule("k", "X", "Y")
-	a, _, err := Marshal([]device.Op{c}, &s, addr)
+	a, _, err := Marshal([]device.Op{c}, &s, addr, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := Marshal([]device.Op{&c}, &s, addr)
+	p, _, err := Marshal([]device.Op{&c}, &s, addr, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,9 +262,13 @@ func PrecisionMacro(p device.Precision) string {
 	return ""
 }
 
-// WithPrecision returns srcs with the family file starting with p's macro line, so that the
-// build, and its cache key, see the precision.
-func WithPrecision(srcs fs.FS, family string, p device.Precision) (fs.FS, error) {
+// PagedMMAMacro is the line that builds the tensor-core cached attention with its own grid
+// (Config.PagedMMA; kernels/tfc_attention.h).
+const PagedMMAMacro = "#define TFC_PAGED_MMA 2\n"
+
+// WithPrecision returns srcs with the family file starting with p's macro line (and
+// PagedMMAMacro with pagedMMA), so that the build, and its cache key, see them.
+func WithPrecision(srcs fs.FS, family string, p device.Precision, pagedMMA bool) (fs.FS, error) {
 	out := memFS{}
 	names, err := SourceFiles(srcs, family)
 	if err != nil {
@@ -275,7 +279,11 @@ func WithPrecision(srcs fs.FS, family string, p device.Precision) (fs.FS, error)
 			return nil, err
 		}
 	}
-	out[family] = append([]byte(PrecisionMacro(p)), out[family]...)
+	head := PrecisionMacro(p)
+	if pagedMMA {
+		head += PagedMMAMacro
+	}
+	out[family] = append([]byte(head), out[family]...)
 	return out, nil
 }
 

@@ -105,7 +105,7 @@ func TestCacheKey(t *testing.T) {
 // cache key; the headers stay as they are.
 func TestWithPrecision(t *testing.T) {
 	src := fstest.MapFS{"tfc_hip.h": {Data: []byte("h")}, "a.hip": {Data: []byte("a")}}
-	bf, err := WithPrecision(src, "a.hip", device.BF16Precision)
+	bf, err := WithPrecision(src, "a.hip", device.BF16Precision, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +119,16 @@ func TestWithPrecision(t *testing.T) {
 	k1, _ := CacheKey("v", "sm_90", bf, "a.hip")
 	if k0 == k1 {
 		t.Error("BF16 precision kept the cache key")
+	}
+	mma, err := WithPrecision(src, "a.hip", device.BF16Precision, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.ReadFile(mma, "a.hip"); string(got) != "#define TFC_BF16 1\n#define TFC_PAGED_MMA 2\na" {
+		t.Errorf("a.hip in BF16 precision with the tensor-core cached attention's grid is %q", got)
+	}
+	if k2, _ := CacheKey("v", "sm_90", mma, "a.hip"); k2 == k1 {
+		t.Error("the tensor-core cached attention's grid kept the cache key")
 	}
 	host := []byte{0x00, 0x10, 0x81, 0x3f} // 1.0078125 + 2^-12: rounds down to 1.0078125
 	RoundF32ToBF16(host)
