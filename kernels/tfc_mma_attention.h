@@ -416,6 +416,23 @@ __device__ __forceinline__ void tfc_attn_fold(float& mt, float& lt, float mc, fl
   mt = mn;
 }
 
+// tfc_attn_fold_dims folds a chunk's partial (row max mc, sum lc, P·V po of the lane's row, dim
+// block nb at po[8nb..]) into the lane's running totals (mt, lt, o): elements 0 and 1 of dim
+// blocks first, first + step, ... in o[0], o[1], ...
+template <int NO, int ND>
+__device__ __forceinline__ void tfc_attn_fold_dims(float& mt, float& lt, float (&o)[NO][4], float mc, float lc, const float* po, int first,
+                                                   int step) {
+  float a, b;
+  tfc_attn_fold(mt, lt, mc, lc, a, b);
+#pragma unroll
+  for (int j = 0; j < NO; ++j) {
+    const int nb = first + step * j;
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (nb < ND) o[j][e] = fmaf(po[8 * nb + e], b, __fmul_rn(o[j][e], a));
+  }
+}
+
 template <int HD, int QG, int THREADS>
 struct tfc_paged_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
@@ -652,15 +669,7 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
         const float* rm = CL > 1 ? tfc_cluster_map(pm, q / NW) : pm;
         const float* rl = CL > 1 ? tfc_cluster_map(pl, q / NW) : pl;
         const float* ro = (CL > 1 ? tfc_cluster_map(po, q / NW) : po) + (q % NW * 8 + g) * HDP + 2 * t;
-        float a, b;
-        tfc_attn_fold(mt, lt, rm[q % NW * 8 + g], rl[q % NW * 8 + g], a, b);
-#pragma unroll
-        for (int j = 0; j < NO; ++j) {
-          const int nb = slot + RW * j;
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (nb < ND) o[j][e] = fmaf(ro[8 * nb + e], b, __fmul_rn(o[j][e], a));
-        }
+        tfc_attn_fold_dims<NO, ND>(mt, lt, o, rm[q % NW * 8 + g], rl[q % NW * 8 + g], ro, slot, RW);
       }
     }
     if constexpr (CL > 1)
@@ -870,15 +879,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
           const float* rm = tfc_cluster_map(pm, q);
           const float* rl = tfc_cluster_map(pl, q);
           const float* ro = tfc_cluster_map(po, q) + (warp * 8 + g) * HDP + 2 * t;
-          float a, b;
-          tfc_attn_fold(mt[0], lt[0], rm[warp * 8 + g], rl[warp * 8 + g], a, b);
-#pragma unroll
-          for (int j = 0; j < NO; ++j) {
-            const int nb = rank + CL * j;
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (nb < ND) o[j][e] = fmaf(ro[8 * nb + e], b, __fmul_rn(o[j][e], a));
-          }
+          tfc_attn_fold_dims<NO, ND>(mt[0], lt[0], o, rm[warp * 8 + g], rl[warp * 8 + g], ro, rank, CL);
         }
       }
       tfc_cluster_sync();  // no block overwrites its LDS while the others read it
