@@ -189,10 +189,14 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 	return ops, b.Err()
 }
 
-// RowsFor is the row count a kernel is checked at: enough for two GEMM row tiles, fewer for the
+// RowsFor is the row count a kernel is checked at: enough for two GEMM row tiles, or for its
+// fill function where it has one (two fill tiles past the threshold: hip.FillRows), fewer for the
 // logits and the cached attention (two sequences over two pages).
 func RowsFor(k hip.Kernel) int {
 	o := k.Ops[0]
+	if f := hip.FillRows(k); f > 0 && !(o.Kind == "linear" && o.Ints["N"] > 100000) {
+		return f + 44
+	}
 	switch {
 	case o.Kind == "attention" && o.Flags["cache"] && o.Ints["page_size"] >= 5:
 		return 12 // gate 3 relaunches the last 6 alone: over 8 rows and at most 8 take different layouts
@@ -361,7 +365,8 @@ func SubLaunch(b *Builder, ops []device.Op, lo, hi int) ([]device.Op, error) {
 // SubRanges are the row ranges a kernel of m rows is relaunched alone over, each off any tile
 // boundary: for attention whole sequences (the second span, or the second cached sequence);
 // otherwise 5 rows (a launch of at most 8 rows takes the small-row function) and, where m allows,
-// 30 (a launch of 9-64 rows takes the mid-size one).
+// 30 (a launch of 9-64 rows takes the mid-size one) and 100 (the many-row function, where m is a
+// fill function's).
 func SubRanges(k hip.Kernel, m int) [][2]int {
 	o := k.Ops[0]
 	switch {
@@ -375,6 +380,9 @@ func SubRanges(k hip.Kernel, m int) [][2]int {
 	r := [][2]int{{m/2 + 1, min(m, m/2+6)}}
 	if m >= 37 {
 		r = append(r, [2]int{7, 37})
+	}
+	if hip.FillRows(k) > 0 && m > hip.FillRows(k) {
+		r = append(r, [2]int{40, 140})
 	}
 	return r
 }

@@ -12,7 +12,7 @@ import (
 // TestMMAEmulated runs the tensor-core GEMM of tfc_kernels.h (tfc_gemm_mma, CUDA only) on the
 // CPU: testdata/mmaemu/tfc_hip.h stands in for the portability header, emulating ldmatrix and
 // mma.sync from the PTX ISA's fragment layouts with a fiber for each GPU thread, and main.cpp
-// checks the tiles against a float64 reference (see its comment), once for each setting of the
+// checks the tiles and the fill layout against a float64 reference (see its comment), once for each setting of the
 // small-row layout's knobs below (tfc_mma_gemm.h's TFC_ROWS_*; TFC_ROWS_NC only compiles here, as
 // the host's load stands in for ld.global.nc), and once in BF16 precision. It needs a C++20 compiler.
 func TestMMAEmulated(t *testing.T) {

@@ -21,6 +21,14 @@ struct tfc_gemm_smem {
 #define TFC_SMALL_ROWS 8
 #define TFC_SMALL_BN 16
 
+// TFC_FILL is where a linear's fill function (launches of many rows) takes the fill layout,
+// tfc_gemm_mma_fill: CUDA. Elsewhere that function is the many-row one.
+#if TFC_CUDA
+#define TFC_FILL 1
+#else
+#define TFC_FILL 0
+#endif
+
 // tfc_col is the output column of column c of a tile: n0 + c for a tile of consecutive columns.
 __device__ __forceinline__ int tfc_col(int n0, int c) { return n0 + c; }
 // tfc_rope_pairs is a TFC_SMALL_BN-column tile of rotary pairs: columns n0 + [0, TFC_SMALL_BN/2)

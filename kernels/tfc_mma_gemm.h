@@ -187,6 +187,26 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
   }
 }
 
+// tfc_fill_smem is the LDS in bytes of tfc_gemm_mma_fill (below) at tile BM×BN: TFC_FILL_STAGES
+// stages of X rows (F32) and W rows (BF16), TFC_MMA_BK + 8 elements each, or the C tile where that
+// is larger. A fill function's launch passes it as dynamic LDS, tfc_fill_lds.
+#ifndef TFC_FILL_STAGES
+#define TFC_FILL_STAGES 4
+#endif
+template <int BM, int BN>
+struct tfc_fill_smem {
+  static constexpr int ldx = TFC_MMA_BK + 8, ldw = TFC_MMA_BK + 8;  // floats of an X row, BF16 of a W row
+  static constexpr int stage = BM * ldx * 4 + BN * ldw * 2;           // bytes of a stage
+  static constexpr int c = BM * (BN + 1) * 4;
+  static constexpr int bytes = TFC_FILL_STAGES * stage > c ? TFC_FILL_STAGES * stage : c;
+};
+#ifndef TFC_MMA_EMULATED
+__device__ __forceinline__ float* tfc_fill_lds() {
+  extern __shared__ __align__(16) float tfc_dynamic_lds[];
+  return tfc_dynamic_lds;
+}
+#endif
+
 #endif  // TFC_CUDA || TFC_AMD_MATRIX: what follows is mma.sync's alone
 
 #if TFC_CUDA
@@ -629,5 +649,180 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
     }
   }
   tfc_fill_barrier<MUT>();  // the epilogue reads C
+}
+// ---------------------------------------------------------------------------------------------
+// tfc_gemm_mma_fill is tfc_gemm_mma for launches of many rows (prompt chunks, vision towers), laid
+// out for the tensor cores' rate: the same chain of mma.sync a output (k16 steps in order, a
+// TFC_KC chunk's hi and lo products summed apart from zero and added in chunk order), so the same
+// bits, on BM×BN tiles whose TFC_FILL_STAGES stages of X (F32) and W (BF16) stream into dynamic
+// LDS by cp.async while the tensor cores work on the oldest. X stays F32 in LDS; each warp splits
+// its fragments into BF16 terms as it reads them (tfc_bf16x2_hi, or tfc_split3 with three terms).
+// 8 warps, WM along the rows by 8/WM along the columns, each owning a contiguous
+// (BM/WM)×(BN/(8/WM)) sub-tile. Rows of X or W that are not 16-byte aligned are read an element at
+// a time into the same stage. The C tile overlays the stages as tfc_gemm_mma leaves it, in
+// tfc_fill_smem<BM, BN>::bytes of LDS.
+
+#ifndef TFC_MMA_EMULATED  // a host test supplies these
+// tfc_cp_async16 copies the 16 bytes at src into the shared address dst asynchronously, reading the
+// first n of them (0 to 16) and zeroing the rest; tfc_cp_async_commit closes a group of copies and
+// tfc_cp_async_wait waits until at most N groups are in flight.
+__device__ __forceinline__ void tfc_cp_async16(unsigned dst, const void* src, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void tfc_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tfc_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
+
+// tfc_bf16x2_hi packs tfc_bf16_hi of a (low half) and b (high half).
+__device__ __forceinline__ unsigned tfc_bf16x2_hi(float a, float b) {
+  if (a != a || b != b) return tfc_bf16_hi(a) | tfc_bf16_hi(b) << 16;  // a NaN's payload may lie in its low bits alone
+  return __byte_perm(__float_as_uint(a), __float_as_uint(b), 0x7632);
+}
+
+// tfc_fill_load issues the stage of step s (BK = TFC_MMA_BK columns of K from s·BK) into the
+// stage at byte offset st: X [BM][ldx] F32, then W [BN][ldw] BF16, zeros past M, N and kend.
+template <int BM, int BN, int N, typename COLS>
+__device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, const float* X, int ldx, bool xvec,
+                                              const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols, int s, int kend) {
+  using S = tfc_fill_smem<BM, BN>;
+  constexpr int BK = TFC_MMA_BK, XU = BM * BK / 4, WU = BN * BK / 8;  // 16-byte units of a stage
+  const unsigned base = tfc_smem_addr(sm) + st;
+  const int k0 = s * BK;
+#pragma unroll
+  for (int i = 0; i < (XU + 255) / 256; ++i) {
+    const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = k0 + 4 * (u % (BK / 4)), m = m0 + r;
+    if (XU % 256 != 0 && u >= XU) break;
+    const unsigned dst = base + 4 * (r * S::ldx + 4 * (u % (BK / 4)));
+    const float* p = X + (size_t)(m < M ? m : 0) * ldx + k;
+    if (xvec) {
+      const int n = m < M ? (kend - k >= 4 ? 16 : kend > k ? 4 * (kend - k) : 0) : 0;
+      tfc_cp_async16(dst, n > 0 ? p : X, n);
+    } else {
+      float* d = reinterpret_cast<float*>(sm + st) + r * S::ldx + 4 * (u % (BK / 4));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) d[j] = m < M && k + j < kend ? p[j] : 0.f;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < (WU + 255) / 256; ++i) {
+    const int u = threadIdx.x + 256 * i, c = u / (BK / 8), k = k0 + 8 * (u % (BK / 8)), n = tfc_col(cols, c);
+    if (WU % 256 != 0 && u >= WU) break;
+    const unsigned dst = base + BM * S::ldx * 4 + 2 * (c * S::ldw + 8 * (u % (BK / 8)));
+    const tfc_bf16* p = W + (size_t)(n < N ? n : 0) * ldw + k;
+    if (wvec) {
+      const int b = n < N ? (kend - k >= 8 ? 16 : kend > k ? 2 * (kend - k) : 0) : 0;
+      tfc_cp_async16(dst, b > 0 ? p : W, b);
+    } else {
+      unsigned short* d = reinterpret_cast<unsigned short*>(sm + st + BM * S::ldx * 4) + c * S::ldw + 8 * (u % (BK / 8));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d[j] = n < N && k + j < kend ? p[j].bits : 0u;
+    }
+  }
+}
+
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int WM = 2, typename COLS>
+__device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
+  using S = tfc_fill_smem<BM, BN>;
+  constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, P = TFC_FILL_STAGES;
+  constexpr int WN = 8 / WM, MT = BM / WM / 16, NT = BN / WN / 8;  // a warp's row tiles of 16 and column tiles of 8
+  static_assert(WM >= 1 && WM <= 8 && 8 % WM == 0 && BM % (16 * WM) == 0 && BN % (16 * WN) == 0, "whole 16×16 pieces a warp");
+  static_assert(TFC_KC % BK == 0 && P >= 2, "chunks hold whole steps; at least two stages");
+  static_assert(TERMS == 1 || TERMS == 3, "an activation is taken as one BF16 term or three");
+  unsigned char* const sm = reinterpret_cast<unsigned char*>(smem);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp % WM, wn = warp / WM, g = lane / 4, t = lane % 4;
+  const int kend = tfc_bound<MUT>(K);
+  const int ldxm = tfc_stride<MUT>(ldx);
+  const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
+  // this lane's X fragment element (row g, column 2t) of row tile 0, and ldmatrix row of W's tile pair 0
+  const int xo = (wm * (BM / WM) + g) * S::ldx + 2 * t;
+  const unsigned b0 = tfc_smem_addr(sm) + BM * S::ldx * 4 + 2 * ((wn * (BN / WN) + lane % 8 + lane / 16 * 8) * S::ldw + lane / 8 % 2 * 8);
+  float acc[MT][NT][4], phi[MT][NT][4], plo[MT][NT][4];
+#pragma unroll
+  for (int r = 0; r < MT; ++r)
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[r][i][e] = phi[r][i][e] = plo[r][i][e] = 0.f;
+
+  tfc_fill_skew<MUT>();
+#pragma unroll
+  for (int s = 0; s < P - 1; ++s) {
+    if (s < KT) tfc_fill_load<BM, BN, N>(sm, s * S::stage, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s, kend);
+    tfc_cp_async_commit();
+  }
+#pragma unroll 1
+  for (int s = 0; s < KT; ++s) {
+    tfc_cp_async_wait<P - 2>();
+    tfc_fill_barrier<MUT>();  // step s is in every thread's view, and step s - 1's stage is free
+    if (s + P - 1 < KT) tfc_fill_load<BM, BN, N>(sm, (s + P - 1) % P * S::stage, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s + P - 1, kend);
+    tfc_cp_async_commit();
+    const int st = s % P * S::stage;
+    const float* xs = reinterpret_cast<const float*>(sm + st) + xo;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned b[NT][2];
+#pragma unroll
+      for (int i = 0; i < NT; i += 2) {
+        unsigned q[4];
+        tfc_ldsm_x4(q, b0 + st + 2 * (i * 8 * S::ldw + kk));
+        b[i][0] = q[0], b[i][1] = q[1], b[i + 1][0] = q[2], b[i + 1][1] = q[3];
+      }
+#pragma unroll
+      for (int r = 0; r < MT; ++r) {
+        const float* x = xs + 16 * r * S::ldx + kk;
+        const float2 v0 = *reinterpret_cast<const float2*>(x), v1 = *reinterpret_cast<const float2*>(x + 8 * S::ldx);
+        const float2 v2 = *reinterpret_cast<const float2*>(x + 8), v3 = *reinterpret_cast<const float2*>(x + 8 * S::ldx + 8);
+        unsigned a[3][4];  // hi, lo, lo2 of row tile r, k kk..kk+15
+        if (TERMS == 1) {
+          a[0][0] = tfc_bf16x2_hi(v0.x, v0.y), a[0][1] = tfc_bf16x2_hi(v1.x, v1.y);
+          a[0][2] = tfc_bf16x2_hi(v2.x, v2.y), a[0][3] = tfc_bf16x2_hi(v3.x, v3.y);
+        } else {
+          const float f[8] = {v0.x, v0.y, v1.x, v1.y, v2.x, v2.y, v3.x, v3.y};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            unsigned h0, l0, q0, h1, l1, q1;
+            tfc_split3(f[2 * j], h0, l0, q0);
+            tfc_split3(f[2 * j + 1], h1, l1, q1);
+            a[0][j] = h0 | h1 << 16, a[1][j] = l0 | l1 << 16, a[2][j] = q0 | q1 << 16;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < NT; ++i) {
+          if (TERMS == 3) {
+            tfc_mma_bf16(plo[r][i], a[2], b[i]);
+            tfc_mma_bf16(plo[r][i], a[1], b[i]);
+          }
+          tfc_mma_bf16(phi[r][i], a[0], b[i]);
+        }
+      }
+    }
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) {
+#pragma unroll
+      for (int r = 0; r < MT; ++r)
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[r][i][e] += phi[r][i][e] + plo[r][i][e];
+            phi[r][i][e] = plo[r][i][e] = 0.f;
+          }
+    }
+  }
+  tfc_cp_async_wait<0>();
+  __syncthreads();  // C overlays the stages
+#pragma unroll
+  for (int r = 0; r < MT; ++r)
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+      float* c = smem + (wm * (BM / WM) + 16 * r + g) * (BN + 1) + wn * (BN / WN) + 8 * i + 2 * t;
+      c[0] = acc[r][i][0];
+      c[1] = acc[r][i][1];
+      c[8 * (BN + 1)] = acc[r][i][2];
+      c[8 * (BN + 1) + 1] = acc[r][i][3];
+    }
+  __syncthreads();
 }
 #endif

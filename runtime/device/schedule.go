@@ -62,6 +62,26 @@ type Launch struct {
 	// built the tensor-core kernel with its own grid (TFC_PAGED_MMA 2, see GridFor): a block a row
 	// and that many fewer query heads' worth of blocks.
 	PagedMMAGridY int `json:"paged_mma_grid_y,omitempty"`
+	// FillSymbol, when set, is the function launched above FillRows rows where the backend runs
+	// the fill layout (Layouts.Fill): the same kernel on tiles of FillRowsPerBlock rows by
+	// FillGridY column blocks, its stages in FillLDS bytes of dynamic LDS, with the same bits.
+	FillRows         int    `json:"fill_rows,omitempty"`
+	FillRowsPerBlock int    `json:"fill_rows_per_block,omitempty"`
+	FillGridY        int    `json:"fill_grid_y,omitempty"`
+	FillLDS          int    `json:"fill_lds,omitempty"`
+	FillSymbol       string `json:"fill_symbol,omitempty"`
+}
+
+// Layouts are the optional layouts a backend runs: they change a launch's function and grid,
+// never a row's bits.
+type Layouts struct {
+	PagedMMA bool // a cached attention's tensor-core grid (PagedMMAGridY)
+	Fill     bool // the fill functions of launches of many rows (FillSymbol)
+}
+
+// fill says whether M rows take the launch's fill function on a backend running layouts on.
+func (l Launch) fill(m int, on Layouts) bool {
+	return on.Fill && l.FillSymbol != "" && m > l.FillRows
 }
 
 // mid says whether M rows take the launch's mid-size function.
@@ -80,10 +100,26 @@ func (l Launch) Function(m int) string {
 	return l.Symbol
 }
 
-// Symbols lists every function the launch may run: its own, then its small and mid ones.
+// FunctionFor is Function on a backend running layouts on.
+func (l Launch) FunctionFor(m int, on Layouts) string {
+	if l.fill(m, on) {
+		return l.FillSymbol
+	}
+	return l.Function(m)
+}
+
+// LDSFor is the dynamic LDS in bytes a launch of M rows passes on a backend running layouts on.
+func (l Launch) LDSFor(m int, on Layouts) int {
+	if l.fill(m, on) {
+		return l.FillLDS
+	}
+	return 0
+}
+
+// Symbols lists every function the launch may run: its own, then its small, mid and fill ones.
 func (l Launch) Symbols() []string {
 	syms := []string{l.Symbol}
-	for _, s := range []string{l.SmallSymbol, l.MidSymbol} {
+	for _, s := range []string{l.SmallSymbol, l.MidSymbol, l.FillSymbol} {
 		if s != "" {
 			syms = append(syms, s)
 		}
@@ -107,11 +143,15 @@ func (l Launch) Grid(m, s int) (x, y int) {
 	return x, y
 }
 
-// GridFor is Grid, with grid.y PagedMMAGridY above SmallRows where pagedMMA says the backend
-// built the tensor-core cached attention with its own grid.
-func (l Launch) GridFor(m, s int, pagedMMA bool) (x, y int) {
+// GridFor is Grid on a backend running layouts on: grid.y PagedMMAGridY above SmallRows where it
+// built the tensor-core cached attention with its own grid, and the fill function's grid above
+// FillRows where it runs the fill layout.
+func (l Launch) GridFor(m, s int, on Layouts) (x, y int) {
+	if l.fill(m, on) {
+		return (m + l.FillRowsPerBlock - 1) / l.FillRowsPerBlock, l.FillGridY
+	}
 	x, y = l.Grid(m, s)
-	if pagedMMA && l.PagedMMAGridY > 0 && !(l.SmallRowsGridY > 0 && m <= l.SmallRows) {
+	if on.PagedMMA && l.PagedMMAGridY > 0 && !(l.SmallRowsGridY > 0 && m <= l.SmallRows) {
 		y = l.PagedMMAGridY
 	}
 	return x, y
@@ -141,7 +181,9 @@ func (s *Schedule) Check() error {
 	for _, l := range s.Launches {
 		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || l.PagedMMAGridY < 0 || l.PagedMMAGridY > l.GridY || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
 			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) ||
-			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) {
+			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) ||
+			(l.FillSymbol != "") != (l.FillRowsPerBlock > 0) || (l.FillSymbol != "") != (l.FillGridY > 0) || (l.FillSymbol != "") != (l.FillLDS > 0) ||
+			(l.FillSymbol != "" && (l.FillRows < l.SmallRows || l.FillRows < l.MidRows || l.PlusSpans)) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

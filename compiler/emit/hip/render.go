@@ -164,18 +164,29 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 		if l.Symbol != k.Name {
 			body = g.pre[l.Symbol]
 		}
-		// a launch with a small-row function renders the body again with small true, and one with
-		// a mid-size function again with mid true
-		type variant struct{ sym, small, mid string }
-		variants := []variant{{l.Symbol, "", ""}}
+		// a launch with a small-row function renders the body again with small true, one with a
+		// mid-size function again with mid true, and one with a fill function again with fill
+		// TFC_FILL (true where the fill layout runs, CUDA; elsewhere it is the many-row function)
+		type variant struct{ sym, small, mid, fill string }
+		variants := []variant{{l.Symbol, "", "", ""}}
 		if l.SmallSymbol != "" {
-			variants = []variant{{l.Symbol, "false", ""}, {l.SmallSymbol, "true", ""}}
+			variants = []variant{{l.Symbol, "false", "", ""}, {l.SmallSymbol, "true", "", ""}}
 		}
 		if l.MidSymbol != "" {
 			for j := range variants {
 				variants[j].mid = "false"
 			}
-			variants = append(variants, variant{l.MidSymbol, "false", "true"})
+			variants = append(variants, variant{l.MidSymbol, "false", "true", ""})
+		}
+		if l.FillSymbol != "" {
+			for j := range variants {
+				variants[j].fill = "false"
+			}
+			v := variant{l.FillSymbol, "false", "", "TFC_FILL"}
+			if l.MidSymbol != "" {
+				v.mid = "false"
+			}
+			variants = append(variants, v)
 		}
 		for j, v := range variants {
 			if j > 0 {
@@ -200,9 +211,14 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 			if v.mid != "" {
 				decl = append(decl, "mid = "+v.mid)
 			}
+			if v.fill != "" {
+				decl = append(decl, "fill = "+v.fill)
+			}
 			if len(decl) > 0 {
 				when := fmt.Sprintf("M > %d", l.SmallRows)
 				switch {
+				case v.fill == "TFC_FILL":
+					when = fmt.Sprintf("M > %d with the fill layout (CUDA)", l.FillRows)
 				case v.small == "true":
 					when = fmt.Sprintf("M ≤ %d", l.SmallRows)
 				case v.mid == "true" && l.SmallRows > 0:
@@ -245,6 +261,9 @@ func Describe(l device.Launch) string {
 		mid := ""
 		if l.MidSymbol != "" {
 			mid = fmt.Sprintf(", or (ceil(M/%d), %d) as %s when M ≤ %d", l.MidRowsPerBlock, l.GridY, l.MidSymbol, l.MidRows)
+		}
+		if l.FillSymbol != "" {
+			mid += fmt.Sprintf(", or (ceil(M/%d), %d) as %s with %d bytes of dynamic LDS when M > %d with the fill layout", l.FillRowsPerBlock, l.FillGridY, l.FillSymbol, l.FillLDS, l.FillRows)
 		}
 		return fmt.Sprintf("grid (%s, %d), or (%s, %d)%s when M ≤ %d%s, %d threads", x, l.GridY, small, l.SmallRowsGridY, as, l.SmallRows, mid, l.Threads)
 	}

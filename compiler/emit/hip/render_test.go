@@ -282,15 +282,19 @@ func TestVisionMMA(t *testing.T) {
 		mma  bool
 		want []string
 	}{
-		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{
-			"  constexpr int BM = 64, BN = 64, N = 1280, K = 5120;\n#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
-				"  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];\n#else\n  constexpr int BK = 16;\n" +
-				"  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
-			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
-				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
+		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{ // a plain linear: a fill function too
+			"  constexpr int BM = fill ? 128 : 64, BN = 64, N = 1280, K = 5120;\n  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile\n" +
+				"#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
+				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];\n  float* const smem = fill ? tfc_fill_lds() : tile_lds;\n" +
+				"  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, \"the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)\");\n" +
+				"#else\n  constexpr int BK = 16;\n  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
+			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+				"  else if (fill)\n    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+				"  else\n    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
 				"  if (small)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
-				"  else\n    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
-			"tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
+				"  else\n    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
+			"tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
+			"constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{
 			"constexpr int BM = 64, BN = 80, N = 3840, K = 1280;",
@@ -316,7 +320,7 @@ func TestVisionMMA(t *testing.T) {
 		if has := strings.Contains(text, "tfc_gemm_mma"); has != c.mma {
 			t.Errorf("%s %s: tfc_gemm_mma rendered %v, want %v", c.k.Role, kinds(c.k), has, c.mma)
 		}
-		if !strings.Contains(text, "tfc_gemm_tile<BM, BN, BK, N, K, MUT>") {
+		if !strings.Contains(text, "tfc_gemm_tile<BM, BN, BK, N, K, MUT>") && !strings.Contains(text, "tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>") {
 			t.Errorf("%s %s: tfc_gemm_tile is gone; AMD keeps it", c.k.Role, kinds(c.k))
 		}
 		for _, w := range c.want {

@@ -154,17 +154,67 @@ const smallSuffix = "_rows"
 // times), at 16 rows 182 against 211; serving many pages runs the larger batches.
 const midBM, midRows, midMaxN, midSuffix = 16, 64, 16384, "_mid"
 
+// A tensor-core linear whose tile holds plain columns (or glu pairs) has a fill function for
+// launches of more than fillRows rows on a backend running the fill layout (CUDA): tiles of
+// fillBM rows by fillBN columns, fillWM warps along the rows, whose fillStages stages of X (F32)
+// and W (BF16) stream through dynamic LDS by cp.async (kernels/tfc_mma_gemm.h's
+// tfc_gemm_mma_fill; the kernel static_asserts that fillLDS covers tfc_fill_smem). A linear of
+// at most fillNarrowN columns takes fillBN/2: twice the column blocks of a 512-row prompt chunk.
+const fillBM, fillBN, fillWM, fillRows, fillStages, fillNarrowN, fillSuffix = 128, 128, 2, 256, 4, 4096, "_fill"
+
+// fill says whether the linear has a fill function.
+func (f *gemm) fill() bool { return f.mma && len(f.ropeOf) == 0 }
+
+// fillTile is the fill function's BN and warps along the rows.
+func (f *gemm) fillTile() (bn, wm int) {
+	if f.glu == 0 && f.n <= fillNarrowN {
+		return fillBN / 2, 2 * fillWM
+	}
+	return fillBN, fillWM
+}
+
+// fillLDS is the dynamic LDS in bytes of a fill tile bm×bn: its stages of F32 X rows and BF16 W
+// rows, mmaBK + mmaPad elements each, or the C tile where that is larger.
+func fillLDS(bm, bn int) int {
+	return max(fillStages*(bm*(mmaBK+mmaPad)*4+bn*(mmaBK+mmaPad)*2), bm*(bn+1)*4)
+}
+
+// FillRows is the row count above which kernel k launches its fill function on a backend running
+// the fill layout, 0 when it has none: a contract's launch passes it to run that function.
+func FillRows(k Kernel) int {
+	t, err := newGEMM(k)
+	if f, ok := t.(*gemm); err == nil && ok && f.fill() {
+		return fillRows
+	}
+	return 0
+}
+
 // mid says whether the linear has the mid-size function.
 func (f *gemm) mid() bool {
 	return f.k.Role != "vision" && f.glu == 0 && f.bm > midBM && f.n <= midMaxN
 }
 
-// bmExpr is BM as the body declares it: midBM in the mid-size function.
+// bmExpr is BM as the body declares it: midBM in the mid-size function, fillBM in the fill one.
 func (f *gemm) bmExpr() string {
+	bm := fmt.Sprint(f.bm)
 	if f.mid() {
-		return fmt.Sprintf("mid ? %d : %d", midBM, f.bm)
+		bm = fmt.Sprintf("mid ? %d : %d", midBM, f.bm)
 	}
-	return fmt.Sprint(f.bm)
+	if f.fill() {
+		if f.mid() {
+			bm = "(" + bm + ")"
+		}
+		bm = fmt.Sprintf("fill ? %d : %s", fillBM, bm)
+	}
+	return bm
+}
+
+// bnExpr is BN as the body declares it: the fill tile's in the fill function.
+func (f *gemm) bnExpr() string {
+	if bn, _ := f.fillTile(); f.fill() && bn != f.bn {
+		return fmt.Sprintf("fill ? %d : %d", bn, f.bn)
+	}
+	return fmt.Sprint(f.bn)
 }
 
 func (f *gemm) launches() []device.Launch {
@@ -184,6 +234,13 @@ func (f *gemm) launches() []device.Launch {
 	if f.mid() {
 		l.MidRows, l.MidRowsPerBlock, l.MidSymbol = midRows, midBM, f.k.Name+midSuffix
 	}
+	if f.fill() {
+		bn, _ := f.fillTile()
+		l.FillRows, l.FillRowsPerBlock, l.FillGridY, l.FillLDS, l.FillSymbol = fillRows, fillBM, ceilDiv(f.n, bn), fillLDS(fillBM, bn), f.k.Name+fillSuffix
+		if f.glu > 0 {
+			l.FillGridY = ceilDiv(f.glu, bn/2)
+		}
+	}
 	return []device.Launch{l}
 }
 
@@ -200,6 +257,10 @@ func (f *gemm) tile() string {
 	if f.mma {
 		t += fmt.Sprintf("; tensor cores on CUDA (mma.sync BF16, K step %d, %d in BF16 precision)", mmaBK, mmaBK1)
 	}
+	if f.fill() {
+		bn, wm := f.fillTile()
+		t += fmt.Sprintf("; above %d rows on CUDA with the fill layout, %dx%d tiles over %d warps along the rows, %d cp.async stages in %d bytes of dynamic LDS", fillRows, fillBM, bn, wm, fillStages, fillLDS(fillBM, bn))
+	}
 	return t
 }
 
@@ -209,22 +270,29 @@ func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongSt
 // smallArgs, else the BN tile with args; where f.mma on tensor cores under CUDA and on AMD's
 // matrix cores under TFC_AMD_MATRIX (16 rows of TFC_SMALL_BN columns when small), elsewhere
 // tfc_gemm_rows and tile (tfc_gemm_tile's call).
-func (f *gemm) tileCall(g *gen, small, smallArgs, args, tile string) {
+// With a fill function, the fill tile takes fillArgs and every other layout the tile TBM×TBN.
+func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
+	bm, bn := f.tileNames()
 	if f.mma {
 		g.raw("#if TFC_CUDA")
 		g.line("if (%s)", small)
-		g.line("  tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
+		g.line("  tfc_gemm_mma_rows<%s, TFC_SMALL_BN, N, K, MUT>%s", bm, smallArgs)
+		if f.fill() {
+			_, wm := f.fillTile()
+			g.line("else if (fill)")
+			g.line("  tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, %d>%s", wm, fillArgs)
+		}
 		g.line("else")
-		g.line("  tfc_gemm_mma<BM, BN, N, K, MUT>%s", args)
+		g.line("  tfc_gemm_mma<%s, %s, N, K, MUT>%s", bm, bn, args)
 		g.raw("#elif TFC_AMD_MATRIX")
 		g.line("if (%s)", small)
 		g.line("  tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>%s", smallArgs)
 		g.line("else")
-		g.line("  tfc_gemm_amd<BM, BN, N, K, MUT>%s", args)
+		g.line("  tfc_gemm_amd<%s, %s, N, K, MUT>%s", bm, bn, args)
 		g.raw("#else")
 	}
 	g.line("if (%s)", small)
-	g.line("  tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>%s", smallArgs)
+	g.line("  tfc_gemm_rows<%s, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<%s, %s, BK>::floats>%s", bm, bm, bn, smallArgs)
 	g.line("else")
 	g.line("  %s", tile)
 	if f.mma {
@@ -232,17 +300,39 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, tile string) {
 	}
 }
 
+// tileNames are the names of the tile the layouts other than the fill one take: TBM×TBN in a
+// kernel with a fill function (in the fill function a small tile those never run on, so that
+// none of them is built at the fill tile's size), else BM×BN.
+func (f *gemm) tileNames() (bm, bn string) {
+	if f.fill() {
+		return "TBM", "TBN"
+	}
+	return "BM", "BN"
+}
+
 func (f *gemm) body(g *gen) error {
 	lin := g.k.Ops[0]
+	bm, bn := f.tileNames()
 	args := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);"
-	tile := "tfc_gemm_tile<BM, BN, BK, N, K, MUT>" + args
+	tile := fmt.Sprintf("tfc_gemm_tile<%s, %s, BK, N, K, MUT>", bm, bn) + args
 	if !f.mma {
 		g.line("constexpr int BM = %s, BN = %d, BK = %d, N = %d, K = %d;", f.bmExpr(), f.bn, f.bk, f.n, lin.int("K"))
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
 	} else {
-		g.line("constexpr int BM = %s, BN = %d, N = %d, K = %d;", f.bmExpr(), f.bn, f.n, lin.int("K"))
+		g.line("constexpr int BM = %s, BN = %s, N = %d, K = %d;", f.bmExpr(), f.bnExpr(), f.n, lin.int("K"))
+		if f.fill() {
+			g.line("constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile")
+		}
 		g.raw("#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M")
-		g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
+		if f.fill() {
+			fbn, _ := f.fillTile()
+			lds := fillLDS(fillBM, fbn)
+			g.line("__shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];")
+			g.line("float* const smem = fill ? tfc_fill_lds() : tile_lds;")
+			g.line("static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= %d, \"the launch passes %d bytes of dynamic LDS (the schedule's fill_lds)\");", lds, lds)
+		} else {
+			g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
+		}
 		g.raw("#else")
 		g.line("constexpr int BK = %d;", f.bk)
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
@@ -257,7 +347,7 @@ func (f *gemm) body(g *gen) error {
 		cols := func(bn string) string {
 			return fmt.Sprintf("(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<%s, HALF>{n0});", bn)
 		}
-		f.tileCall(g, "small", cols("TFC_SMALL_BN"), cols("BN"), "tfc_gemm_tile<BM, BN, BK, N, K, MUT>"+cols("BN"))
+		f.tileCall(g, "small", cols("TFC_SMALL_BN"), cols(bn), cols("BN"), fmt.Sprintf("tfc_gemm_tile<%s, %s, BK, N, K, MUT>", bm, bn)+cols(bn))
 		f.gluPass(g)
 		return nil
 	}
@@ -265,7 +355,7 @@ func (f *gemm) body(g *gen) error {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
 		g.line("const int bn = small ? TFC_SMALL_BN : BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
-		f.tileCall(g, "small", args, args, tile)
+		f.tileCall(g, "small", args, args, args, tile)
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
@@ -273,7 +363,7 @@ func (f *gemm) body(g *gen) error {
 		g.line("const bool pairs = small;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
 		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
-		f.tileCall(g, "pairs", pairs, args, tile)
+		f.tileCall(g, "pairs", pairs, args, args, tile)
 	} else {
 		g.line("constexpr int bn = BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")

@@ -5,7 +5,9 @@
 // an activation into three BF16 terms is exact, that a row's bits are the same in a 5-row launch
 // of 16-column tiles as in a 40-row launch, that ±Inf and NaN come out as the reference's, and
 // that the off-by-one, wrong-stride and missing-barrier controls change the result, and that on
-// BF16-exact activations (BF16 precision) one product a step gives the three products' bits. It prints
+// BF16-exact activations (BF16 precision) one product a step gives the three products' bits, and
+// that the fill layout (tfc_gemm_mma_fill: cp.async stages, whose copies land only at a wait)
+// gives the 64×64 tile's bits in three tile shapes with its controls red. It prints
 // "N passed, N failed".
 #include <cstdio>
 #include <random>
@@ -36,6 +38,62 @@ static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M,
     for (int r = 0; r < M; ++r)
       for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)r * N + n0 + c] = smem[r * (BN + 1) + c];
   }
+}
+
+// run_fill launches the tile grid of a BM×BN tfc_gemm_mma_fill (the many-row layout, its LDS
+// dynamic) over M rows into Y [M, N].
+template <int BM, int BN, int N, int K, int MUT, int TERMS, int WM = 2>
+static void run_fill(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
+  tiles<BM, BN, N>(tfc_fill_smem<BM, BN>::bytes / 4, M, Y, [=](float* smem, int m0, int n0) {
+    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TERMS, WM>(smem, X, ldx, W, ldw, M, m0, n0);
+  });
+}
+
+// fill checks that the many-row layout gives the 64×64 tile's bits in three terms and in one
+// (BF16-exact rows), on aligned and strided rows, with NaN and ±Inf, and that its controls differ.
+template <int BM, int BN, int WM, int N, int K>
+static void fill(const char* name, int M) {
+  char what[160];
+  for (int strided = 0; strided < 2; ++strided) {
+    const int ldx = strided ? K + 1 : K, ldw = strided ? K + 3 : K;
+    for (int specials = 0; specials < 2; ++specials) {
+      Case c = make<N, K>(M, ldx, ldw, 11 + strided + 3 * specials + N, specials);
+      Case e = c;
+      for (auto& v : e.x) {
+        const tfc_bf16 h = to_bf16(v);
+        v = tfc_ld(&h);
+      }
+      std::vector<float> ref((size_t)M * N, NAN), y((size_t)M * N, NAN);
+      run<64, 64, N, K, TFC_MUT_NONE, 3>(c.x.data(), ldx, c.w.data(), ldw, M, ref.data());
+      run_fill<BM, BN, N, K, TFC_MUT_NONE, 3, WM>(c.x.data(), ldx, c.w.data(), ldw, M, y.data());
+      std::snprintf(what, sizeof what, "%s strided=%d specials=%d: three terms give the 64x64 tile's bits", name, strided, specials);
+      check(std::memcmp(ref.data(), y.data(), y.size() * 4) == 0, what);
+      run<64, 64, N, K, TFC_MUT_NONE, 1>(e.x.data(), ldx, e.w.data(), ldw, M, ref.data());
+      run_fill<BM, BN, N, K, TFC_MUT_NONE, 1, WM>(e.x.data(), ldx, e.w.data(), ldw, M, y.data());
+      std::snprintf(what, sizeof what, "%s strided=%d specials=%d: one term gives the 64x64 tile's bits", name, strided, specials);
+      check(std::memcmp(ref.data(), y.data(), y.size() * 4) == 0, what);
+      if (specials) {
+        std::snprintf(what, sizeof what, "%s strided=%d: NaN and ±Inf as the reference's", name, strided);
+        check(worst<N, K>(e, M, y.data()) >= 0, what);
+      }
+    }
+  }
+  Case c = make<N, K>(M, K, K, 5, false);
+  for (auto& v : c.x) {
+    const tfc_bf16 h = to_bf16(v);
+    v = tfc_ld(&h);
+  }
+  std::vector<float> y((size_t)M * N, NAN);
+  run_fill<BM, BN, N, K, TFC_MUT_BOUND, 1, WM>(c.x.data(), K, c.w.data(), K, M, y.data());
+  std::snprintf(what, sizeof what, "%s: off-by-one control differs", name);
+  check(worst<N, K>(c, M, y.data()) > 1e-4 && worst<N, K>(c, M, y.data(), K - 1) < 1e-5, what);
+  run_fill<BM, BN, N, K, TFC_MUT_STRIDE, 1, WM>(c.x.data(), K, c.w.data(), K, M, y.data());
+  std::snprintf(what, sizeof what, "%s: wrong-stride control differs", name);
+  check(worst<N, K>(c, M, y.data()) > 1e-4, what);
+  run_fill<BM, BN, N, K, TFC_MUT_BARRIER, 1, WM>(c.x.data(), K, c.w.data(), K, M, y.data());
+  const double b = worst<N, K>(c, M, y.data());
+  std::snprintf(what, sizeof what, "%s: missing-barrier control differs", name);
+  check(b < 0 || b > 1e-4, what);
 }
 
 template <int BM, int BN, int N, int K>
@@ -181,6 +239,10 @@ static void layouts(const char* name) {
 }
 
 int main() {
+  fill<128, 128, 2, 300, 328>("fill 128x128 K=328", 200);
+  fill<128, 128, 2, 40, 330>("fill 128x128 K=330", 130);
+  fill<128, 64, 4, 136, 296>("fill 128x64 K=296", 150);
+  fill<64, 128, 2, 136, 100>("fill 64x128 K=100", 70);
   layouts<200, 330>("layouts K=330");
   std::mt19937 rng(7);
   std::uniform_int_distribution<unsigned> bits;

@@ -254,6 +254,43 @@ inline void emu_ldsm(unsigned (&r)[X], unsigned a) {
   emu_wait(w.bar);
 }
 inline void tfc_ldsm_x4(unsigned (&r)[4], unsigned a) { emu_ldsm<4>(r, a); }
+// cp.async: a thread's copies wait in its open group until a wait_group lets them land, so a read
+// of LDS that no wait (or no barrier after the writer's wait) covers sees what was there before.
+struct emu_copy {
+  unsigned dst;
+  unsigned char bytes[16];
+};
+struct emu_copies {
+  std::vector<std::vector<emu_copy>> groups;  // committed, oldest first
+  std::vector<emu_copy> open;
+};
+inline EMU_TLS emu_copies emu_cp[256];
+inline void tfc_cp_async16(unsigned dst, const void* src, int n) {
+  emu_copy c{dst, {}};
+  std::memcpy(c.bytes, src, n);  // the rest are zeros
+  emu_cp[threadIdx.x].open.push_back(c);
+}
+inline void tfc_cp_async_commit() {
+  emu_copies& q = emu_cp[threadIdx.x];
+  q.groups.push_back(std::move(q.open));
+  q.open.clear();
+}
+template <int N>
+inline void tfc_cp_async_wait() {
+  emu_copies& q = emu_cp[threadIdx.x];
+  while ((int)q.groups.size() > N) {
+    for (const emu_copy& c : q.groups.front()) std::memcpy(emu->smem + (int)c.dst, c.bytes, 16);
+    q.groups.erase(q.groups.begin());
+  }
+  emu_yield();  // the others run on meanwhile
+}
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long v = (unsigned long long)y << 32 | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xff) << (8 * i);
+  return r;
+}
+
 inline void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) { emu_ldsm<2>(r, a); }
 
 // ldmatrix .trans: register j of lane l is column l/4 of matrix j, rows 2(l%4) and 2(l%4)+1; row r

@@ -34,6 +34,7 @@ type driver struct {
 	moduleUnload       func(mod uintptr) int32
 	moduleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
 	launchKernel       func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra uintptr) int32
+	funcSetAttribute   func(fn uintptr, attr int32, v int32) int32
 	eventCreate        func(ev *uintptr, flags uint32) int32
 	eventRecord        func(ev, stream uintptr) int32
 	eventElapsedTime   func(ms *float32, start, stop uintptr) int32
@@ -45,6 +46,8 @@ type driver struct {
 	graphExecDestroy   func(exec uintptr) int32
 	graphDestroy       func(graph uintptr) int32
 	getErrorName       func(code int32, name **byte) int32
+
+	lds map[uintptr]uint32 // the dynamic LDS each function is allowed past the default 48 KiB
 }
 
 // Flags and modes of cuda.h.
@@ -52,6 +55,8 @@ const (
 	streamNonBlocking      = 0x1 // CU_STREAM_NON_BLOCKING
 	captureModeThreadLocal = 1   // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 	eventDefault           = 0x0 // CU_EVENT_DEFAULT: with timing
+	attrMaxDynamicLDS      = 8   // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	defaultLDS             = 48 << 10
 )
 
 // Device attributes (CUdevice_attribute).
@@ -131,6 +136,7 @@ func (d *driver) symbols() []symbol {
 		{"cuModuleUnload", &d.moduleUnload, ""},
 		{"cuModuleGetFunction", &d.moduleGetFunction, ""},
 		{"cuLaunchKernel", &d.launchKernel, ""},
+		{"cuFuncSetAttribute", &d.funcSetAttribute, ""},
 		{"cuEventCreate", &d.eventCreate, ""},
 		{"cuEventRecord", &d.eventRecord, ""},
 		{"cuEventElapsedTime", &d.eventElapsedTime, "cuEventElapsedTime_v2"},
@@ -193,8 +199,17 @@ func (d *driver) Function(module uintptr, symbol string) (uintptr, error) {
 	return f, check("cuModuleGetFunction", d.moduleGetFunction(&f, module, symbol))
 }
 
-func (d *driver) Launch(fn uintptr, gridX, gridY, block uint32, params unsafe.Pointer, stream uintptr) error {
-	return check("cuLaunchKernel", d.launchKernel(fn, gridX, gridY, 1, block, 1, 1, 0, stream, params, 0))
+func (d *driver) Launch(fn uintptr, gridX, gridY, block, lds uint32, params unsafe.Pointer, stream uintptr) error {
+	if lds > defaultLDS && d.lds[fn] < lds { // a function may take more dynamic LDS once allowed it
+		if err := check("cuFuncSetAttribute", d.funcSetAttribute(fn, attrMaxDynamicLDS, int32(lds))); err != nil {
+			return err
+		}
+		if d.lds == nil {
+			d.lds = map[uintptr]uint32{}
+		}
+		d.lds[fn] = lds
+	}
+	return check("cuLaunchKernel", d.launchKernel(fn, gridX, gridY, 1, block, 1, 1, lds, stream, params, 0))
 }
 
 func (d *driver) NewEvent() (uintptr, error) {

@@ -33,6 +33,10 @@ type Config struct {
 	// cores in BF16, with its own grid) and launches the cached attentions on that grid; CUDA in
 	// BF16Precision alone. TFC_PAGED_MMA=1 in the environment turns it on there.
 	PagedMMA bool
+	// Fill launches the linears of many rows on their fill functions (tiles streamed through
+	// dynamic LDS by cp.async, kernels/tfc_mma_gemm.h's tfc_gemm_mma_fill); CUDA alone.
+	// TFC_GPU_FILL=1 in the environment turns it on there.
+	Fill bool
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
 	NoGraphs bool
 	// NoTapes turns tapes off (as TFC_GPU_TAPES=0 does): every call's launches are prepared anew.
@@ -92,8 +96,12 @@ func NewBackend(c Config) (*Backend, error) {
 		c.PagedMMA = true
 	}
 	c.PagedMMA = c.PagedMMA && c.Name == "cuda" && c.Precision == device.BF16Precision
+	if os.Getenv("TFC_GPU_FILL") == "1" {
+		c.Fill = true
+	}
+	c.Fill = c.Fill && c.Name == "cuda"
 	if c.Library != nil {
-		c.Library.pagedMMA = c.PagedMMA
+		c.Library.layouts = device.Layouts{PagedMMA: c.PagedMMA, Fill: c.Fill}
 	}
 	c.RunLen = min(c.RunLen, maxRun)
 	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}

@@ -23,9 +23,10 @@ type Driver interface {
 	LoadModule(image []byte) (uintptr, error)
 	UnloadModule(module uintptr) error
 	Function(module uintptr, symbol string) (uintptr, error)
-	// Launch queues fn on stream with a grid of gridX×gridY blocks of block threads; params is
-	// an array of pointers to the argument values, read before Launch returns.
-	Launch(fn uintptr, gridX, gridY, block uint32, params unsafe.Pointer, stream uintptr) error
+	// Launch queues fn on stream with a grid of gridX×gridY blocks of block threads and lds bytes
+	// of dynamic LDS; params is an array of pointers to the argument values, read before Launch
+	// returns.
+	Launch(fn uintptr, gridX, gridY, block, lds uint32, params unsafe.Pointer, stream uintptr) error
 
 	NewEvent() (uintptr, error)
 	RecordEvent(event, stream uintptr) error

@@ -21,7 +21,7 @@ type Library struct {
 	modules  map[string]uintptr // family file → module
 	funcs    map[string]uintptr // launch symbol → function
 	verified map[string]bool    // kernels whose ops carried the operands their schedule passes
-	pagedMMA bool               // the sources are built with TFC_PAGED_MMA 2: cached attentions take their tensor-core grid
+	layouts  device.Layouts     // the optional layouts launches take (the sources are built with TFC_PAGED_MMA 2 for PagedMMA)
 }
 
 // Loader builds and loads a family's module from the sources, and finds a kernel in a module.
@@ -63,7 +63,7 @@ func (l *Library) Prepare(k *device.KernelRef, ops []device.Op, address func(dev
 		}
 		l.verified[k.Name] = true
 	}
-	vals, grids, err := Marshal(ops, &e.Schedule, address, l.pagedMMA)
+	vals, grids, err := Marshal(ops, &e.Schedule, address, l.layouts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: kernel %s: %w", l.name, k.Name, err)
 	}

@@ -16,19 +16,20 @@ import (
 	"tfc/runtime/device"
 )
 
-// Grid is one launch ready to go: its symbol, grid and block size.
+// Grid is one launch ready to go: its symbol, grid, block size and dynamic LDS in bytes.
 type Grid struct {
 	Symbol  string
 	X, Y    int
 	Threads int
+	LDS     int
 }
 
 // Marshal lays out a launch's parameter values as the kernel's schedule lists them, each passed
 // in the low bytes of an 8-byte slot: an operand's first element's address (addr gives a buffer's
 // device base) or its row stride, the launch's rows M, an attention's span count S. It returns
-// the grid of each of the schedule's launches (with pagedMMA, a cached attention's tensor-core
-// grid: device.Launch.GridFor).
-func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint64, error), pagedMMA bool) ([]uint64, []Grid, error) {
+// the grid of each of the schedule's launches on a backend running layouts on
+// (device.Launch.GridFor).
+func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint64, error), on device.Layouts) ([]uint64, []Grid, error) {
 	ns, err := operandLists(ops)
 	if err != nil {
 		return nil, nil, err
@@ -62,8 +63,8 @@ func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint
 	}
 	grids := make([]Grid, len(s.Launches))
 	for i, l := range s.Launches {
-		x, y := l.GridFor(m, spans, pagedMMA)
-		grids[i] = Grid{Symbol: l.Function(m), X: x, Y: y, Threads: l.Threads}
+		x, y := l.GridFor(m, spans, on)
+		grids[i] = Grid{Symbol: l.FunctionFor(m, on), X: x, Y: y, Threads: l.Threads, LDS: l.LDSFor(m, on)}
 	}
 	return vals, grids, nil
 }

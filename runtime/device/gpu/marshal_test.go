@@ -63,7 +63,7 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 					bases[buf] = a
 					return a, nil
 				}
-				vals, grids, err := Marshal(ops, &s, addr, false)
+				vals, grids, err := Marshal(ops, &s, addr, device.Layouts{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -105,6 +105,21 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, sym, x, y, l.Threads)
 					}
 				}
+				// the fill layout: above FillRows its function, tiles of FillRowsPerBlock rows by FillGridY
+				// column blocks, its dynamic LDS; at or below, the same launches as without it
+				_, fg, err := Marshal(ops, &s, addr, device.Layouts{Fill: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, l := range s.Launches {
+					want := grids[j]
+					if l.FillSymbol != "" && m > l.FillRows {
+						want = Grid{Symbol: l.FillSymbol, X: (m + l.FillRowsPerBlock - 1) / l.FillRowsPerBlock, Y: l.FillGridY, Threads: l.Threads, LDS: l.FillLDS}
+					}
+					if fg[j] != want {
+						t.Errorf("launch %d in the fill layout: %+v, want %+v", j, fg[j], want)
+					}
+				}
 				// tfc_attention_paged reads blockIdx.y as the query head, or at few rows blockIdx.y / SmallClusterY
 				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil {
 					l, want := s.Launches[len(s.Launches)-1], a.Heads
@@ -124,7 +139,7 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 					if m > l.SmallRows {
 						want = a.Heads / hb
 					}
-					_, mg, err := Marshal(ops, &s, addr, true)
+					_, mg, err := Marshal(ops, &s, addr, device.Layouts{PagedMMA: true})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -164,7 +179,7 @@ func TestSameOperandsNamesTheMismatch(t *testing.T) {
 	if err := SameOperands([]device.Op{op}, &s); err == nil {
 		t.Fatal("a schedule passing an absent operand was accepted")
 	}
-	if _, _, err := Marshal([]device.Op{op}, &s, func(device.Buffer) (uint64, error) { return 0, nil }, false); err == nil || !strings.Contains(err.Error(), "copy.B, which op 0 lacks") {
+	if _, _, err := Marshal([]device.Op{op}, &s, func(device.Buffer) (uint64, error) { return 0, nil }, device.Layouts{}); err == nil || !strings.Contains(err.Error(), "copy.B, which op 0 lacks") {
 		t.Fatalf("marshalling an absent operand: %v", err)
 	}
 }
@@ -175,11 +190,11 @@ func TestOpsByPointer(t *testing.T) {
 	c := op.(device.Copy)
 	c.Y.Off, c.Y.Rows, c.Y.Stride = 1, 2, 5
 	s := copySchedule("k", "X", "Y")
-	a, _, err := Marshal([]device.Op{c}, &s, addr, false)
+	a, _, err := Marshal([]device.Op{c}, &s, addr, device.Layouts{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := Marshal([]device.Op{&c}, &s, addr, false)
+	p, _, err := Marshal([]device.Op{&c}, &s, addr, device.Layouts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ type pendingLaunch struct {
 	name         string // symbol with the launch's suffix
 	fn           uintptr
 	gridX, gridY uint32
-	threads      uint32
+	threads, lds uint32
 	off, n       int
 }
 
@@ -70,11 +70,12 @@ func (r *run) add(c *Call) {
 		if g.X <= 0 || g.Y <= 0 {
 			continue
 		}
-		l := pendingLaunch{g.Symbol, c.Funcs[i], uint32(g.X), uint32(g.Y), uint32(g.Threads), off, len(c.Values)}
+		l := pendingLaunch{g.Symbol, c.Funcs[i], uint32(g.X), uint32(g.Y), uint32(g.Threads), uint32(g.LDS), off, len(c.Values)}
 		r.launches = append(r.launches, l)
 		r.sig = binary.LittleEndian.AppendUint64(r.sig, uint64(l.fn))
 		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.gridX)
 		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.gridY)
+		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.lds)
 		r.sig = binary.LittleEndian.AppendUint32(r.sig, uint32(l.n))
 		for _, v := range c.Values {
 			r.sig = binary.LittleEndian.AppendUint64(r.sig, v)
@@ -185,7 +186,7 @@ func params(ptrs []uintptr, l pendingLaunch) unsafe.Pointer {
 
 // launchOne queues one launch on the stream.
 func (be *Backend) launchOne(l pendingLaunch, ptrs []uintptr) error {
-	if err := be.drv.Launch(l.fn, l.gridX, l.gridY, l.threads, params(ptrs, l), be.stream); err != nil {
+	if err := be.drv.Launch(l.fn, l.gridX, l.gridY, l.threads, l.lds, params(ptrs, l), be.stream); err != nil {
 		return fmt.Errorf("%w: kernel %s grid (%d,%d)", err, l.name, l.gridX, l.gridY)
 	}
 	return nil

@@ -222,8 +222,8 @@ func (a *api) Function(module uintptr, symbol string) (uintptr, error) {
 	return f, check("hipModuleGetFunction", a.moduleGetFunction(&f, module, symbol))
 }
 
-func (a *api) Launch(fn uintptr, gridX, gridY, block uint32, params unsafe.Pointer, stream uintptr) error {
-	return check("hipModuleLaunchKernel", a.moduleLaunchKernel(fn, gridX, gridY, 1, block, 1, 1, 0, stream, params, 0))
+func (a *api) Launch(fn uintptr, gridX, gridY, block, lds uint32, params unsafe.Pointer, stream uintptr) error {
+	return check("hipModuleLaunchKernel", a.moduleLaunchKernel(fn, gridX, gridY, 1, block, 1, 1, lds, stream, params, 0))
 }
 
 func (a *api) NewEvent() (uintptr, error) {

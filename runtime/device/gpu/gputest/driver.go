@@ -18,6 +18,7 @@ type Call struct {
 	Kernel string // Launch: the function's symbol
 	Grid   [2]uint32
 	Params []uint64 // Launch: the argument values, ParamCount of them
+	LDS    uint32   // Launch: the dynamic LDS in bytes
 	Bytes  int      // copies and memsets: the byte count
 }
 
@@ -269,14 +270,14 @@ func (d *Driver) Function(module uintptr, symbol string) (uintptr, error) {
 	return f, nil
 }
 
-func (d *Driver) Launch(fn uintptr, gridX, gridY, block uint32, params unsafe.Pointer, stream uintptr) error {
+func (d *Driver) Launch(fn uintptr, gridX, gridY, block, lds uint32, params unsafe.Pointer, stream uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	name, ok := d.funcs[fn]
 	if !ok {
 		return fmt.Errorf("gputest: launch of unknown function %#x", fn)
 	}
-	c := Call{Op: "Launch", Kernel: name, Grid: [2]uint32{gridX, gridY}}
+	c := Call{Op: "Launch", Kernel: name, Grid: [2]uint32{gridX, gridY}, LDS: lds}
 	if n := d.ParamCount[name]; n > 0 {
 		for _, p := range unsafe.Slice((**uint64)(params), n) {
 			c.Params = append(c.Params, *p)
