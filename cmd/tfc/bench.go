@@ -69,6 +69,7 @@ replay off.`,
 	fl.StringVar(&batches, "batch", "1", "sequences decoding together, a comma list (e.g. 1,8); empty skips decode")
 	fl.IntVar(&o.PromptTokens, "prompt-tokens", 512, "prompt length of each sequence")
 	fl.IntVar(&o.NewTokens, "new-tokens", 128, "tokens each sequence generates")
+	fl.IntVar(&o.RoundRows, "max-num-batched-tokens", 0, "most rows a forward round takes, prompt pieces and decode rows (default 512, as tfc serve)")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the random prompt ids")
 	fl.StringVar(&o.Image, "image", "", "an image file (PNG, JPEG or WebP) for the vision tower measure")
 	fl.IntVar(&o.Repeat, "repeat", 5, "timed vision runs after one warm-up")

@@ -62,6 +62,7 @@ SIGINT or SIGTERM stops it: requests in flight get a grace period, then are canc
 	fl.IntVar(&o.Parallel, "parallel", 4, "requests decoding at once")
 	fl.IntVar(&o.Context, "context", 0, "tokens per request, prompt and output (default 8192, or the checkpoint's max_position_embeddings when smaller)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 1024, "max_tokens of a chat request that sets none")
+	fl.IntVar(&o.RoundRows, "max-num-batched-tokens", server.DefaultRoundRows, "most rows a forward round takes, prompt pieces and decode rows: longer prompts fill over several rounds")
 	fl.BoolVar(&o.NoRepetitionStop, "no-repetition-stop", false, "let outputs that repeat a period run on to max_tokens (requests may still ask for the stop with repetition_stop)")
 	fl.StringVar(&backend, "backend", "cpu", "device backend: cpu, cuda or hip")
 	addPrecision(fl, &precision)

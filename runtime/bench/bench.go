@@ -53,7 +53,10 @@ type Options struct {
 	// Profile runs each batch's decode a second time with every kernel launch timed on the
 	// device, and reports the decode rounds' kernels (the backend must be a device.Profiler).
 	Profile bool
-	Log     io.Writer
+	// RoundRows is the most rows a forward round takes, prompt pieces and decode rows
+	// (--max-num-batched-tokens); the server's default when 0.
+	RoundRows int
+	Log       io.Writer
 }
 
 // Report is what tfc bench prints.
@@ -128,7 +131,7 @@ type Vision struct {
 	Profile      *KernelProfile `json:"profile,omitempty"`
 }
 
-// pageSize and roundRows are the server's.
+// pageSize and roundRows are the server's defaults.
 const (
 	pageSize  = 16
 	roundRows = 512
@@ -143,6 +146,9 @@ func Run(o Options) (*Report, error) {
 		if b < 1 {
 			return nil, fmt.Errorf("batch %d: every --batch must be at least 1", b)
 		}
+	}
+	if o.RoundRows < 0 {
+		return nil, fmt.Errorf("--max-num-batched-tokens must be positive, got %d", o.RoundRows)
 	}
 	if o.Image != "" && o.Repeat < 1 {
 		return nil, fmt.Errorf("--repeat must be at least 1, got %d", o.Repeat)
@@ -189,7 +195,11 @@ func Run(o Options) (*Report, error) {
 	}
 	ctxLen := o.PromptTokens + o.NewTokens
 	ctxLen = (ctxLen + pageSize - 1) / pageSize * pageSize
-	limits := model.Limits{Context: ctxLen, Parallel: parallel, Rows: max(roundRows, parallel+1), Patches: patches, PageSize: pageSize}
+	rows := roundRows
+	if o.RoundRows > 0 {
+		rows = o.RoundRows
+	}
+	limits := model.Limits{Context: ctxLen, Parallel: parallel, Rows: max(rows, parallel+1), Patches: patches, PageSize: pageSize}
 	rep.Limits = Limits(limits)
 
 	logf("loading %s on %s", o.Dir, rep.Backend)

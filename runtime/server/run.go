@@ -49,14 +49,18 @@ type Options struct {
 	FetchImages      bool              // accept http(s) image URLs and fetch them
 	MaxPages         int               // most pages of a document sent to /v1/ocr; DefaultMaxPages when 0
 	NoRepetitionStop bool              // requests that leave repetition_stop out run into loops to max_tokens
+	RoundRows        int               // most rows a forward round takes, prompt pieces and decode rows; DefaultRoundRows when 0
 	// Progress, when set, sees the weight bytes loaded so far and the total; otherwise a log
 	// line reports progress every 5 seconds.
 	Progress func(done, total int64)
 }
 
+// DefaultRoundRows is the most rows a forward round takes unless Options.RoundRows says otherwise:
+// a prompt longer than what decoding rows leave is filled over several rounds.
+const DefaultRoundRows = 512
+
 const (
 	pageSize      = 16
-	roundRows     = 512
 	visionPatches = 16384
 	draftTokens   = 4
 )
@@ -150,6 +154,11 @@ func prepare(o *Options) (*setup, error) {
 		return nil, fmt.Errorf("--context is %d; it must hold at least one KV page of %d tokens", o.Context, pageSize)
 	case o.MaxTokens < 0 || o.CacheBytes < 0 || o.Queue < 0 || o.VisionCache < 0 || o.MaxPages < 0:
 		return nil, fmt.Errorf("the default max_tokens, the prompt cache's size, the queue and the page limit must not be negative")
+	case o.RoundRows < 0:
+		return nil, fmt.Errorf("--max-num-batched-tokens is %d; it must be positive", o.RoundRows)
+	}
+	if o.RoundRows == 0 {
+		o.RoundRows = DefaultRoundRows
 	}
 	if o.Queue == 0 {
 		o.Queue = 4 * o.Parallel
@@ -176,8 +185,8 @@ func prepare(o *Options) (*setup, error) {
 	}
 	gen := ck.Generation
 	ck.Close()
-	limits := model.Limits{Context: o.Context, Parallel: o.Parallel, Rows: max(roundRows, o.Parallel+1), Patches: visionPatches, PageSize: pageSize}
-	if err := checkPlan(bound, limits, o.Budget); err != nil {
+	limits := model.Limits{Context: o.Context, Parallel: o.Parallel, Rows: max(o.RoundRows, o.Parallel+1), Patches: visionPatches, PageSize: pageSize}
+	if err := checkPlan(bound, limits, o.Budget, o.RoundRows); err != nil {
 		return nil, err
 	}
 	fe, err := engine.LoadFrontend(o.Dir)
@@ -271,8 +280,8 @@ func (su *setup) load() (sched *lanes.Scheduler, closeModel func(), err error) {
 }
 
 // checkPlan refuses limits whose memory plan does not fit the budget, naming the largest
-// parallel setting that does.
-func checkPlan(b model.Bound, l model.Limits, budget int64) error {
+// parallel setting that does (rounds of roundRows rows).
+func checkPlan(b model.Bound, l model.Limits, budget int64, roundRows int) error {
 	if budget == 0 {
 		budget = memAvailable()
 	}

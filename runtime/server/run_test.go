@@ -193,6 +193,15 @@ func TestRunRefusesContext(t *testing.T) {
 	}
 }
 
+// TestRunRefusesRoundRows: a negative --max-num-batched-tokens is refused before anything loads.
+func TestRunRefusesRoundRows(t *testing.T) {
+	err := Run(context.Background(), Options{Dir: tinyDir, Host: "127.0.0.1", Port: 0, Parallel: 1, RoundRows: -5,
+		Log: slog.New(slog.DiscardHandler), Backend: func() (device.Backend, error) { return cpu.New(), nil }})
+	if err == nil || !strings.Contains(err.Error(), "--max-num-batched-tokens is -5") {
+		t.Errorf("got %v", err)
+	}
+}
+
 // TestDefaultContext: without --context a request holds 8,192 tokens, or the checkpoint's
 // max_position_embeddings when that is smaller.
 func TestDefaultContext(t *testing.T) {
