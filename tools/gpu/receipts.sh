@@ -47,8 +47,8 @@
 #                                    prompt launch and one decode launch of it
 #   tools/gpu/receipts.sh fill OUT   the linears' fill layout (TFC_GPU_FILL=1): every family's
 #                                    BF16 contracts with it, prompt fill, the tower and decode at
-#                                    batch 8 against the default (and with TFC_PAGED_MMA=1, and in
-#                                    rounds of 2,048 rows), a prompt fill's kernel table with it,
+#                                    batch 8 against the default (and in rounds of 2,048 rows, and
+#                                    with TFC_PAGED_MMA=1 too), a prompt fill's kernel table with it,
 #                                    the 2B-shaped checkpoint's BF16 contracts with it, and Nsight
 #                                    Compute on one gate/up launch of it
 set -uo pipefail
@@ -235,16 +235,16 @@ fill)
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
 	step 120 contracts-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
-	# A the default, B the fill layout, C that and the tensor-core cached attention, D the fill
-	# layout in rounds of 2,048 rows
+	# A the default, B the fill layout, C that in rounds of 2,048 rows, D those and the tensor-core
+	# cached attention; the decode bench at batch 8 fills 8 × 512 first (its prefill_ms)
 	mkdir -p "$out/bin"
 	tfc=$(realpath bin/tfc)
 	printf '#!/bin/sh\nexec %q "$@"\n' "$tfc" >"$out/bin/tfc-A"
 	printf '#!/bin/sh\nTFC_GPU_FILL=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-B"
-	printf '#!/bin/sh\nTFC_GPU_FILL=1 TFC_PAGED_MMA=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-C"
-	printf '#!/bin/sh\nTFC_GPU_FILL=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-D"
+	printf '#!/bin/sh\nTFC_GPU_FILL=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-C"
+	printf '#!/bin/sh\nTFC_GPU_FILL=1 TFC_PAGED_MMA=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-D"
 	chmod +x "$out"/bin/tfc-*
-	step 300 ab env AB_ROUNDS=1 AB_BATCH=8 AB_PROMPT=512 AB_NEW=64 AB_FILL="8x512 1x2048" AB_TOWER=1 \
+	step 300 ab env AB_ROUNDS=1 AB_BATCH=8 AB_PROMPT=512 AB_NEW=32 AB_FILL="1x2048" AB_TOWER=1 \
 		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/bin/tfc-D" "$out/ab"
 	rm -rf "$out/bin"
 	step 60 profile-fill env TFC_GPU_FILL=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
