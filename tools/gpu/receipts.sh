@@ -244,9 +244,12 @@ fill)
 	printf '#!/bin/sh\nTFC_GPU_FILL=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-C"
 	printf '#!/bin/sh\nTFC_GPU_FILL=1 TFC_PAGED_MMA=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-D"
 	chmod +x "$out"/bin/tfc-*
+	sides=("$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/bin/tfc-D")
+	[ "${QUICK:-0}" = 1 ] && sides=("$out/bin/tfc-A" "$out/bin/tfc-C")  # QUICK=1: the default and the fill layout alone
 	step 300 ab env AB_ROUNDS=1 AB_BATCH=8 AB_PROMPT=512 AB_NEW=32 AB_FILL="1x2048" AB_TOWER=1 \
-		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/bin/tfc-D" "$out/ab"
+		bash tools/gpu/ab-speed.sh "${sides[@]}" "$out/ab"
 	rm -rf "$out/bin"
+	[ "${QUICK:-0}" = 1 ] && { log "done"; exit 0; }
 	step 60 profile-fill env TFC_GPU_FILL=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
 		--new-tokens 8 --profile --out "$out/profile-fill.json"
 	step 120 contracts-full-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --model "$dw/checkpoint" --receipt "$out/receipts"
