@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -127,4 +128,35 @@ func runEmulated(t *testing.T, main string, flags ...string) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Logf("%s", strings.TrimSpace(string(out)))
+}
+
+// TestGeneratedCompileAsCUDA compiles every family's generated source (gen/*.hip) with TFC_CUDA
+// set against the emulating header, as nvcc's front end would see it: each function's every
+// branch instantiates its templates (a layout's static_asserts included), in each precision. The
+// compiler's sample (gen/sample.hip, F16 weights the emulation lacks) is left out.
+func TestGeneratedCompileAsCUDA(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(Sources, "*.hip")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no generated sources: %v", err)
+	}
+	for _, name := range names {
+		if name == "sample.hip" {
+			continue
+		}
+		for _, prec := range []string{"-DTFC_BF16=0", "-DTFC_BF16=1"} {
+			t.Run(name+prec, func(t *testing.T) {
+				t.Parallel()
+				files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h")
+				emutest.AddTemplates(t, files, Sources)
+				src, err := fs.ReadFile(Sources, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files["family.hip"] = src
+				files["family.cpp"] = []byte("#include \"tfc_hip.h\"\n#define TFC_CLUSTER_Y(n)\n#include \"tfc_kernels.h\"\n#include \"family.hip\"\n")
+				emutest.Build(t, files, "family.cpp", "-fsyntax-only", prec)
+			})
+		}
+	}
 }

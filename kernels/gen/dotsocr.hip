@@ -16,11 +16,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 588;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -31,7 +32,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -63,11 +64,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 588;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -78,7 +80,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -110,11 +112,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_fil
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 588;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -125,7 +128,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_fil
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -358,11 +361,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -373,7 +377,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -406,11 +410,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -421,7 +426,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -454,11 +459,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fill
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -469,7 +475,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fill
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -507,11 +513,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -523,7 +530,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -558,11 +565,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -574,7 +582,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -609,11 +617,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -625,7 +634,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -661,11 +670,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -676,7 +686,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -709,11 +719,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -724,7 +735,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -757,11 +768,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -772,7 +784,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -844,11 +856,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -859,7 +872,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -892,11 +905,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -907,7 +921,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -940,11 +954,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -955,7 +970,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -991,11 +1006,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1006,7 +1022,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1038,11 +1054,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1053,7 +1070,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1085,11 +1102,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1100,7 +1118,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1392,11 +1410,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1407,7 +1426,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1440,11 +1459,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1455,7 +1475,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1488,11 +1508,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1503,7 +1524,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1536,11 +1557,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1551,7 +1573,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1589,11 +1611,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1605,7 +1628,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1640,11 +1663,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1656,7 +1680,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1691,11 +1715,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1707,7 +1732,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1743,11 +1768,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1758,7 +1784,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1791,11 +1817,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1806,7 +1833,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1839,11 +1866,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1854,7 +1882,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1887,11 +1915,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1902,7 +1931,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1954,11 +1983,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1969,7 +1999,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2000,11 +2030,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2015,7 +2046,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2046,11 +2077,12 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2061,7 +2093,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX

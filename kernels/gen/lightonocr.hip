@@ -15,11 +15,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 588;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -30,7 +31,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -61,11 +62,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 588;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -76,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -107,11 +109,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 588;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -122,7 +125,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -272,11 +275,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -287,7 +291,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -320,11 +324,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -335,7 +340,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -368,11 +373,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_f
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -383,7 +389,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_f
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -421,11 +427,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -437,7 +444,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -472,11 +479,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -488,7 +496,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -523,11 +531,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -539,7 +548,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -575,11 +584,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -590,7 +600,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -623,11 +633,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -638,7 +649,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -671,11 +682,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -686,7 +698,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -765,11 +777,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -780,7 +793,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -811,11 +824,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -826,7 +840,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -857,11 +871,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -872,7 +887,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -906,11 +921,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -921,7 +937,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -953,11 +969,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -968,7 +985,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1000,11 +1017,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1015,7 +1033,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1050,11 +1068,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1065,7 +1084,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1096,11 +1115,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1111,7 +1131,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1142,11 +1162,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_f
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1157,7 +1178,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_f
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1252,11 +1273,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1267,7 +1289,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1298,11 +1320,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1313,7 +1336,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1344,11 +1367,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1359,7 +1383,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1390,11 +1414,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1405,7 +1430,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1466,11 +1491,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1481,7 +1507,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1512,11 +1538,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1527,7 +1554,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1558,11 +1585,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1573,7 +1601,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1604,11 +1632,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1619,7 +1648,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1755,11 +1784,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1770,7 +1800,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1803,11 +1833,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1818,7 +1849,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1851,11 +1882,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1866,7 +1898,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1899,11 +1931,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1914,7 +1947,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1952,11 +1985,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 192, K = 48;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1968,7 +2002,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -2003,11 +2037,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 192, K = 48;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2019,7 +2054,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -2054,11 +2089,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 192, K = 48;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2070,7 +2106,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -2106,11 +2142,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2121,7 +2158,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2154,11 +2191,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2169,7 +2207,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2202,11 +2240,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2217,7 +2256,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2250,11 +2289,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2265,7 +2305,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2317,11 +2357,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 48;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2332,7 +2373,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2363,11 +2404,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 48;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2378,7 +2420,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2409,11 +2451,12 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 48;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2424,7 +2467,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX

@@ -15,11 +15,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -30,7 +31,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -61,11 +62,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -76,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -107,11 +109,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -122,7 +125,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -291,11 +294,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -306,7 +310,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -340,11 +344,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -355,7 +360,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -389,11 +394,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -404,7 +410,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -443,11 +449,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 152, K = 40;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -459,7 +466,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -496,11 +503,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 152, K = 40;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -512,7 +520,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -549,11 +557,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 152, K = 40;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -565,7 +574,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -603,11 +612,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 76;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -618,7 +628,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -652,11 +662,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 76;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -667,7 +678,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -701,11 +712,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 76;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -716,7 +728,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -752,11 +764,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 160, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -767,7 +780,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -800,11 +813,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 160, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -815,7 +829,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -848,11 +862,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 160, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -863,7 +878,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -899,11 +914,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -914,7 +930,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -946,11 +962,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -961,7 +978,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -993,11 +1010,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_fi
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 160;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1008,7 +1026,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_fi
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1407,11 +1425,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1422,7 +1441,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1455,11 +1474,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1470,7 +1490,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1503,11 +1523,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1518,7 +1539,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1551,11 +1572,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1566,7 +1588,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1604,11 +1626,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1620,7 +1643,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1655,11 +1678,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1671,7 +1695,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1706,11 +1730,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1722,7 +1747,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1758,11 +1783,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1773,7 +1799,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1806,11 +1832,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1821,7 +1848,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1854,11 +1881,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1869,7 +1897,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1902,11 +1930,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1917,7 +1946,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1969,11 +1998,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1984,7 +2014,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2015,11 +2045,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2030,7 +2061,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2061,11 +2092,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2076,7 +2108,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX

@@ -15,11 +15,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 1176;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -30,7 +31,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -61,11 +62,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 1176;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -76,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -107,11 +109,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 1176;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -122,7 +125,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -367,11 +370,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -382,7 +386,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -416,11 +420,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -431,7 +436,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -465,11 +470,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -480,7 +486,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -516,11 +522,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -531,7 +538,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -564,11 +571,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -579,7 +587,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -612,11 +620,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 32;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -627,7 +636,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -664,11 +673,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -679,7 +689,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -713,11 +723,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -728,7 +739,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -762,11 +773,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -777,7 +789,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -813,11 +825,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -828,7 +841,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -861,11 +874,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -876,7 +890,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -909,11 +923,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -924,7 +939,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -960,11 +975,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -975,7 +991,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1007,11 +1023,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1022,7 +1039,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1054,11 +1071,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_fil
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 64, BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1069,7 +1087,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_fil
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1451,11 +1469,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1466,7 +1485,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1499,11 +1518,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1514,7 +1534,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1547,11 +1567,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1562,7 +1583,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1595,11 +1616,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_fill
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1610,7 +1632,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_fill
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1648,11 +1670,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 64;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1664,7 +1687,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1699,11 +1722,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 64;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1715,7 +1739,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1750,11 +1774,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 64;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1766,7 +1791,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TFC_SMALL_BN, HALF>{n0});
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<BN, HALF>{n0});
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<FBN, HALF>{n0});
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<TBN, HALF>{n0});
 #elif TFC_AMD_MATRIX
@@ -1802,11 +1827,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1817,7 +1843,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1850,11 +1876,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1865,7 +1892,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1898,11 +1925,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1913,7 +1941,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1946,11 +1974,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -1961,7 +1990,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2013,11 +2042,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 64;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2028,7 +2058,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2059,11 +2089,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 64;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2074,7 +2105,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2105,11 +2136,12 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 64;
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
   float* const smem = fill ? tfc_fill_lds() : tile_lds;
-  static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
@@ -2120,7 +2152,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_fill(
   if (small)
     tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
-    tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX

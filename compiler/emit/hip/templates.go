@@ -280,7 +280,7 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 		if f.fill() {
 			_, wm := f.fillTile()
 			g.line("else if (fill)")
-			g.line("  tfc_gemm_mma_fill<BM, BN, N, K, MUT, TFC_MMA_TERMS, %d>%s", wm, fillArgs)
+			g.line("  tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, %d>%s", wm, fillArgs)
 		}
 		g.line("else")
 		g.line("  tfc_gemm_mma<%s, %s, N, K, MUT>%s", bm, bn, args)
@@ -321,6 +321,8 @@ func (f *gemm) body(g *gen) error {
 	} else {
 		g.line("constexpr int BM = %s, BN = %s, N = %d, K = %d;", f.bmExpr(), f.bnExpr(), f.n, lin.int("K"))
 		if f.fill() {
+			fbn, _ := f.fillTile()
+			g.line("constexpr int FBM = %d, FBN = %d;  // the fill tile", fillBM, fbn)
 			g.line("constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile")
 		}
 		g.raw("#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M")
@@ -329,7 +331,7 @@ func (f *gemm) body(g *gen) error {
 			lds := fillLDS(fillBM, fbn)
 			g.line("__shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];")
 			g.line("float* const smem = fill ? tfc_fill_lds() : tile_lds;")
-			g.line("static_assert(!fill || tfc_fill_smem<BM, BN>::bytes <= %d, \"the launch passes %d bytes of dynamic LDS (the schedule's fill_lds)\");", lds, lds)
+			g.line("static_assert(tfc_fill_smem<FBM, FBN>::bytes <= %d, \"the launch passes %d bytes of dynamic LDS (the schedule's fill_lds)\");", lds, lds)
 		} else {
 			g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
 		}
@@ -347,7 +349,7 @@ func (f *gemm) body(g *gen) error {
 		cols := func(bn string) string {
 			return fmt.Sprintf("(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<%s, HALF>{n0});", bn)
 		}
-		f.tileCall(g, "small", cols("TFC_SMALL_BN"), cols(bn), cols("BN"), fmt.Sprintf("tfc_gemm_tile<%s, %s, BK, N, K, MUT>", bm, bn)+cols(bn))
+		f.tileCall(g, "small", cols("TFC_SMALL_BN"), cols(bn), cols("FBN"), fmt.Sprintf("tfc_gemm_tile<%s, %s, BK, N, K, MUT>", bm, bn)+cols(bn))
 		f.gluPass(g)
 		return nil
 	}
