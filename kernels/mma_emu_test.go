@@ -132,7 +132,8 @@ func runEmulated(t *testing.T, main string, flags ...string) {
 
 // TestGeneratedCompileAsCUDA compiles every family's generated source (gen/*.hip) with TFC_CUDA
 // set against the emulating header, as nvcc's front end would see it: each function's every
-// branch instantiates its templates (a layout's static_asserts included), in each precision. The
+// branch instantiates its templates (a layout's static_asserts included), in each precision and
+// with the tensor-core cached attention on both its grids (TFC_PAGED_MMA 1 and 2). The
 // compiler's sample (gen/sample.hip, F16 weights the emulation lacks) is left out.
 func TestGeneratedCompileAsCUDA(t *testing.T) {
 	t.Parallel()
@@ -144,8 +145,8 @@ func TestGeneratedCompileAsCUDA(t *testing.T) {
 		if name == "sample.hip" {
 			continue
 		}
-		for _, prec := range []string{"-DTFC_BF16=0", "-DTFC_BF16=1"} {
-			t.Run(name+prec, func(t *testing.T) {
+		for _, flags := range [][]string{{"-DTFC_BF16=0"}, {"-DTFC_BF16=1"}, {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"}, {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=2"}} {
+			t.Run(name+" "+strings.Join(flags, " "), func(t *testing.T) {
 				t.Parallel()
 				files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h")
 				emutest.AddTemplates(t, files, Sources)
@@ -155,7 +156,7 @@ func TestGeneratedCompileAsCUDA(t *testing.T) {
 				}
 				files["family.hip"] = src
 				files["family.cpp"] = []byte("#include \"tfc_hip.h\"\n#define TFC_CLUSTER_Y(n)\n#include \"tfc_kernels.h\"\n#include \"family.hip\"\n")
-				emutest.Build(t, files, "family.cpp", "-fsyntax-only", prec)
+				emutest.Build(t, files, "family.cpp", append([]string{"-fsyntax-only"}, flags...)...)
 			})
 		}
 	}
