@@ -210,6 +210,42 @@ __device__ __forceinline__ float* tfc_fill_lds() {
 #endif  // TFC_CUDA || TFC_AMD_MATRIX: what follows is mma.sync's alone
 
 #if TFC_CUDA
+// tfc_mma_terms adds one k16 step's products of a row tile's BF16 terms a (hi, lo, lo2) and b to
+// its chunk sums, in the order every layout takes: lo2 then lo into plo, hi into phi (one term:
+// hi alone).
+template <int TERMS>
+__device__ __forceinline__ void tfc_mma_terms(float (&phi)[4], float (&plo)[4], const unsigned (&a)[3][4], const unsigned (&b)[2]) {
+  if (TERMS == 3) {
+    tfc_mma_bf16(plo, a[2], b);
+    tfc_mma_bf16(plo, a[1], b);
+  }
+  tfc_mma_bf16(phi, a[0], b);
+}
+
+// tfc_mma_fold ends a TFC_KC chunk: each output's sum takes the chunk's hi + lo, and both start
+// again from zero.
+template <int MT, int NT>
+__device__ __forceinline__ void tfc_mma_fold(float (&acc)[MT][NT][4], float (&phi)[MT][NT][4], float (&plo)[MT][NT][4]) {
+#pragma unroll
+  for (int r = 0; r < MT; ++r)
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc[r][i][e] += phi[r][i][e] + plo[r][i][e];
+        phi[r][i][e] = plo[r][i][e] = 0.f;
+      }
+}
+
+// tfc_mma_put writes a lane's part of a 16×8 accumulator d at c, its element (g, 2t) in a C tile of
+// row stride ld: columns 2t, 2t + 1 of rows g and g + 8.
+__device__ __forceinline__ void tfc_mma_put(float* c, int ld, const float (&d)[4]) {
+  c[0] = d[0];
+  c[1] = d[1];
+  c[8 * ld] = d[2];
+  c[8 * ld + 1] = d[3];
+}
+
 // tfc_mma_warp_rows is how many of tfc_gemm_mma's 8 warps share a BM×BN tile's columns, each
 // taking BM/(16·WM) row tiles of 16 (TFC_MMA_WM caps it; the bits never depend on it).
 template <int BM, int BN>
@@ -285,26 +321,10 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
           tfc_ldsm_x2(b, b0 + st + 2 * (j * 8 * LD + kk));
         }
 #pragma unroll
-        for (int r = 0; r < MT; ++r) {
-          if (TERMS == 3) {
-            tfc_mma_bf16(plo[r][i], a[r][2], b);
-            tfc_mma_bf16(plo[r][i], a[r][1], b);
-          }
-          tfc_mma_bf16(phi[r][i], a[r][0], b);
-        }
+        for (int r = 0; r < MT; ++r) tfc_mma_terms<TERMS>(phi[r][i], plo[r][i], a[r], b);
       }
     }
-    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) {
-#pragma unroll
-      for (int r = 0; r < MT; ++r)
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[r][i][e] += phi[r][i][e] + plo[r][i][e];
-            phi[r][i][e] = plo[r][i][e] = 0.f;
-          }
-    }
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) tfc_mma_fold(acc, phi, plo);
     if (s + 1 < KT) {
       tfc_mma_store<BM, BN, A4, B8, MUT, TERMS>(sm + ((s + 1) & 1) * STAGE, ra, rb);
       tfc_fill_barrier<MUT>();
@@ -319,11 +339,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
     for (int i = 0; i < NT; ++i) {
       const int j = wn + WN * i;
       if (NT8 % WN != 0 && j >= NT8) continue;
-      float* c = C + (16 * (wm + WM * r) + g) * (BN + 1) + j * 8 + 2 * t;
-      c[0] = acc[r][i][0];
-      c[1] = acc[r][i][1];
-      c[8 * (BN + 1)] = acc[r][i][2];
-      c[8 * (BN + 1) + 1] = acc[r][i][3];
+      tfc_mma_put(C + (16 * (wm + WM * r) + g) * (BN + 1) + j * 8 + 2 * t, BN + 1, acc[r][i]);
     }
   __syncthreads();
 }
@@ -517,13 +533,7 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigne
         a[2][q] = z0 | z1 << 16;
       }
 #pragma unroll
-      for (int i = 0; i < T; ++i) {
-        if (TERMS == 3) {
-          tfc_mma_bf16(plo[i], a[2], b[u][i][s]);
-          tfc_mma_bf16(plo[i], a[1], b[u][i][s]);
-        }
-        tfc_mma_bf16(phi[i], a[0], b[u][i][s]);
-      }
+      for (int i = 0; i < T; ++i) tfc_mma_terms<TERMS>(phi[i], plo[i], a, b[u][i][s]);
     }
 #pragma unroll
     for (int i = 0; i < T; ++i)
@@ -580,11 +590,7 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
               for (int e = 0; e < 4; ++e) a4[e] += sum[u][0][e];
         }
       tfc_fill_skew<MUT>();
-      float* cc = smem + g * (BN + 1) + j * 8 + 2 * t;
-      cc[0] = a4[0];
-      cc[1] = a4[1];
-      cc[8 * (BN + 1)] = a4[2];
-      cc[8 * (BN + 1) + 1] = a4[3];
+      tfc_mma_put(smem + g * (BN + 1) + j * 8 + 2 * t, BN + 1, a4);
     }
   } else {
     // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
@@ -639,13 +645,7 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
     if (gi < G && q == 0) {
       tfc_fill_skew<MUT>();
 #pragma unroll
-      for (int i = 0; i < T; ++i) {
-        float* cc = smem + g * (BN + 1) + (gi * T + i) * 8 + 2 * t;
-        cc[0] = acc[i][0];
-        cc[1] = acc[i][1];
-        cc[8 * (BN + 1)] = acc[i][2];
-        cc[8 * (BN + 1) + 1] = acc[i][3];
-      }
+      for (int i = 0; i < T; ++i) tfc_mma_put(smem + g * (BN + 1) + (gi * T + i) * 8 + 2 * t, BN + 1, acc[i]);
     }
   }
   tfc_fill_barrier<MUT>();  // the epilogue reads C
@@ -790,39 +790,17 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
           }
         }
 #pragma unroll
-        for (int i = 0; i < NT; ++i) {
-          if (TERMS == 3) {
-            tfc_mma_bf16(plo[r][i], a[2], b[i]);
-            tfc_mma_bf16(plo[r][i], a[1], b[i]);
-          }
-          tfc_mma_bf16(phi[r][i], a[0], b[i]);
-        }
+        for (int i = 0; i < NT; ++i) tfc_mma_terms<TERMS>(phi[r][i], plo[r][i], a, b[i]);
       }
     }
-    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) {
-#pragma unroll
-      for (int r = 0; r < MT; ++r)
-#pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[r][i][e] += phi[r][i][e] + plo[r][i][e];
-            phi[r][i][e] = plo[r][i][e] = 0.f;
-          }
-    }
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) tfc_mma_fold(acc, phi, plo);
   }
   tfc_cp_async_wait<0>();
   __syncthreads();  // C overlays the stages
 #pragma unroll
   for (int r = 0; r < MT; ++r)
 #pragma unroll
-    for (int i = 0; i < NT; ++i) {
-      float* c = smem + (wm * (BM / WM) + 16 * r + g) * (BN + 1) + wn * (BN / WN) + 8 * i + 2 * t;
-      c[0] = acc[r][i][0];
-      c[1] = acc[r][i][1];
-      c[8 * (BN + 1)] = acc[r][i][2];
-      c[8 * (BN + 1) + 1] = acc[r][i][3];
-    }
+    for (int i = 0; i < NT; ++i) tfc_mma_put(smem + (wm * (BM / WM) + 16 * r + g) * (BN + 1) + wn * (BN / WN) + 8 * i + 2 * t, BN + 1, acc[r][i]);
   __syncthreads();
 }
 #endif
