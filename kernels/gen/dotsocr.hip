@@ -15,8 +15,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 588;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -63,8 +63,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 588;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -111,8 +111,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_fil
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 588;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -360,8 +360,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -409,8 +409,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -458,8 +458,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fill
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -512,8 +512,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -564,8 +564,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -616,8 +616,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -669,8 +669,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -718,8 +718,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -767,8 +767,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -855,8 +855,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -904,8 +904,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -953,8 +953,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1005,8 +1005,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1053,8 +1053,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1101,8 +1101,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1409,8 +1409,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1458,8 +1458,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1507,8 +1507,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1556,8 +1556,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1610,8 +1610,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1662,8 +1662,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1714,8 +1714,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1767,8 +1767,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1816,8 +1816,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1865,8 +1865,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1914,8 +1914,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1982,8 +1982,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2029,8 +2029,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2076,8 +2076,8 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];

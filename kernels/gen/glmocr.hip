@@ -15,8 +15,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -63,8 +63,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_rows
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -111,8 +111,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_fill
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -189,8 +189,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 120, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 120, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -237,8 +237,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 120, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 120, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -285,8 +285,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 120, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 120, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -434,8 +434,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -484,8 +484,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -534,8 +534,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -589,8 +589,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -643,8 +643,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -697,8 +697,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -752,8 +752,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -802,8 +802,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -852,8 +852,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -904,8 +904,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -952,8 +952,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x_ro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1000,8 +1000,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x_fi
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1050,8 +1050,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 24;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1097,8 +1097,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 24;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1144,8 +1144,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 24;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1236,8 +1236,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 144, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 144, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1288,8 +1288,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 144, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 144, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1340,8 +1340,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 144, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 144, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1392,8 +1392,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 72;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 72;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1439,8 +1439,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 72;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 72;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1486,8 +1486,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 24, K = 72;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 24, K = 72;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1880,8 +1880,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1927,8 +1927,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1974,8 +1974,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2021,8 +2021,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2091,8 +2091,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 128, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 128, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2143,8 +2143,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 128, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 128, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2195,8 +2195,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 128, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 128, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2247,8 +2247,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2294,8 +2294,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2341,8 +2341,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2388,8 +2388,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2455,8 +2455,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2502,8 +2502,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits_ro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2549,8 +2549,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits_fi
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 24;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 24;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];

@@ -14,8 +14,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 588;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -61,8 +61,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 588;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -108,8 +108,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 588;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -274,8 +274,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -323,8 +323,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -372,8 +372,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_f
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -426,8 +426,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -478,8 +478,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -530,8 +530,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 128, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 128, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -583,8 +583,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -632,8 +632,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -681,8 +681,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -776,8 +776,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -823,8 +823,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -870,8 +870,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -920,8 +920,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -968,8 +968,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1016,8 +1016,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1067,8 +1067,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1114,8 +1114,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1161,8 +1161,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_f
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 48, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1272,8 +1272,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1319,8 +1319,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1366,8 +1366,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1413,8 +1413,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1490,8 +1490,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1537,8 +1537,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1584,8 +1584,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1631,8 +1631,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1783,8 +1783,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1832,8 +1832,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1881,8 +1881,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1930,8 +1930,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1984,8 +1984,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 192, K = 48;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 192, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2036,8 +2036,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 192, K = 48;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 192, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2088,8 +2088,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 192, K = 48;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 192, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2141,8 +2141,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2190,8 +2190,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2239,8 +2239,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2288,8 +2288,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2356,8 +2356,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 48;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2403,8 +2403,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 48;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2450,8 +2450,8 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_logit
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 48;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];

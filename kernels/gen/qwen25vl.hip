@@ -14,8 +14,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -61,8 +61,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -108,8 +108,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -293,8 +293,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -343,8 +343,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -393,8 +393,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 40;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -448,8 +448,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 152, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 152, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -502,8 +502,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 152, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 152, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -556,8 +556,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = fill ? 128 : 64, N = 152, K = 40;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = fill ? FBN : 64, N = 152, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -611,8 +611,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 76;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 76;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -661,8 +661,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 76;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 76;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -711,8 +711,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 40, K = 76;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 76;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -763,8 +763,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 160, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 160, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -812,8 +812,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 160, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 160, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -861,8 +861,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 160, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 160, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -913,8 +913,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -961,8 +961,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1009,8 +1009,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_fi
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 160;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1424,8 +1424,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1473,8 +1473,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1522,8 +1522,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1571,8 +1571,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1625,8 +1625,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1677,8 +1677,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1729,8 +1729,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1782,8 +1782,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1831,8 +1831,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1880,8 +1880,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1929,8 +1929,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1997,8 +1997,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2044,8 +2044,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2091,8 +2091,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 32;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];

@@ -14,8 +14,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -61,8 +61,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -108,8 +108,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 1176;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -369,8 +369,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -419,8 +419,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -469,8 +469,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -521,8 +521,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -570,8 +570,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -619,8 +619,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 32;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -672,8 +672,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -722,8 +722,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -772,8 +772,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 32, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -824,8 +824,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -873,8 +873,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -922,8 +922,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 128, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -974,8 +974,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1022,8 +1022,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1070,8 +1070,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_fil
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 64, BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : 64, BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1468,8 +1468,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1517,8 +1517,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1566,8 +1566,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1615,8 +1615,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_fill
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1669,8 +1669,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 64;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1721,8 +1721,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 64;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1773,8 +1773,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 256, K = 64;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 256, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1826,8 +1826,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1875,8 +1875,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1924,8 +1924,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1973,8 +1973,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2041,8 +2041,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = false;  // launched at M > 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 64;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2088,8 +2088,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, fill = false;  // launched at M ≤ 8
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 64;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2135,8 +2135,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_fill(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
-  constexpr int BM = fill ? 128 : 32, BN = fill ? 128 : 64, N = 151936, K = 64;
   constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : 32, BN = fill ? FBN : 64, N = 151936, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];

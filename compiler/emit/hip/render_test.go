@@ -283,7 +283,7 @@ func TestVisionMMA(t *testing.T) {
 		want []string
 	}{
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{ // a plain linear: a fill function too
-			"  constexpr int BM = fill ? 128 : 64, BN = 64, N = 1280, K = 5120;\n  constexpr int FBM = 128, FBN = 64;  // the fill tile\n" +
+			"  constexpr int FBM = 128, FBN = 64;  // the fill tile\n  constexpr int BM = fill ? FBM : 64, BN = 64, N = 1280, K = 5120;\n" +
 				"  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile\n" +
 				"#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
 				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];\n  float* const smem = fill ? tfc_fill_lds() : tile_lds;\n" +

@@ -204,7 +204,7 @@ func (f *gemm) bmExpr() string {
 		if f.mid() {
 			bm = "(" + bm + ")"
 		}
-		bm = fmt.Sprintf("fill ? %d : %s", fillBM, bm)
+		bm = "fill ? FBM : " + bm
 	}
 	return bm
 }
@@ -212,7 +212,7 @@ func (f *gemm) bmExpr() string {
 // bnExpr is BN as the body declares it: the fill tile's in the fill function.
 func (f *gemm) bnExpr() string {
 	if bn, _ := f.fillTile(); f.fill() && bn != f.bn {
-		return fmt.Sprintf("fill ? %d : %d", bn, f.bn)
+		return fmt.Sprintf("fill ? FBN : %d", f.bn)
 	}
 	return fmt.Sprint(f.bn)
 }
@@ -319,10 +319,12 @@ func (f *gemm) body(g *gen) error {
 		g.line("constexpr int BM = %s, BN = %d, BK = %d, N = %d, K = %d;", f.bmExpr(), f.bn, f.bk, f.n, lin.int("K"))
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
 	} else {
-		g.line("constexpr int BM = %s, BN = %s, N = %d, K = %d;", f.bmExpr(), f.bnExpr(), f.n, lin.int("K"))
 		if f.fill() {
 			fbn, _ := f.fillTile()
 			g.line("constexpr int FBM = %d, FBN = %d;  // the fill tile", fillBM, fbn)
+		}
+		g.line("constexpr int BM = %s, BN = %s, N = %d, K = %d;", f.bmExpr(), f.bnExpr(), f.n, lin.int("K"))
+		if f.fill() {
 			g.line("constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile")
 		}
 		g.raw("#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M")
