@@ -66,6 +66,16 @@ step() { # $1 seconds, $2 name, rest: command; its output goes to OUT/<name>.log
 	local rc=$?
 	log "$name: exit $rc; $(grep -E '^(SUMMARY|RESULT|--- FAIL|FAIL|ok|PASS)' "$out/$name.log" | head -5 | tr '\n' ' ')"
 }
+side() { # $1 side, $2 environment (NAME=VALUE ...), rest: arguments after the caller's: writes
+	# OUT/bin/tfc-<side>, which runs bin/tfc so for tools/gpu/ab-speed.sh
+	local name=$1 env=$2
+	shift 2
+	mkdir -p "$out/bin"
+	local args=""
+	[ $# -gt 0 ] && args=$(printf ' %q' "$@")
+	printf '#!/bin/sh\n%sexec %q "$@"%s\n' "${env:+$env }" "$(realpath bin/tfc)" "$args" >"$out/bin/tfc-$name"
+	chmod +x "$out/bin/tfc-$name"
+}
 # The copy the GPU machine receives may bring the binaries and the Qwen tokenizer xz-compressed
 # under out/ (tfc.xz, gatetest.xz, compilertest.xz, tokenizer.json.xz) to stay small.
 python3 - <<'PY'
@@ -214,12 +224,9 @@ paged-mma)
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
 	step 150 contracts-bf16-mma env TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
 	# A the default build, B the tensor-core kernel on the CUDA-core kernel's grid, C on its own grid
-	mkdir -p "$out/bin"
-	tfc=$(realpath bin/tfc)
-	printf '#!/bin/sh\nexec %q "$@"\n' "$tfc" >"$out/bin/tfc-A"
-	printf '#!/bin/sh\nTFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-B"
-	printf '#!/bin/sh\nTFC_PAGED_MMA=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-C"
-	chmod +x "$out"/bin/tfc-*
+	side A ""
+	side B TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1
+	side C TFC_PAGED_MMA=1
 	step 400 ab env AB_ROUNDS=1 AB_BATCH=1,8,16,64 AB_PROMPT=512 AB_NEW=160 AB_FILL="8x512 1x2048" \
 		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/ab"
 	rm -rf "$out/bin"
@@ -237,13 +244,10 @@ fill)
 	step 120 contracts-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
 	# A the default, B the fill layout, C that in rounds of 2,048 rows, D those and the tensor-core
 	# cached attention; the decode bench at batch 8 fills 8 × 512 first (its prefill_ms)
-	mkdir -p "$out/bin"
-	tfc=$(realpath bin/tfc)
-	printf '#!/bin/sh\nexec %q "$@"\n' "$tfc" >"$out/bin/tfc-A"
-	printf '#!/bin/sh\nTFC_GPU_FILL=1 exec %q "$@"\n' "$tfc" >"$out/bin/tfc-B"
-	printf '#!/bin/sh\nTFC_GPU_FILL=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-C"
-	printf '#!/bin/sh\nTFC_GPU_FILL=1 TFC_PAGED_MMA=1 exec %q "$@" --max-num-batched-tokens 2048\n' "$tfc" >"$out/bin/tfc-D"
-	chmod +x "$out"/bin/tfc-*
+	side A ""
+	side B TFC_GPU_FILL=1
+	side C TFC_GPU_FILL=1 --max-num-batched-tokens 2048
+	side D "TFC_GPU_FILL=1 TFC_PAGED_MMA=1" --max-num-batched-tokens 2048
 	sides=("$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/bin/tfc-D")
 	[ "${QUICK:-0}" = 1 ] && sides=("$out/bin/tfc-A" "$out/bin/tfc-C")  # QUICK=1: the default and the fill layout alone
 	step 300 ab env AB_ROUNDS=1 AB_BATCH=8 AB_PROMPT=512 AB_NEW=32 AB_FILL="1x2048" AB_TOWER=1 \
