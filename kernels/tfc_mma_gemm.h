@@ -345,8 +345,8 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 }
 
 // ---------------------------------------------------------------------------------------------
-// tfc_gemm_mma_rows is tfc_gemm_mma for a launch of at most TFC_SMALL_ROWS rows past m0 (decode
-// rounds): every output goes through the same chain of mma.sync
+// tfc_gemm_mma_rows is tfc_gemm_mma for at most ROWS rows past m0 (decode rounds: TFC_SMALL_ROWS
+// a launch, or a band of 16 of a launch's rows): every output goes through the same chain of mma.sync
 // instructions on the same fragments, so its bits are tfc_gemm_mma's, but the work is laid out
 // for streaming W instead of for reuse. Fragments come straight from global memory (no LDS
 // stages), and the tile's K is split across the warps by TFC_KC chunks: each chunk's sum starts
@@ -463,7 +463,7 @@ __device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 1
 // a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi products of X's rows
 // m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo. X is split once a step
 // for all T tiles; its values for the U chunks are loaded before the first product.
-template <int KPAD, int NC, int U, int T, int WPT, int TERMS>
+template <int KPAD, int NC, int U, int T, int WPT, int TERMS, int ROWS>
 __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigned (&b)[U][T][TFC_KC / 16][2], const float* X,
                                                   int ldx, bool xvec, int M, int m0, int c0, int kend) {
   constexpr int KS = TFC_KC / 16;
@@ -471,7 +471,7 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigne
   const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M;
   const float* x0 = X + (size_t)(m0 + g) * ldx;
   const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
-  constexpr int R = TFC_SMALL_ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
+  constexpr int R = ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
   float v[U][KS][2][R][2];                        // rows g (and g+8) by k 2t, 2t+8
 #pragma unroll
   for (int u = 0; u < U; ++u)
@@ -553,16 +553,16 @@ constexpr int tfc_mma_floats = tfc_mma_smem<BM, BN>::floats > tfc_mma_rows_smem<
                                           ? tfc_mma_rows_smem<BM, BN>::floats
                                           : tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats);
 
-template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, typename COLS>
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int ROWS = TFC_SMALL_ROWS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_mma_rows_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
   constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16;
   constexpr int P = TFC_ROWS_PIPE, NW = (NC + WAVE - 1) / WAVE;  // waves in registers; waves of the tile
-  static_assert(BM >= 16 && BN % 8 == 0 && TFC_KC % 16 == 0 && TFC_SMALL_ROWS <= 16, "tiles of whole mma fragments");
+  static_assert(BM >= 16 && BN % 8 == 0 && TFC_KC % 16 == 0 && ROWS <= 16, "tiles of whole mma fragments");
   static_assert(P >= 1 && (TFC_ROWS_TILE_CHUNKS == 1 || TFC_ROWS_TILE_CHUNKS == 2 || TFC_ROWS_TILE_CHUNKS == 4),
                 "the compiler budgets LDS for at most 4 chunks of tiles a warp a wave");
-  // M - m0 <= TFC_SMALL_ROWS: the launch's rows past that are not read
+  // M - m0 <= ROWS: the launch's rows past that are not read
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
@@ -582,7 +582,7 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
           if (NW % P != 0 && c >= NC) continue;
           tfc_mma_rows_load<N, KPAD, NC, U, 1, 1>(b[(p + P - 1) % P], W, ldw, wvec, cols, j, c + (P - 1) * U, kend);
           float sum[U][1][4];
-          tfc_mma_rows_sums<KPAD, NC, U, 1, 1, TERMS>(sum, b[p], X, ldxm, xvec, M, m0, c, kend);
+          tfc_mma_rows_sums<KPAD, NC, U, 1, 1, TERMS, ROWS>(sum, b[p], X, ldxm, xvec, M, m0, c, kend);
 #pragma unroll
           for (int u = 0; u < U; ++u)
             if (c + u < NC)
@@ -617,7 +617,7 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
         if (gi < G) {
           tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[(p + P - 1) % P], W, ldw, wvec, cols, gi * T, c0 + (P - 1) * WAVE + cq, kend);
           float sum[U][T][4];
-          tfc_mma_rows_sums<KPAD, NC, U, T, WPT, TERMS>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
+          tfc_mma_rows_sums<KPAD, NC, U, T, WPT, TERMS, ROWS>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
           tfc_fill_skew<MUT>();
 #pragma unroll
           for (int u = 0; u < U; ++u) {

@@ -1400,7 +1400,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decod
 
 // dotsocr_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as dotsocr_decode_linear_res_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1408,9 +1408,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1424,7 +1424,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1435,7 +1435,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1457,9 +1459,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1473,7 +1475,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1484,7 +1486,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1506,9 +1510,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1522,7 +1526,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1533,7 +1537,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1555,9 +1561,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1571,7 +1577,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1582,7 +1588,60 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1758,7 +1817,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:152
-// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as dotsocr_decode_linear_res_down_proj_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1766,9 +1825,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1782,7 +1841,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1793,7 +1852,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1815,9 +1876,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1831,7 +1892,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1842,7 +1903,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1864,9 +1927,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1880,7 +1943,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1891,7 +1954,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1913,9 +1978,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1929,7 +1994,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1940,7 +2005,60 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -1589,7 +1589,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_rmsnorm(
 
 // glmocr_decode_linear_rope_rope: linear → rope → rope
 // from graphs/glm_ocr.graph:160, graphs/glm_ocr.graph:161, graphs/glm_ocr.graph:162
-// launch glmocr_decode_linear_rope_rope: grid (ceil(M/32), 4), or (1, 4) as glmocr_decode_linear_rope_rope_rows when M ≤ 8, or (ceil(M/16), 4) as glmocr_decode_linear_rope_rope_mid when M ≤ 64, 256 threads
+// launch glmocr_decode_linear_rope_rope: grid (ceil(M/32), 4), or (1, 4) as glmocr_decode_linear_rope_rope_rows when M ≤ 8, or (ceil(M/16), 4) as glmocr_decode_linear_rope_rope_mid when M ≤ 64, or (ceil(M/16), 4) as glmocr_decode_linear_rope_rope_band when M ≤ 32 with the band layout, 256 threads
 __device__ const float glmocr_decode_linear_rope_rope_op1_inv[8] = {1.0f, 0.31622776f, 0.1f, 0.03162278f, 0.01f, 0.0031622779f, 0.001f, 0.0003162278f};
 __device__ const float glmocr_decode_linear_rope_rope_op2_inv[8] = {1.0f, 0.31622776f, 0.1f, 0.03162278f, 0.01f, 0.0031622779f, 0.001f, 0.0003162278f};
 extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope(
@@ -1602,8 +1602,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false;  // launched at M > 64
-  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 24;
+  constexpr bool small = false, mid = false, band = false;  // launched at M > 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1615,7 +1615,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1624,7 +1624,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1677,8 +1679,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false;  // launched at M ≤ 8
-  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 24;
+  constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1690,7 +1692,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1699,7 +1701,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1752,8 +1756,8 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
-  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 24;
+  constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1765,7 +1769,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1774,7 +1778,86 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    if (!((n >= 0 && n < 32) || (n >= 32 && n < 48))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 32) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
+      const float f = glmocr_decode_linear_rope_rope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + bn / 2] = y;
+    }
+  }
+  __syncthreads();
+  if (n0 >= 32 && n0 < 48) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
+      const float f = glmocr_decode_linear_rope_rope_op2_inv[j];
+      tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
   if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (pairs)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1872,16 +1955,16 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void glmocr_decode
 
 // glmocr_decode_linear: linear
 // from graphs/glm_ocr.graph:163
-// launch glmocr_decode_linear: grid (ceil(M/32), 1), or (1, 2) as glmocr_decode_linear_rows when M ≤ 8, or (ceil(M/16), 1) as glmocr_decode_linear_mid when M ≤ 64, or (ceil(M/128), 1) as glmocr_decode_linear_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch glmocr_decode_linear: grid (ceil(M/32), 1), or (1, 2) as glmocr_decode_linear_rows when M ≤ 8, or (ceil(M/16), 1) as glmocr_decode_linear_mid when M ≤ 64, or (ceil(M/128), 1) as glmocr_decode_linear_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as glmocr_decode_linear_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1895,7 +1978,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1906,7 +1989,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1926,9 +2011,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1942,7 +2027,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1953,7 +2038,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1973,9 +2060,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1989,7 +2076,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2000,7 +2087,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2020,9 +2109,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2036,7 +2125,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2047,7 +2136,58 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 32;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2239,16 +2379,16 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
 
 // glmocr_decode_linear_down_proj: linear
 // from graphs/glm_ocr.graph:166
-// launch glmocr_decode_linear_down_proj: grid (ceil(M/32), 1), or (1, 2) as glmocr_decode_linear_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as glmocr_decode_linear_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as glmocr_decode_linear_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch glmocr_decode_linear_down_proj: grid (ceil(M/32), 1), or (1, 2) as glmocr_decode_linear_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as glmocr_decode_linear_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as glmocr_decode_linear_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as glmocr_decode_linear_down_proj_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2262,7 +2402,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2273,7 +2413,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2293,9 +2435,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2309,7 +2451,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2320,7 +2462,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2340,9 +2484,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2356,7 +2500,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2367,7 +2511,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2387,9 +2533,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 24, K = 64;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2403,7 +2549,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2414,7 +2560,58 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 24, K = 64;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

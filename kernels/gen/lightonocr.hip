@@ -1264,16 +1264,16 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm(
 
 // lightonocr_decode_linear: linear
 // from graphs/lighton_ocr.graph:140
-// launch lightonocr_decode_linear: grid (ceil(M/32), 1), or (1, 2) as lightonocr_decode_linear_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_decode_linear: grid (ceil(M/32), 1), or (1, 2) as lightonocr_decode_linear_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as lightonocr_decode_linear_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1287,7 +1287,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1298,7 +1298,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1318,9 +1320,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1334,7 +1336,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1345,7 +1347,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1365,9 +1369,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1381,7 +1385,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1392,7 +1396,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1412,9 +1418,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1428,7 +1434,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1439,7 +1445,58 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1482,16 +1539,16 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm_q_no
 
 // lightonocr_decode_linear_k_proj: linear
 // from graphs/lighton_ocr.graph:141, graphs/lighton_ocr.graph:144
-// launch lightonocr_decode_linear_k_proj: grid (ceil(M/32), 1), or (1, 1) as lightonocr_decode_linear_k_proj_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_k_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_k_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_decode_linear_k_proj: grid (ceil(M/32), 1), or (1, 1) as lightonocr_decode_linear_k_proj_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_k_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_k_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 1) as lightonocr_decode_linear_k_proj_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1505,7 +1562,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1516,7 +1573,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1536,9 +1595,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1552,7 +1611,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1563,7 +1622,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1583,9 +1644,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1599,7 +1660,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1610,7 +1671,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1630,9 +1693,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 16, K = 48;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1646,7 +1709,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1657,7 +1720,58 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_proj_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1774,7 +1888,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_de
 
 // lightonocr_decode_linear_res: linear(res)
 // from graphs/lighton_ocr.graph:145
-// launch lightonocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 3) as lightonocr_decode_linear_res_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1782,9 +1896,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1798,7 +1912,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1809,7 +1923,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1831,9 +1947,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1847,7 +1963,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1858,7 +1974,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1880,9 +1998,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1896,7 +2014,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1907,7 +2025,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1929,9 +2049,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1945,7 +2065,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1956,7 +2076,60 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2132,7 +2305,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
 
 // lightonocr_decode_linear_res_down_proj: linear(res)
 // from graphs/lighton_ocr.graph:147
-// launch lightonocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 3) as lightonocr_decode_linear_res_down_proj_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2140,9 +2313,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2156,7 +2329,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2167,7 +2340,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2189,9 +2364,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2205,7 +2380,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2216,7 +2391,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2238,9 +2415,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2254,7 +2431,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2265,7 +2442,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2287,9 +2466,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 48, K = 96;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2303,7 +2482,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2314,7 +2493,60 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_down_proj_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

@@ -1129,7 +1129,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_rmsnorm(
 
 // qwen25vl_decode_linear_bias_rope_rope: linear(bias) → rope → rope
 // from graphs/qwen2_vl.graph:146, graphs/qwen2_vl.graph:147, graphs/qwen2_vl.graph:148
-// launch qwen25vl_decode_linear_bias_rope_rope: grid (ceil(M/32), 4), or (1, 4) as qwen25vl_decode_linear_bias_rope_rope_rows when M ≤ 8, or (ceil(M/16), 4) as qwen25vl_decode_linear_bias_rope_rope_mid when M ≤ 64, 256 threads
+// launch qwen25vl_decode_linear_bias_rope_rope: grid (ceil(M/32), 4), or (1, 4) as qwen25vl_decode_linear_bias_rope_rope_rows when M ≤ 8, or (ceil(M/16), 4) as qwen25vl_decode_linear_bias_rope_rope_mid when M ≤ 64, or (ceil(M/16), 4) as qwen25vl_decode_linear_bias_rope_rope_band when M ≤ 32 with the band layout, 256 threads
 __device__ const float qwen25vl_decode_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 __device__ const float qwen25vl_decode_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_rope_rope(
@@ -1143,8 +1143,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false;  // launched at M > 64
-  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
+  constexpr bool small = false, mid = false, band = false;  // launched at M > 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 32;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1156,7 +1156,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1165,7 +1165,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1219,8 +1221,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false;  // launched at M ≤ 8
-  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
+  constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 32;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1232,7 +1234,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1241,7 +1243,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1295,8 +1299,8 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
-  constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
+  constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 32;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1308,7 +1312,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1317,7 +1321,87 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_ro
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 32) || (n >= 32 && n < 48))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 32) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
+      const float f = qwen25vl_decode_linear_bias_rope_rope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + bn / 2] = y;
+    }
+  }
+  __syncthreads();
+  if (n0 >= 32 && n0 < 48) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 2 ? 0 : j < 5 ? 1 : 2;
+      const float f = qwen25vl_decode_linear_bias_rope_rope_op2_inv[j];
+      tfc_rotate<true>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 32 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_bias_rope_rope_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const tfc_bf16* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 16, N = 64, K = 32;
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
   if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (pairs)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1415,7 +1499,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_deco
 
 // qwen25vl_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:150
-// launch qwen25vl_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as qwen25vl_decode_linear_res_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1423,9 +1507,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1439,7 +1523,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1450,7 +1534,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1472,9 +1558,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1488,7 +1574,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1499,7 +1585,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1521,9 +1609,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1537,7 +1625,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1548,7 +1636,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1570,9 +1660,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 32;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1586,7 +1676,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1597,7 +1687,60 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1773,7 +1916,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
 
 // qwen25vl_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:152
-// launch qwen25vl_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_down_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 2) as qwen25vl_decode_linear_res_down_proj_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1781,9 +1924,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1797,7 +1940,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1808,7 +1951,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1830,9 +1975,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1846,7 +1991,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1857,7 +2002,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1879,9 +2026,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1895,7 +2042,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1906,7 +2053,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1928,9 +2077,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 32, K = 128;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1944,7 +2093,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1955,7 +2104,60 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_down_proj_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);

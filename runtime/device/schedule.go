@@ -70,6 +70,12 @@ type Launch struct {
 	FillGridY        int    `json:"fill_grid_y,omitempty"`
 	FillLDS          int    `json:"fill_lds,omitempty"`
 	FillSymbol       string `json:"fill_symbol,omitempty"`
+	// BandSymbol, when set, is the function launched at SmallRows < M ≤ BandRows where the
+	// backend runs the band layout (Layouts.Bands): the small-row function's layout on each band
+	// of BandRowsPerBlock rows, grid (ceil(M/BandRowsPerBlock), SmallRowsGridY), with the same bits.
+	BandRows         int    `json:"band_rows,omitempty"`
+	BandRowsPerBlock int    `json:"band_rows_per_block,omitempty"`
+	BandSymbol       string `json:"band_symbol,omitempty"`
 }
 
 // Layouts are the optional layouts a backend runs: they change a launch's function and grid,
@@ -77,11 +83,17 @@ type Launch struct {
 type Layouts struct {
 	PagedMMA bool // a cached attention's tensor-core grid (PagedMMAGridY)
 	Fill     bool // the fill functions of launches of many rows (FillSymbol)
+	Bands    bool // the band functions of launches of a few dozen rows (BandSymbol)
 }
 
 // fill says whether M rows take the launch's fill function on a backend running layouts on.
 func (l Launch) fill(m int, on Layouts) bool {
 	return on.Fill && l.FillSymbol != "" && m > l.FillRows
+}
+
+// band says whether M rows take the launch's band function on a backend running layouts on.
+func (l Launch) band(m int, on Layouts) bool {
+	return on.Bands && l.BandSymbol != "" && m > l.SmallRows && m <= l.BandRows
 }
 
 // mid says whether M rows take the launch's mid-size function.
@@ -105,6 +117,9 @@ func (l Launch) FunctionFor(m int, on Layouts) string {
 	if l.fill(m, on) {
 		return l.FillSymbol
 	}
+	if l.band(m, on) {
+		return l.BandSymbol
+	}
 	return l.Function(m)
 }
 
@@ -116,10 +131,10 @@ func (l Launch) LDSFor(m int, on Layouts) int {
 	return 0
 }
 
-// Symbols lists every function the launch may run: its own, then its small, mid and fill ones.
+// Symbols lists every function the launch may run: its own, then its small, mid, fill and band ones.
 func (l Launch) Symbols() []string {
 	syms := []string{l.Symbol}
-	for _, s := range []string{l.SmallSymbol, l.MidSymbol, l.FillSymbol} {
+	for _, s := range []string{l.SmallSymbol, l.MidSymbol, l.FillSymbol, l.BandSymbol} {
 		if s != "" {
 			syms = append(syms, s)
 		}
@@ -144,11 +159,14 @@ func (l Launch) Grid(m, s int) (x, y int) {
 }
 
 // GridFor is Grid on a backend running layouts on: grid.y PagedMMAGridY above SmallRows where it
-// built the tensor-core cached attention with its own grid, and the fill function's grid above
-// FillRows where it runs the fill layout.
+// built the tensor-core cached attention with its own grid, the fill function's grid above
+// FillRows where it runs the fill layout, and the band function's where it runs the band layout.
 func (l Launch) GridFor(m, s int, on Layouts) (x, y int) {
 	if l.fill(m, on) {
 		return (m + l.FillRowsPerBlock - 1) / l.FillRowsPerBlock, l.FillGridY
+	}
+	if l.band(m, on) {
+		return (m + l.BandRowsPerBlock - 1) / l.BandRowsPerBlock, l.SmallRowsGridY
 	}
 	x, y = l.Grid(m, s)
 	if on.PagedMMA && l.PagedMMAGridY > 0 && !(l.SmallRowsGridY > 0 && m <= l.SmallRows) {
@@ -183,7 +201,9 @@ func (s *Schedule) Check() error {
 			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) ||
 			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) ||
 			(l.FillSymbol != "") != (l.FillRowsPerBlock > 0) || (l.FillSymbol != "") != (l.FillGridY > 0) || (l.FillSymbol != "") != (l.FillLDS > 0) ||
-			(l.FillSymbol != "" && (l.FillRows < l.SmallRows || l.FillRows < l.MidRows || l.PlusSpans)) {
+			(l.FillSymbol != "" && (l.FillRows < l.SmallRows || l.FillRows < l.MidRows || l.PlusSpans)) ||
+			(l.BandSymbol != "") != (l.BandRows > 0) || (l.BandSymbol != "") != (l.BandRowsPerBlock > 0) ||
+			(l.BandSymbol != "" && (l.SmallSymbol == "" || l.BandRows <= l.SmallRows || l.SmallClusterY > 1 || l.PlusSpans || (l.FillSymbol != "" && l.BandRows > l.FillRows))) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

@@ -46,7 +46,8 @@
 #                                    (TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1), and Nsight Compute on one
 #                                    prompt launch and one decode launch of it
 #   tools/gpu/receipts.sh fill OUT   the linears' fill layout (TFC_GPU_FILL=1): every family's
-#                                    BF16 contracts with it, prompt fill, the tower and decode at
+#                                    BF16 contracts with it and TFC_PAGED_MMA=1, prompt fill, the
+#                                    tower and decode at
 #                                    batch 8 against the default (and in rounds of 2,048 rows, and
 #                                    with TFC_PAGED_MMA=1 too), a prompt fill's kernel table with it,
 #                                    the 2B-shaped checkpoint's BF16 contracts with it, and Nsight
@@ -241,16 +242,16 @@ fill)
 	dw=/tmp/tfc-full-qwen
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
-	step 120 contracts-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
-	# A the default, B the fill layout, C that in rounds of 2,048 rows, D those and the tensor-core
-	# cached attention; the decode bench at batch 8 fills 8 × 512 first (its prefill_ms)
-	side A ""
-	side B TFC_GPU_FILL=1
+	step 150 contracts-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	# A the band layout off (TFC_GPU_BANDS=0), B the default, C the fill layout in rounds of 2,048
+	# rows, D that and the tensor-core cached attention; the decode bench fills 8 × 512 first
+	side A TFC_GPU_BANDS=0
+	side B ""
 	side C TFC_GPU_FILL=1 --max-num-batched-tokens 2048
 	side D "TFC_GPU_FILL=1 TFC_PAGED_MMA=1" --max-num-batched-tokens 2048
 	sides=("$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/bin/tfc-D")
-	[ "${QUICK:-0}" = 1 ] && sides=("$out/bin/tfc-A" "$out/bin/tfc-C")  # QUICK=1: the default and the fill layout alone
-	step 300 ab env AB_ROUNDS=1 AB_BATCH=8 AB_PROMPT=512 AB_NEW=32 AB_FILL="1x2048" AB_TOWER=1 \
+	[ "${QUICK:-0}" = 1 ] && sides=("$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C")  # QUICK=1: A, B and C alone
+	step 330 ab env AB_ROUNDS=1 AB_BATCH=8,16,64 AB_PROMPT=512 AB_NEW=32 AB_FILL="1x2048" AB_TOWER=1 \
 		bash tools/gpu/ab-speed.sh "${sides[@]}" "$out/ab"
 	rm -rf "$out/bin"
 	[ "${QUICK:-0}" = 1 ] && { log "done"; exit 0; }

@@ -166,25 +166,39 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 		}
 		// a launch with a small-row function renders the body again with small true, one with a
 		// mid-size function again with mid true, and one with a fill function again with fill
-		// TFC_FILL (true where the fill layout runs, CUDA; elsewhere it is the many-row function)
-		type variant struct{ sym, small, mid, fill string }
-		variants := []variant{{l.Symbol, "", "", ""}}
+		// TFC_FILL (true where the fill layout runs, CUDA; elsewhere it is the many-row function),
+		// and one with a band function again with small and band true
+		type variant struct{ sym, small, mid, fill, band string }
+		variants := []variant{{l.Symbol, "", "", "", ""}}
 		if l.SmallSymbol != "" {
-			variants = []variant{{l.Symbol, "false", "", ""}, {l.SmallSymbol, "true", "", ""}}
+			variants = []variant{{l.Symbol, "false", "", "", ""}, {l.SmallSymbol, "true", "", "", ""}}
 		}
 		if l.MidSymbol != "" {
 			for j := range variants {
 				variants[j].mid = "false"
 			}
-			variants = append(variants, variant{l.MidSymbol, "false", "true", ""})
+			variants = append(variants, variant{l.MidSymbol, "false", "true", "", ""})
 		}
 		if l.FillSymbol != "" {
 			for j := range variants {
 				variants[j].fill = "false"
 			}
-			v := variant{l.FillSymbol, "false", "", "TFC_FILL"}
+			v := variant{l.FillSymbol, "false", "", "TFC_FILL", ""}
 			if l.MidSymbol != "" {
 				v.mid = "false"
+			}
+			variants = append(variants, v)
+		}
+		if l.BandSymbol != "" {
+			for j := range variants {
+				variants[j].band = "false"
+			}
+			v := variant{l.BandSymbol, "true", "", "", "true"}
+			if l.MidSymbol != "" {
+				v.mid = "false"
+			}
+			if l.FillSymbol != "" {
+				v.fill = "false"
 			}
 			variants = append(variants, v)
 		}
@@ -214,11 +228,16 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 			if v.fill != "" {
 				decl = append(decl, "fill = "+v.fill)
 			}
+			if v.band != "" {
+				decl = append(decl, "band = "+v.band)
+			}
 			if len(decl) > 0 {
 				when := fmt.Sprintf("M > %d", l.SmallRows)
 				switch {
 				case v.fill == "TFC_FILL":
 					when = fmt.Sprintf("M > %d with the fill layout (CUDA)", l.FillRows)
+				case v.band == "true":
+					when = fmt.Sprintf("%d < M ≤ %d with the band layout (CUDA)", l.SmallRows, l.BandRows)
 				case v.small == "true":
 					when = fmt.Sprintf("M ≤ %d", l.SmallRows)
 				case v.mid == "true" && l.SmallRows > 0:
@@ -264,6 +283,9 @@ func Describe(l device.Launch) string {
 		}
 		if l.FillSymbol != "" {
 			mid += fmt.Sprintf(", or (ceil(M/%d), %d) as %s with %d bytes of dynamic LDS when M > %d with the fill layout", l.FillRowsPerBlock, l.FillGridY, l.FillSymbol, l.FillLDS, l.FillRows)
+		}
+		if l.BandSymbol != "" {
+			mid += fmt.Sprintf(", or (ceil(M/%d), %d) as %s when M ≤ %d with the band layout", l.BandRowsPerBlock, l.SmallRowsGridY, l.BandSymbol, l.BandRows)
 		}
 		return fmt.Sprintf("grid (%s, %d), or (%s, %d)%s when M ≤ %d%s, %d threads", x, l.GridY, small, l.SmallRowsGridY, as, l.SmallRows, mid, l.Threads)
 	}

@@ -189,6 +189,20 @@ func FillRows(k Kernel) int {
 	return 0
 }
 
+// A tensor-core linear with the mid-size function has a band function too, launched instead on
+// CUDA (device.Layouts.Bands) at more than smallRows and at most bandRows rows: the small-row
+// layout (tfc_gemm_mma_rows, its warps splitting K by chunks, weights streamed from global
+// memory) on each band of bandBM rows, the mma fragment's height, over the small layout's column
+// blocks. At 16 rows the mid function's 64-column tiles gave the down projection 24 blocks for
+// 132 multiprocessors (118 µs against 33 at 8 rows, docs/receipts/2026-12-06-h100-gemm-tiles.md);
+// bands give it 96 a band. On the H100 decode at batch 16 went 2,266 → 3,785 tok/s, 32 3,971 →
+// 4,897, and 64 6,392 → 6,237 (each band streams the weights again), so 33-64 rows keep the mid
+// function (docs/receipts/2026-12-07-h100-bands-fill.md).
+const bandBM, bandRows, bandSuffix = 16, 32, "_band"
+
+// band says whether the linear has the band function.
+func (f *gemm) band() bool { return f.mma && f.mid() && (len(f.ropeOf) == 0 || f.pairs) }
+
 // mid says whether the linear has the mid-size function.
 func (f *gemm) mid() bool {
 	return f.k.Role != "vision" && f.glu == 0 && f.bm > midBM && f.n <= midMaxN
@@ -199,6 +213,9 @@ func (f *gemm) bmExpr() string {
 	bm := fmt.Sprint(f.bm)
 	if f.mid() {
 		bm = fmt.Sprintf("mid ? %d : %d", midBM, f.bm)
+	}
+	if f.band() {
+		bm = fmt.Sprintf("band ? %d : (%s)", bandBM, bm)
 	}
 	if f.fill() {
 		if f.mid() {
@@ -233,6 +250,9 @@ func (f *gemm) launches() []device.Launch {
 	}
 	if f.mid() {
 		l.MidRows, l.MidRowsPerBlock, l.MidSymbol = midRows, midBM, f.k.Name+midSuffix
+	}
+	if f.band() {
+		l.BandRows, l.BandRowsPerBlock, l.BandSymbol = bandRows, bandBM, f.k.Name+bandSuffix
 	}
 	if f.fill() {
 		bn, _ := f.fillTile()
@@ -274,9 +294,13 @@ func (f *gemm) mutations() []Mutation { return []Mutation{OffByOneBound, WrongSt
 func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 	bm, bn := f.tileNames()
 	if f.mma {
+		rows := ""
+		if f.band() {
+			rows = fmt.Sprintf(", TFC_MMA_TERMS, band ? %d : TFC_SMALL_ROWS", bandBM)
+		}
 		g.raw("#if TFC_CUDA")
 		g.line("if (%s)", small)
-		g.line("  tfc_gemm_mma_rows<%s, TFC_SMALL_BN, N, K, MUT>%s", bm, smallArgs)
+		g.line("  tfc_gemm_mma_rows<%s, TFC_SMALL_BN, N, K, MUT%s>%s", bm, rows, smallArgs)
 		if f.fill() {
 			_, wm := f.fillTile()
 			g.line("else if (fill)")
@@ -291,7 +315,13 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 		g.line("  tfc_gemm_amd<%s, %s, N, K, MUT>%s", bm, bn, args)
 		g.raw("#else")
 	}
-	g.line("if (%s)", small)
+	if f.band() {
+		g.line("if (band)  // a band of up to %d rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS", bandBM)
+		g.line("  tfc_gemm_tile<%d, TFC_SMALL_BN, BK, N, K, MUT>%s", bandBM, smallArgs)
+		g.line("else if (%s)", small)
+	} else {
+		g.line("if (%s)", small)
+	}
 	g.line("  tfc_gemm_rows<%s, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<%s, %s, BK>::floats>%s", bm, bm, bn, smallArgs)
 	g.line("else")
 	g.line("  %s", tile)

@@ -7,7 +7,8 @@
 // that the off-by-one, wrong-stride and missing-barrier controls change the result, and that on
 // BF16-exact activations (BF16 precision) one product a step gives the three products' bits, and
 // that the fill layout (tfc_gemm_mma_fill: cp.async stages, whose copies land only at a wait)
-// gives the 64×64 tile's bits in three tile shapes with its controls red. It prints
+// gives the 64×64 tile's bits in three tile shapes with its controls red, and that the band layout
+// (tfc_gemm_mma_rows on bands of 16 rows) gives the tile's bits. It prints
 // "N passed, N failed".
 #include <cstdio>
 #include <random>
@@ -24,20 +25,23 @@ static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, floa
   });
 }
 
-// run_rows launches tfc_gemm_mma_rows (the small-row layout) over M <= 16 rows into Y [M, N].
-template <int BM, int BN, int N, int K, int MUT, int TERMS = 3>
+// run_rows launches tfc_gemm_mma_rows (the small-row layout) over M <= ROWS rows into Y [M, N];
+// with ROWS 16 and BM 16 over any M, a block a band of 16 rows (the band layout).
+template <int BM, int BN, int N, int K, int MUT, int TERMS = 3, int ROWS = TFC_SMALL_ROWS>
 static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
   constexpr int floats = tfc_mma_floats<BM, BN>;
+  static_assert(ROWS <= BM, "a block's rows fit its tile");
   std::vector<float4> store((floats + 3) / 4 + 1);
   float* smem = reinterpret_cast<float*>(store.data());
-  for (int by = 0; by < (N + BN - 1) / BN; ++by) {
-    std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
-    const int n0 = by * BN;
-    emu_run(reinterpret_cast<unsigned char*>(smem), 0, by,
-            [=] { tfc_gemm_mma_rows<BM, BN, N, K, MUT, TERMS>(smem, X, ldx, W, ldw, M, 0, n0); });
-    for (int r = 0; r < M; ++r)
-      for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)r * N + n0 + c] = smem[r * (BN + 1) + c];
-  }
+  for (int bx = 0; bx < (M + ROWS - 1) / ROWS; ++bx)
+    for (int by = 0; by < (N + BN - 1) / BN; ++by) {
+      std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
+      const int m0 = bx * ROWS, n0 = by * BN;
+      emu_run(reinterpret_cast<unsigned char*>(smem), bx, by,
+              [=] { tfc_gemm_mma_rows<BM, BN, N, K, MUT, TERMS, ROWS>(smem, X, ldx, W, ldw, M, m0, n0); });
+      for (int r = 0; r < ROWS && m0 + r < M; ++r)
+        for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)(m0 + r) * N + n0 + c] = smem[r * (BN + 1) + c];
+    }
 }
 
 // run_fill launches the tile grid of a BM×BN tfc_gemm_mma_fill (the many-row layout, its LDS
@@ -125,6 +129,13 @@ static void suite(const char* name) {
                 std::memcmp(wide.data(), y.data() + (size_t)20 * N, wide.size() * 4) == 0,
             what);
     }
+    // the band layout, on 9, 16 and 19 rows at row 20 (one band and a part): the tile's bits
+    for (int rows : {9, 16, 19}) {
+      std::vector<float> band((size_t)rows * N, NAN);
+      run_rows<16, TFC_SMALL_BN, N, K, TFC_MUT_NONE, 3, 16>(c.x.data() + (size_t)20 * ldx, ldx, c.w.data(), ldw, rows, band.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: %d rows in bands of 16 keep their bits", name, strided, rows);
+      check(std::memcmp(band.data(), y.data() + (size_t)20 * N, band.size() * 4) == 0, what);
+    }
     {  // BF16 precision: on BF16-exact activations one product a step keeps the bits of three
       Case e = c;
       for (auto& v : e.x) {
@@ -166,6 +177,13 @@ static void suite(const char* name) {
       run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_BOUND>(five.x.data(), ldx, five.w.data(), ldw, 5, r.data());
       std::snprintf(what, sizeof what, "%s: small-row off-by-one control differs", name);
       check(worst<N, K>(five, 5, r.data()) > 1e-4, what);
+      std::vector<float> b((size_t)M * N, NAN);  // a band's controls, over every row
+      run_rows<16, TFC_SMALL_BN, N, K, TFC_MUT_BOUND, 3, 16>(c.x.data(), ldx, c.w.data(), ldw, M, b.data());
+      std::snprintf(what, sizeof what, "%s: band off-by-one control differs", name);
+      check(worst<N, K>(c, M, b.data()) > 1e-4, what);
+      run_rows<16, TFC_SMALL_BN, N, K, TFC_MUT_STRIDE, 3, 16>(c.x.data(), ldx, c.w.data(), ldw, M, b.data());
+      std::snprintf(what, sizeof what, "%s: band wrong-stride control differs", name);
+      check(worst<N, K>(c, M, b.data()) > 1e-4, what);
       run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_STRIDE>(five.x.data(), ldx, five.w.data(), ldw, 5, r.data());
       std::snprintf(what, sizeof what, "%s: small-row wrong-stride control differs", name);
       check(worst<N, K>(five, 5, r.data()) > 1e-4, what);

@@ -37,6 +37,10 @@ type Config struct {
 	// dynamic LDS by cp.async, kernels/tfc_mma_gemm.h's tfc_gemm_mma_fill); CUDA alone.
 	// TFC_GPU_FILL=1 in the environment turns it on there.
 	Fill bool
+	// NoBands keeps launches of SmallRows to BandRows rows off their band functions (the small-row
+	// layout on each band of 16 rows, kernels/tfc_mma_gemm.h's tfc_gemm_mma_rows), which CUDA runs
+	// otherwise; TFC_GPU_BANDS=0 in the environment sets it.
+	NoBands bool
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
 	NoGraphs bool
 	// NoTapes turns tapes off (as TFC_GPU_TAPES=0 does): every call's launches are prepared anew.
@@ -100,8 +104,11 @@ func NewBackend(c Config) (*Backend, error) {
 		c.Fill = true
 	}
 	c.Fill = c.Fill && c.Name == "cuda"
+	if os.Getenv("TFC_GPU_BANDS") == "0" {
+		c.NoBands = true
+	}
 	if c.Library != nil {
-		c.Library.layouts = device.Layouts{PagedMMA: c.PagedMMA, Fill: c.Fill}
+		c.Library.layouts = device.Layouts{PagedMMA: c.PagedMMA, Fill: c.Fill, Bands: !c.NoBands && c.Name == "cuda"}
 	}
 	c.RunLen = min(c.RunLen, maxRun)
 	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}

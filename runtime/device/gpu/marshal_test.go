@@ -37,12 +37,13 @@ func allKernels(t *testing.T) []hip.Kernel {
 // (addresses, strides, M and S, in its order), that the ops carry exactly its operands, and that
 // each grid is its launch's rule at M.
 func TestMarshalFollowsSchedule(t *testing.T) {
+	bands := 0 // launches taking a band function
 	for i, k := range allKernels(t) {
 		s, err := hip.ScheduleOf(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range []int{rowsFor(k), 5} {
+		for _, m := range []int{rowsFor(k), 5, 20} {
 			t.Run(fmt.Sprintf("%s/M=%d", k.Name, m), func(t *testing.T) {
 				b := &contracts.Builder{Backend: cpu.New(), Rng: rand.New(rand.NewSource(int64(i + 1))), Strided: i%2 == 1}
 				defer b.Free()
@@ -120,6 +121,22 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 						t.Errorf("launch %d in the fill layout: %+v, want %+v", j, fg[j], want)
 					}
 				}
+				// the band layout: above SmallRows and at most BandRows its function on bands of
+				// BandRowsPerBlock rows by the small layout's column blocks; elsewhere the same launches
+				_, bg, err := Marshal(ops, &s, addr, device.Layouts{Bands: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, l := range s.Launches {
+					want := grids[j]
+					if l.BandSymbol != "" && m > l.SmallRows && m <= l.BandRows {
+						want = Grid{Symbol: l.BandSymbol, X: (m + l.BandRowsPerBlock - 1) / l.BandRowsPerBlock, Y: l.SmallRowsGridY, Threads: l.Threads}
+						bands++
+					}
+					if bg[j] != want {
+						t.Errorf("launch %d in the band layout: %+v, want %+v", j, bg[j], want)
+					}
+				}
 				// tfc_attention_paged reads blockIdx.y as the query head, or at few rows blockIdx.y / SmallClusterY
 				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil {
 					l, want := s.Launches[len(s.Launches)-1], a.Heads
@@ -149,6 +166,9 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 				}
 			})
 		}
+	}
+	if bands == 0 {
+		t.Error("no launch of 20 rows took a band function")
 	}
 }
 

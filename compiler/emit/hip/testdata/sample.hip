@@ -6,16 +6,16 @@
 
 // vision_patch_embed: linear
 // from sample:vision.patch_embed
-// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 80) as vision_patch_embed_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -29,7 +29,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -40,7 +40,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -60,9 +62,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -76,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -87,7 +89,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -107,9 +111,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -123,7 +127,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -134,7 +138,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -154,9 +160,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -170,7 +176,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -181,7 +187,58 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -233,7 +290,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
 
 // vision_qkv_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from sample:vision.qkv, sample:vision.rope_q, sample:vision.rope_k
-// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, 256 threads
+// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, or (ceil(M/16), 240) as vision_qkv_rope_band when M ≤ 32 with the band layout, 256 threads
 __device__ const float vision_qkv_rope_op1_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 __device__ const float vision_qkv_rope_op2_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
@@ -247,8 +304,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false;  // launched at M > 64
-  constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
+  constexpr bool small = false, mid = false, band = false;  // launched at M > 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -260,7 +317,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -269,7 +326,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -323,8 +382,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false;  // launched at M ≤ 8
-  constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
+  constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -336,7 +395,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -345,7 +404,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -399,8 +460,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
-  constexpr int BM = mid ? 16 : 32, BN = 80, N = 3840, K = 1280;
+  constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -412,7 +473,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -421,7 +482,87 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 1280) || (n >= 1280 && n < 2560))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 1280) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 20 ? 0 : 1;
+      const float f = vision_qkv_rope_op1_inv[j];
+      tfc_rotate<false>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+      smem[r * (bn + 1) + c] = x;
+      smem[r * (bn + 1) + c + bn / 2] = y;
+    }
+  }
+  __syncthreads();
+  if (n0 >= 1280 && n0 < 2560) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 20 ? 0 : 1;
+      const float f = vision_qkv_rope_op2_inv[j];
+      tfc_rotate<false>(x, y, (float)op2_Pos[(size_t)m * op2_Pos_ld + a], f);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c, x);
+      tfc_st(op2_X + (size_t)m * op2_X_ld + n0 - 1280 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    float* op2_X, int op2_X_ld,
+    const int* op2_Pos, int op2_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
   if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (pairs)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -482,7 +623,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
 
 // vision_proj_residual: linear(bias, res)
 // from sample:vision.proj
-// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 80) as vision_proj_residual_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -491,9 +632,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -507,7 +648,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -518,7 +659,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -541,9 +684,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -557,7 +700,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -568,7 +711,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -591,9 +736,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -607,7 +752,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -618,7 +763,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -641,9 +788,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -657,7 +804,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -668,7 +815,61 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -685,7 +886,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
 
 // vision_fc1_quick_gelu: linear(bias, quick_gelu)
 // from sample:vision.fc1
-// launch vision_fc1_quick_gelu: grid (ceil(M/32), 80), or (1, 320) as vision_fc1_quick_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as vision_fc1_quick_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as vision_fc1_quick_gelu_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch vision_fc1_quick_gelu: grid (ceil(M/32), 80), or (1, 320) as vision_fc1_quick_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as vision_fc1_quick_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as vision_fc1_quick_gelu_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 320) as vision_fc1_quick_gelu_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -693,9 +894,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -709,7 +910,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -720,7 +921,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -742,9 +945,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -758,7 +961,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -769,7 +972,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -791,9 +996,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -807,7 +1012,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -818,7 +1023,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -840,9 +1047,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -856,7 +1063,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -867,7 +1074,60 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_quick_gelu(v));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -884,7 +1144,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
 
 // merger_fc1_gelu: linear(bias, internal) → activate(gelu)
 // from sample:merger.fc1, sample:merger.gelu
-// launch merger_fc1_gelu: grid (ceil(M/32), 80), or (1, 320) as merger_fc1_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as merger_fc1_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as merger_fc1_gelu_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch merger_fc1_gelu: grid (ceil(M/32), 80), or (1, 320) as merger_fc1_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as merger_fc1_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as merger_fc1_gelu_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 320) as merger_fc1_gelu_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -894,9 +1154,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -910,7 +1170,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -921,7 +1181,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -945,9 +1207,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -961,7 +1223,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -972,7 +1234,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -996,9 +1260,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1012,7 +1276,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1023,7 +1287,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1047,9 +1313,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_fill(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1063,7 +1329,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1074,7 +1340,62 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    v = tfc_rnd(tfc_gelu(v));
+    tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    const float* op1_X, int op1_X_ld,
+    float* op1_Y, int op1_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1245,7 +1566,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
-// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, 256 threads
+// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/16), 96) as q_proj_mrope_band when M ≤ 32 with the band layout, 256 threads
 __device__ const float q_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1256,8 +1577,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false;  // launched at M > 64
-  constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
+  constexpr bool small = false, mid = false, band = false;  // launched at M > 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1269,7 +1590,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1278,7 +1599,9 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1315,8 +1638,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false;  // launched at M ≤ 8
-  constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
+  constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1328,7 +1651,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1337,7 +1660,9 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1374,8 +1699,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
-  constexpr int BM = mid ? 16 : 32, BN = 128, N = 1536, K = 1536;
+  constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1387,7 +1712,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1396,7 +1721,70 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 1536))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 1536) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
+      const float f = q_proj_mrope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
   if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (pairs)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1426,7 +1814,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
 
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
-// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, 256 threads
+// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/16), 16) as k_proj_mrope_band when M ≤ 32 with the band layout, 256 threads
 __device__ const float k_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1437,8 +1825,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false;  // launched at M > 64
-  constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
+  constexpr bool small = false, mid = false, band = false;  // launched at M > 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1450,7 +1838,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1459,7 +1847,9 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1496,8 +1886,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false;  // launched at M ≤ 8
-  constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
+  constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1509,7 +1899,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1518,7 +1908,9 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (pairs)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1555,8 +1947,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at 8 < M ≤ 64
-  constexpr int BM = mid ? 16 : 32, BN = 128, N = 256, K = 1536;
+  constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1568,7 +1960,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1577,7 +1969,70 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
+    tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    if (!((n >= 0 && n < 256))) tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+    smem[r * (bn + 1) + c] = v;
+  }
+  __syncthreads();
+  if (n0 >= 0 && n0 < 256) {
+    for (int e = threadIdx.x; e < BM * (bn / 2); e += 256) {
+      const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;
+      if (m >= M) continue;
+      float x = smem[r * (bn + 1) + c], y = smem[r * (bn + 1) + c + bn / 2];
+      const int a = j < 16 ? 0 : j < 40 ? 1 : 2;
+      const float f = k_proj_mrope_op1_inv[j];
+      tfc_rotate<true>(x, y, (float)op1_Pos[(size_t)m * op1_Pos_ld + a], f);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c, x);
+      tfc_st(op1_X + (size_t)m * op1_X_ld + n0 + c + BN / 2, y);
+    }
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    float* op1_X, int op1_X_ld,
+    const int* op1_Pos, int op1_Pos_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const bool pairs = small;
+  const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+#if TFC_CUDA
   if (pairs)
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (pairs)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else
+    tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1607,7 +2062,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
 
 // v_proj: linear(bias)
 // from sample:layer.v_proj
-// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 16) as v_proj_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void v_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1615,9 +2070,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1631,7 +2086,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1642,7 +2097,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1663,9 +2120,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1679,7 +2136,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1690,7 +2147,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1711,9 +2170,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1727,7 +2186,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1738,7 +2197,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1759,9 +2220,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1775,7 +2236,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1786,7 +2247,59 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v + tfc_ld(op0_B + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void v_proj_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_B, int op0_B_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1879,7 +2392,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attent
 
 // o_proj_residual: linear(res)
 // from sample:layer.o_proj
-// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 96) as o_proj_residual_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1887,9 +2400,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1903,7 +2416,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1914,7 +2427,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1936,9 +2451,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1952,7 +2467,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1963,7 +2478,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -1985,9 +2502,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2001,7 +2518,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2012,7 +2529,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2034,9 +2553,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2050,7 +2569,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2061,7 +2580,60 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2078,16 +2650,16 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
 
 // mlp_gate_silu: linear(silu)
 // from sample:layer.gate_proj
-// launch mlp_gate_silu: grid (ceil(M/32), 140), or (1, 560) as mlp_gate_silu_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_gate_silu_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_gate_silu_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch mlp_gate_silu: grid (ceil(M/32), 140), or (1, 560) as mlp_gate_silu_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_gate_silu_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_gate_silu_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 560) as mlp_gate_silu_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2101,7 +2673,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2112,7 +2684,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2133,9 +2707,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2149,7 +2723,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2160,7 +2734,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2181,9 +2757,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2197,7 +2773,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2208,7 +2784,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2229,9 +2807,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2245,7 +2823,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2256,7 +2834,59 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(tfc_silu(v));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2273,7 +2903,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
 
 // mlp_up_mul: linear(internal) → mul
 // from sample:layer.up_proj, sample:layer.swiglu
-// launch mlp_up_mul: grid (ceil(M/32), 140), or (1, 560) as mlp_up_mul_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_up_mul_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_up_mul_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch mlp_up_mul: grid (ceil(M/32), 140), or (1, 560) as mlp_up_mul_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_up_mul_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_up_mul_fill with 122880 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 560) as mlp_up_mul_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2283,9 +2913,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2299,7 +2929,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2310,7 +2940,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2334,9 +2966,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2350,7 +2982,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2361,7 +2993,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2385,9 +3019,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2401,7 +3035,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2412,7 +3046,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2436,9 +3072,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_fill(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2452,7 +3088,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2463,7 +3099,62 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v * tfc_ld(op1_B + (size_t)m * op1_B_ld + n));
+    tfc_st(op1_Y + (size_t)m * op1_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    float* op0_Y, int op0_Y_ld,
+    const float* op1_A, int op1_A_ld,
+    const float* op1_B, int op1_B_ld,
+    float* op1_Y, int op1_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 128;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 122880, "the launch passes 122880 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2497,7 +3188,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
 
 // mlp_down_residual: linear(res)
 // from sample:layer.down_proj
-// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 102400 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 96) as mlp_down_residual_band when M ≤ 32 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2505,9 +3196,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = false;  // launched at M > 64
+  constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2521,7 +3212,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2532,7 +3223,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2554,9 +3247,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false;  // launched at M ≤ 8
+  constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2570,7 +3263,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2581,7 +3274,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2603,9 +3298,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true, fill = false;  // launched at 8 < M ≤ 64
+  constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2619,7 +3314,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2630,7 +3325,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (small)
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
@@ -2652,9 +3349,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)
+  constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (mid ? 16 : 32), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2668,7 +3365,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2679,7 +3376,60 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
+    tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+  for (int e = threadIdx.x; e < BM * bn; e += 256) {
+    const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    float v = smem[r * (bn + 1) + c];
+    v = tfc_rnd(v);
+    v = tfc_rnd(v + tfc_ld(op0_Res + (size_t)m * op0_Res_ld + n));
+    tfc_st(op0_Y + (size_t)m * op0_Y_ld + n, v);
+  }
+}
+
+extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
+    const float* op0_X, int op0_X_ld,
+    const tfc_bf16* op0_W, int op0_W_ld,
+    const float* op0_Res, int op0_Res_ld,
+    float* op0_Y, int op0_Y_ld,
+    int M) {
+  constexpr int MUT = TFC_MUT_NONE;
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr int FBM = 128, FBN = 64;  // the fill tile
+  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
+  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, "the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)");
+#else
+  constexpr int BK = 16;
+  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
+#endif
+  const int bn = small ? TFC_SMALL_BN : BN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+#if TFC_CUDA
   if (small)
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (fill)
+    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#elif TFC_AMD_MATRIX
+  if (small)
+    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else
+    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#else
+  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
