@@ -574,8 +574,10 @@ __device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_C
 
 // tfc_paged_packed takes a group of one row (a decode row) and HB query heads: mma row i is head
 // h0 + i. Warp w of cluster block c (CL blocks; one block, c = 0, without a cluster) takes chunks
-// base + NW·c + w of each round of CL·NW, reading its K and V fragments from the cache itself (no
-// LDS stage; V elements that are not finite as zero, added apart) and leaving the chunk's partial
+// base + CL·w + c of each round of CL·NW (a short context's chunks on as many multiprocessors),
+// reading its K and V fragments from the cache itself (no LDS stage; V elements that are not
+// finite as zero, added apart): the chunk's cache rows are looked up first, then a key block's
+// K or a dim block's V loads go out together before its products. It leaves the chunk's partial
 // in its block's LDS (po, pm, pl); then the round's partials are folded in chunk order, warp w of
 // block c keeping dim blocks NW·c + w, NW·c + w + CL·NW, ... The mma rows, products and sums are a
 // row's own, as in the staged walk: the same bits.
@@ -598,41 +600,55 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       const float x0 = row < HB && d < HD ? tfc_ld(q) : 0.f, x1 = row < HB && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  // a cache element as BF16 bits (0 past the keys or head_dim; fin false where it is not finite)
-  auto el = [&](const TC* base, int ld, int key, int d, bool& fin) -> unsigned {
-    if (key >= kend || d >= HD) return 0u;
-    const float x = tfc_ld(base + ((size_t)pages[key / PS] * PS + key % PS) * ld + d);
-    fin = tfc_finite(x);
-    return tfc_bf16_hi(x);
-  };
+  // the cache row of a key (-1 past the keys)
+  auto rowof = [&](int key) -> long long { return key < kend ? (long long)pages[key / PS] * PS + key % PS : -1; };
+  const bool k2 = sizeof(TC) == 4 && HD % 2 == 0 && ldkc % 2 == 0 && reinterpret_cast<size_t>(kb) % 8 == 0;  // F32 K rows in float2
   float mt = TFC_NEG_INF, lt = 0.f, o[NO][4];
 #pragma unroll
   for (int j = 0; j < NO; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
   const int chunks = (kend + CH - 1) / CH;
-  const int rank = CL > 1 ? tfc_cluster_rank() : 0, slot = NW * rank + warp;  // the warp's place in a round
+  const int rank = CL > 1 ? tfc_cluster_rank() : 0, slot = NW * rank + warp;  // the warp's dim blocks
 #pragma unroll 1
   for (int base = 0; base < chunks; base += RW) {
-    const int c = base + slot, c0 = c * CH;
+    const int c = base + CL * warp + rank, c0 = c * CH;  // the warp's chunk of the round
     tfc_fill_skew<MUT>();
     if (c < chunks) {
+      long long kr[NJ], vr[CH / 16][2][2];  // cache rows: K keys c0 + 8j + g; V keys c0 + 16kk + 8hf + 2t + e
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) kr[j] = rowof(c0 + 8 * j + g);
+#pragma unroll
+      for (int kk = 0; kk < CH / 16; ++kk)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) vr[kk][hf][e] = rowof(c0 + 16 * kk + 8 * hf + 2 * t + e);
       float s[NJ][4];  // q·k of key block j: B fragments from K rows c0 + 8j + g
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
+        unsigned b[KS][2];  // K's specials go through the products, as staged
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int d = 16 * ks + 8 * hf + 2 * t;
+            float x0 = 0.f, x1 = 0.f;
+            if (kr[j] >= 0 && d < HD) {
+              const TC* p = kb + (size_t)kr[j] * ldkc + d;
+              if (k2) {
+                const float2 f = *reinterpret_cast<const float2*>(p);
+                x0 = f.x, x1 = f.y;
+              } else {
+                x0 = tfc_ld(p), x1 = d + 1 < HD ? tfc_ld(p + 1) : 0.f;
+              }
+            }
+            b[ks][hf] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
+          }
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-          unsigned b[2];
-          bool fin;  // K's specials go through the products, as staged
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const int key = c0 + 8 * j + g, d = 16 * ks + 8 * hf + 2 * t;
-            b[hf] = tfc_pack_bf16(el(kb, ldkc, key, d, fin), el(kb, ldkc, key, d + 1, fin));
-          }
-          tfc_mma_bf16(s[j], qf[ks], b);
-        }
+        for (int ks = 0; ks < KS; ++ks) tfc_mma_bf16(s[j], qf[ks], b[ks]);
       }
       unsigned pf[CH / 16][4];
       float mc[2], lc[2];
@@ -640,18 +656,24 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       if (t == 0 && g < HB) pm[warp * 8 + g] = mc[0], pl[warp * 8 + g] = lc[0];
 #pragma unroll
       for (int nb = 0; nb < ND; ++nb) {
+        const int d = 8 * nb + g;  // V rows c0 + 16kk + 8hf + 2t, +1 of dim d
+        float x[CH / 16][2][2];
+#pragma unroll
+        for (int kk = 0; kk < CH / 16; ++kk)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) x[kk][hf][e] = vr[kk][hf][e] >= 0 && d < HD ? tfc_ld(vb + (size_t)vr[kk][hf][e] * ldvc + d) : 0.f;
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
         bool fin = true;
 #pragma unroll
         for (int kk = 0; kk < CH / 16; ++kk) {
-          unsigned b[2];  // V rows c0 + 16kk + 8hf + 2t, +1 of dim 8nb + g
+          unsigned b[2];
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
-            const int key = c0 + 16 * kk + 8 * hf + 2 * t, d = 8 * nb + g;
-            bool f0 = true, f1 = true;
-            const unsigned v0 = el(vb, ldvc, key, d, f0), v1 = el(vb, ldvc, key + 1, d, f1);
+            const bool f0 = tfc_finite(x[kk][hf][0]), f1 = tfc_finite(x[kk][hf][1]);
             fin = fin && f0 && f1;
-            b[hf] = tfc_pack_bf16(f0 ? v0 : 0u, f1 ? v1 : 0u);
+            b[hf] = tfc_pack_bf16(f0 ? tfc_bf16_hi(x[kk][hf][0]) : 0u, f1 ? tfc_bf16_hi(x[kk][hf][1]) : 0u);
           }
           tfc_mma_bf16(acc, pf[kk], b);
         }
@@ -666,10 +688,11 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
     if (g < HB) {
 #pragma unroll 1
       for (int q = 0; q < RW && base + q < chunks; ++q) {
-        const float* rm = CL > 1 ? tfc_cluster_map(pm, q / NW) : pm;
-        const float* rl = CL > 1 ? tfc_cluster_map(pl, q / NW) : pl;
-        const float* ro = (CL > 1 ? tfc_cluster_map(po, q / NW) : po) + (q % NW * 8 + g) * HDP + 2 * t;
-        tfc_attn_fold_dims<NO, ND>(mt, lt, o, rm[q % NW * 8 + g], rl[q % NW * 8 + g], ro, slot, RW);
+        const int qb = q % CL, qw = q / CL;  // chunk base + q's block and warp
+        const float* rm = CL > 1 ? tfc_cluster_map(pm, qb) : pm;
+        const float* rl = CL > 1 ? tfc_cluster_map(pl, qb) : pl;
+        const float* ro = (CL > 1 ? tfc_cluster_map(po, qb) : po) + (qw * 8 + g) * HDP + 2 * t;
+        tfc_attn_fold_dims<NO, ND>(mt, lt, o, rm[qw * 8 + g], rl[qw * 8 + g], ro, slot, RW);
       }
     }
     if constexpr (CL > 1)
