@@ -188,8 +188,9 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
 }
 
 // tfc_fill_smem is the LDS in bytes of tfc_gemm_mma_fill (below) at tile BM×BN: TFC_FILL_STAGES
-// stages of X rows (F32) and W rows (BF16), TFC_MMA_BK + 8 elements each, or the C tile where that
-// is larger. A fill function's launch passes it as dynamic LDS, tfc_fill_lds.
+// stages of X rows (F32) and W rows (BF16), TFC_MMA_BK + 8 elements each, then two steps of X's
+// BF16 terms (three planes of BM rows, TFC_MMA_BK + 8 elements each), or the C tile where that is
+// larger. A fill function's launch passes it as dynamic LDS, tfc_fill_lds.
 #ifndef TFC_FILL_STAGES
 #define TFC_FILL_STAGES 4
 #endif
@@ -197,8 +198,9 @@ template <int BM, int BN>
 struct tfc_fill_smem {
   static constexpr int ldx = TFC_MMA_BK + 8, ldw = TFC_MMA_BK + 8;  // floats of an X row, BF16 of a W row
   static constexpr int stage = BM * ldx * 4 + BN * ldw * 2;           // bytes of a stage
+  static constexpr int terms = 3 * BM * ldw * 2;                       // bytes of a step's BF16 terms
   static constexpr int c = BM * (BN + 1) * 4;
-  static constexpr int bytes = TFC_FILL_STAGES * stage > c ? TFC_FILL_STAGES * stage : c;
+  static constexpr int bytes = TFC_FILL_STAGES * stage + 2 * terms > c ? TFC_FILL_STAGES * stage + 2 * terms : c;
 };
 #ifndef TFC_MMA_EMULATED
 __device__ __forceinline__ float* tfc_fill_lds() {
@@ -655,9 +657,11 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
 // out for the tensor cores' rate: the same chain of mma.sync a output (k16 steps in order, a
 // TFC_KC chunk's hi and lo products summed apart from zero and added in chunk order), so the same
 // bits, on BM×BN tiles whose TFC_FILL_STAGES stages of X (F32) and W (BF16) stream into dynamic
-// LDS by cp.async while the tensor cores work on the oldest. X stays F32 in LDS; each warp splits
-// its fragments into BF16 terms as it reads them (tfc_bf16x2_hi, or tfc_split3 with three terms).
-// 8 warps, WM along the rows by 8/WM along the columns, each owning a contiguous
+// LDS by cp.async while the tensor cores work on the oldest. Each step's X is split once into its
+// BF16 terms (tfc_bf16x2_hi, or tfc_split3 with three terms) by the whole block, the step before
+// its products, into one of two term buffers, so both operands reach the warps by ldmatrix (each
+// warp splitting its own fragments took 240 registers and 5 instructions an mma: 82-93 TFLOP/s on
+// an H100, docs/receipts/2026-12-07-h100-bands-fill.md). 8 warps, WM along the rows by 8/WM along the columns, each owning a contiguous
 // (BM/WM)×(BN/(8/WM)) sub-tile. Rows of X or W that are not 16-byte aligned are read an element at
 // a time into the same stage. The C tile overlays the stages as tfc_gemm_mma leaves it, in
 // tfc_fill_smem<BM, BN>::bytes of LDS.
@@ -723,21 +727,49 @@ __device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, co
   }
 }
 
+// tfc_fill_terms writes step s's X (F32, in its stage at byte st) as its BF16 terms (TERMS planes
+// of [BM][ldw]) at byte offset at: a thread 16 elements, each taken as every layout takes it.
+template <int BM, int BN, int TERMS>
+__device__ __forceinline__ void tfc_fill_terms(unsigned char* sm, unsigned st, unsigned at) {
+  using S = tfc_fill_smem<BM, BN>;
+  constexpr int BK = TFC_MMA_BK, XU = BM * BK / 4;  // float4s of a step
+#pragma unroll
+  for (int i = 0; i < (XU + 255) / 256; ++i) {
+    const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
+    if (XU % 256 != 0 && u >= XU) break;
+    const float4 v = *reinterpret_cast<const float4*>(sm + st + 4 * (r * S::ldx + k));
+    unsigned short* d = reinterpret_cast<unsigned short*>(sm + at) + r * S::ldw + k;
+    if (TERMS == 1) {
+      *reinterpret_cast<uint2*>(d) = make_uint2(tfc_bf16x2_hi(v.x, v.y), tfc_bf16x2_hi(v.z, v.w));
+    } else {
+      const float f[4] = {v.x, v.y, v.z, v.w};
+      unsigned h[4], l[4], q[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) tfc_split3(f[j], h[j], l[j], q[j]);
+      *reinterpret_cast<uint2*>(d) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+      *reinterpret_cast<uint2*>(d + BM * S::ldw) = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
+      *reinterpret_cast<uint2*>(d + 2 * BM * S::ldw) = make_uint2(q[0] | q[1] << 16, q[2] | q[3] << 16);
+    }
+  }
+}
+
 template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int WM = 2, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_fill_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, P = TFC_FILL_STAGES;
   constexpr int WN = 8 / WM, MT = BM / WM / 16, NT = BN / WN / 8;  // a warp's row tiles of 16 and column tiles of 8
   static_assert(WM >= 1 && WM <= 8 && 8 % WM == 0 && BM % (16 * WM) == 0 && BN % (16 * WN) == 0, "whole 16×16 pieces a warp");
-  static_assert(TFC_KC % BK == 0 && P >= 2, "chunks hold whole steps; at least two stages");
+  static_assert(TFC_KC % BK == 0 && P >= 3, "chunks hold whole steps; at least three stages");
   static_assert(TERMS == 1 || TERMS == 3, "an activation is taken as one BF16 term or three");
   unsigned char* const sm = reinterpret_cast<unsigned char*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp % WM, wn = warp / WM, g = lane / 4, t = lane % 4;
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
   const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
-  // this lane's X fragment element (row g, column 2t) of row tile 0, and ldmatrix row of W's tile pair 0
-  const int xo = (wm * (BM / WM) + g) * S::ldx + 2 * t;
+  // the steps' BF16 terms lie past the stages, two steps by turns; this lane's ldmatrix rows of
+  // the warp's row tile 0 there (A) and of its tile pair 0 in a stage (W)
+  const unsigned terms = P * S::stage;
+  const unsigned a0 = tfc_smem_addr(sm) + terms + 2 * ((wm * (BM / WM) + lane % 16) * S::ldw + lane / 16 * 8);
   const unsigned b0 = tfc_smem_addr(sm) + BM * S::ldx * 4 + 2 * ((wn * (BN / WN) + lane % 8 + lane / 16 * 8) * S::ldw + lane / 8 % 2 * 8);
   float acc[MT][NT][4], phi[MT][NT][4], plo[MT][NT][4];
 #pragma unroll
@@ -753,14 +785,17 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
     if (s < KT) tfc_fill_load<BM, BN, N>(sm, s * S::stage, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s, kend);
     tfc_cp_async_commit();
   }
+  tfc_cp_async_wait<P - 2>();
+  tfc_fill_barrier<MUT>();  // step 0 is in every thread's view
+  tfc_fill_terms<BM, BN, TERMS>(sm, 0, terms);
 #pragma unroll 1
   for (int s = 0; s < KT; ++s) {
-    tfc_cp_async_wait<P - 2>();
-    tfc_fill_barrier<MUT>();  // step s is in every thread's view, and step s - 1's stage is free
+    tfc_cp_async_wait<P - 3>();
+    tfc_fill_barrier<MUT>();  // step s + 1 and step s's terms are in every thread's view; step s - 1's stage and terms are free
     if (s + P - 1 < KT) tfc_fill_load<BM, BN, N>(sm, (s + P - 1) % P * S::stage, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s + P - 1, kend);
     tfc_cp_async_commit();
-    const int st = s % P * S::stage;
-    const float* xs = reinterpret_cast<const float*>(sm + st) + xo;
+    if (s + 1 < KT) tfc_fill_terms<BM, BN, TERMS>(sm, (s + 1) % P * S::stage, terms + (s + 1) % 2 * S::terms);
+    const unsigned st = s % P * S::stage, at = s % 2 * S::terms;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       unsigned b[NT][2];
@@ -772,23 +807,9 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
       }
 #pragma unroll
       for (int r = 0; r < MT; ++r) {
-        const float* x = xs + 16 * r * S::ldx + kk;
-        const float2 v0 = *reinterpret_cast<const float2*>(x), v1 = *reinterpret_cast<const float2*>(x + 8 * S::ldx);
-        const float2 v2 = *reinterpret_cast<const float2*>(x + 8), v3 = *reinterpret_cast<const float2*>(x + 8 * S::ldx + 8);
         unsigned a[3][4];  // hi, lo, lo2 of row tile r, k kk..kk+15
-        if (TERMS == 1) {
-          a[0][0] = tfc_bf16x2_hi(v0.x, v0.y), a[0][1] = tfc_bf16x2_hi(v1.x, v1.y);
-          a[0][2] = tfc_bf16x2_hi(v2.x, v2.y), a[0][3] = tfc_bf16x2_hi(v3.x, v3.y);
-        } else {
-          const float f[8] = {v0.x, v0.y, v1.x, v1.y, v2.x, v2.y, v3.x, v3.y};
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            unsigned h0, l0, q0, h1, l1, q1;
-            tfc_split3(f[2 * j], h0, l0, q0);
-            tfc_split3(f[2 * j + 1], h1, l1, q1);
-            a[0][j] = h0 | h1 << 16, a[1][j] = l0 | l1 << 16, a[2][j] = q0 | q1 << 16;
-          }
-        }
+        for (int p = 0; p < TERMS; ++p) tfc_ldsm_x4(a[p], a0 + at + 2 * ((p * BM + 16 * r) * S::ldw + kk));
 #pragma unroll
         for (int i = 0; i < NT; ++i) tfc_mma_terms<TERMS>(phi[r][i], plo[r][i], a, b[i]);
       }

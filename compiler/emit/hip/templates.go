@@ -174,9 +174,10 @@ func (f *gemm) fillTile() (bn, wm int) {
 }
 
 // fillLDS is the dynamic LDS in bytes of a fill tile bm×bn: its stages of F32 X rows and BF16 W
-// rows, mmaBK + mmaPad elements each, or the C tile where that is larger.
+// rows, mmaBK + mmaPad elements each, then two steps of X's three BF16 terms, or the C tile where
+// that is larger.
 func fillLDS(bm, bn int) int {
-	return max(fillStages*(bm*(mmaBK+mmaPad)*4+bn*(mmaBK+mmaPad)*2), bm*(bn+1)*4)
+	return max(fillStages*(bm*(mmaBK+mmaPad)*4+bn*(mmaBK+mmaPad)*2)+2*3*bm*(mmaBK+mmaPad)*2, bm*(bn+1)*4)
 }
 
 // FillRows is the row count above which kernel k launches its fill function on a backend running
