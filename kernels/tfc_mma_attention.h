@@ -576,8 +576,8 @@ __device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_C
 // h0 + i. Warp w of cluster block c (CL blocks; one block, c = 0, without a cluster) takes chunks
 // base + CL·w + c of each round of CL·NW (a short context's chunks on as many multiprocessors),
 // reading its K and V fragments from the cache itself (no LDS stage; V elements that are not
-// finite as zero, added apart): the chunk's cache rows are looked up first, then a key block's
-// K or a dim block's V loads go out together before its products. It leaves the chunk's partial
+// finite as zero, added apart): the chunk's cache rows are looked up and asked into L2 first,
+// then a key block's K or a dim block's V loads go out together before its products. It leaves the chunk's partial
 // in its block's LDS (po, pm, pl); then the round's partials are folded in chunk order, warp w of
 // block c keeping dim blocks NW·c + w, NW·c + w + CL·NW, ... The mma rows, products and sums are a
 // row's own, as in the staged walk: the same bits.
@@ -624,6 +624,22 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
         for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
           for (int e = 0; e < 2; ++e) vr[kk][hf][e] = rowof(c0 + 16 * kk + 8 * hf + 2 * t + e);
+      // the chunk's K and V rows into L2 at once: lane t takes the 128-byte lines t, t + 4, ... of
+      // its K rows, and lanes g < 4 line g, g + 4, ... of their V rows
+#pragma unroll
+      for (int j = 0; j < NJ; ++j)
+        if (kr[j] >= 0)
+          for (int l = 128 * t; l < HD * (int)sizeof(TC); l += 512) tfc_prefetch_l2(reinterpret_cast<const char*>(kb + (size_t)kr[j] * ldkc) + l);
+      if (g < 4)
+#pragma unroll
+        for (int kk = 0; kk < CH / 16; ++kk)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (vr[kk][hf][e] >= 0)
+                for (int l = 128 * g; l < HD * (int)sizeof(TC); l += 512)
+                  tfc_prefetch_l2(reinterpret_cast<const char*>(vb + (size_t)vr[kk][hf][e] * ldvc) + l);
       float s[NJ][4];  // q·k of key block j: B fragments from K rows c0 + 8j + g
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
