@@ -1287,7 +1287,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_bias_rop
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = false, mid = true;  // launched at M ≤ 64
+  constexpr bool mid = true;  // launched at M ≤ 64
   constexpr int BM = mid ? 16 : 32, BN = 16, N = 64, K = 32;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];

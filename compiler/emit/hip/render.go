@@ -164,41 +164,34 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 		if l.Symbol != k.Name {
 			body = g.pre[l.Symbol]
 		}
-		// a launch with a small-row function renders the body again with small true, one with a
-		// mid-size function again with mid true, and one with a fill function again with fill
-		// TFC_FILL (true where the fill layout runs, CUDA; elsewhere it is the many-row function),
-		// and one with a band function again with small and band true
-		type variant struct{ sym, small, mid, fill, band string }
-		variants := []variant{{l.Symbol, "", "", "", ""}}
-		if l.SmallSymbol != "" {
-			variants = []variant{{l.Symbol, "false", "", "", ""}, {l.SmallSymbol, "true", "", "", ""}}
+		// a launch renders the body again for each function of its own layouts, with that layout's
+		// flag set (fill to TFC_FILL: true where the fill layout runs, CUDA; elsewhere it is the
+		// many-row function; a band function is the small-row one on bands, so small too) and the
+		// other layouts' flags false
+		type variant struct {
+			sym  string
+			flag map[string]string
 		}
-		if l.MidSymbol != "" {
-			for j := range variants {
-				variants[j].mid = "false"
+		variants := []variant{{l.Symbol, map[string]string{}}}
+		var flags []string
+		for _, f := range []struct{ sym, name, on string }{
+			{l.SmallSymbol, "small", "true"}, {l.MidSymbol, "mid", "true"}, {l.FillSymbol, "fill", "TFC_FILL"}, {l.BandSymbol, "band", "true"},
+		} {
+			if f.sym == "" {
+				continue
 			}
-			variants = append(variants, variant{l.MidSymbol, "false", "true", "", ""})
-		}
-		if l.FillSymbol != "" {
-			for j := range variants {
-				variants[j].fill = "false"
+			flags = append(flags, f.name)
+			for _, v := range variants {
+				v.flag[f.name] = "false"
 			}
-			v := variant{l.FillSymbol, "false", "", "TFC_FILL", ""}
-			if l.MidSymbol != "" {
-				v.mid = "false"
+			v := variant{f.sym, map[string]string{f.name: f.on}}
+			if f.name == "band" {
+				v.flag["small"] = "true"
 			}
-			variants = append(variants, v)
-		}
-		if l.BandSymbol != "" {
-			for j := range variants {
-				variants[j].band = "false"
-			}
-			v := variant{l.BandSymbol, "true", "", "", "true"}
-			if l.MidSymbol != "" {
-				v.mid = "false"
-			}
-			if l.FillSymbol != "" {
-				v.fill = "false"
+			for _, o := range flags[:len(flags)-1] {
+				if v.flag[o] == "" {
+					v.flag[o] = "false"
+				}
 			}
 			variants = append(variants, v)
 		}
@@ -207,7 +200,7 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 				b.WriteString("\n")
 			}
 			cluster := ""
-			if v.small == "true" && l.SmallClusterY > 1 {
+			if v.flag["small"] == "true" && l.SmallClusterY > 1 {
 				cluster = fmt.Sprintf("TFC_CLUSTER_Y(%d) ", l.SmallClusterY)
 			}
 			fmt.Fprintf(&b, "extern \"C\" __global__ %s__launch_bounds__(%d) void %s(\n    %s) {\n", cluster, l.Threads, v.sym, sig.String())
@@ -219,32 +212,23 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 				fmt.Fprintf(&b, "  constexpr int MUT = %s\n", macro)
 			}
 			var decl []string
-			if v.small != "" {
-				decl = append(decl, "small = "+v.small)
-			}
-			if v.mid != "" {
-				decl = append(decl, "mid = "+v.mid)
-			}
-			if v.fill != "" {
-				decl = append(decl, "fill = "+v.fill)
-			}
-			if v.band != "" {
-				decl = append(decl, "band = "+v.band)
+			for _, f := range flags {
+				decl = append(decl, f+" = "+v.flag[f])
 			}
 			if len(decl) > 0 {
 				when := fmt.Sprintf("M > %d", l.SmallRows)
 				switch {
-				case v.fill == "TFC_FILL":
+				case v.flag["fill"] == "TFC_FILL":
 					when = fmt.Sprintf("M > %d with the fill layout (CUDA)", l.FillRows)
-				case v.band == "true":
+				case v.flag["band"] == "true":
 					when = fmt.Sprintf("%d < M ≤ %d with the band layout (CUDA)", l.SmallRows, l.BandRows)
-				case v.small == "true":
+				case v.flag["small"] == "true":
 					when = fmt.Sprintf("M ≤ %d", l.SmallRows)
-				case v.mid == "true" && l.SmallRows > 0:
+				case v.flag["mid"] == "true" && l.SmallRows > 0:
 					when = fmt.Sprintf("%d < M ≤ %d", l.SmallRows, l.MidRows)
-				case v.mid == "true":
+				case v.flag["mid"] == "true":
 					when = fmt.Sprintf("M ≤ %d", l.MidRows)
-				case v.mid == "false":
+				case v.flag["mid"] == "false":
 					when = fmt.Sprintf("M > %d", l.MidRows)
 				}
 				fmt.Fprintf(&b, "  constexpr bool %s;  // launched at %s\n", strings.Join(decl, ", "), when)

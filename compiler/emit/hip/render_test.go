@@ -289,7 +289,7 @@ func TestVisionMMA(t *testing.T) {
 				"  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile\n" +
 				"#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
 				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];\n  float* const smem = fill ? tfc_fill_lds() : tile_lds;\n" +
-				"  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 102400, \"the launch passes 102400 bytes of dynamic LDS (the schedule's fill_lds)\");\n" +
+				"  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, \"the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)\");\n" +
 				"#else\n  constexpr int BK = 16;\n  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
 			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else if (fill)\n    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
