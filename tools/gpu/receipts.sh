@@ -45,13 +45,14 @@
 #                                    build and against it on the CUDA-core kernel's grid
 #                                    (TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1), and Nsight Compute on one
 #                                    prompt launch and one decode launch of it
-#   tools/gpu/receipts.sh fill OUT   the linears' fill layout (TFC_GPU_FILL=1): every family's
-#                                    BF16 contracts with it and TFC_PAGED_MMA=1, prompt fill, the
-#                                    tower and decode at
-#                                    batch 8 against the default (and in rounds of 2,048 rows, and
-#                                    with TFC_PAGED_MMA=1 too), a prompt fill's kernel table with it,
-#                                    the 2B-shaped checkpoint's BF16 contracts with it, and Nsight
-#                                    Compute on one gate/up launch of it
+#   tools/gpu/receipts.sh fill OUT   the linears' fill layout (TFC_GPU_FILL=1) and the tensor-core
+#                                    cached attention (TFC_PAGED_MMA=1): every family's BF16
+#                                    contracts with both, decode at batch 1/16/64, a 2,048-token
+#                                    fill and the tower on the default (A), on the attention (B),
+#                                    and on both in rounds of 2,048 rows (C) (QUICK=1 stops there),
+#                                    then a prompt fill's kernel table with both, the 2B-shaped
+#                                    checkpoint's BF16 contracts with both, and Nsight Compute on
+#                                    one gate/up launch of the fill layout
 set -uo pipefail
 part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes, speed, paged-mma or fill}
 out=${2:-${OUT:-out/receipts}}
@@ -243,21 +244,18 @@ fill)
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
 	step 150 contracts-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
-	# A the band layout off (TFC_GPU_BANDS=0), B the default, C the fill layout in rounds of 2,048
-	# rows, D that and the tensor-core cached attention; the decode bench fills 8 × 512 first
-	side A TFC_GPU_BANDS=0
-	side B ""
-	side C TFC_GPU_FILL=1 --max-num-batched-tokens 2048
-	side D "TFC_GPU_FILL=1 TFC_PAGED_MMA=1" --max-num-batched-tokens 2048
-	sides=("$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/bin/tfc-D")
-	[ "${QUICK:-0}" = 1 ] && sides=("$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C")  # QUICK=1: A, B and C alone
-	step 330 ab env AB_ROUNDS=1 AB_BATCH=8,16,64 AB_PROMPT=512 AB_NEW=32 AB_FILL="1x2048" AB_TOWER=1 \
-		bash tools/gpu/ab-speed.sh "${sides[@]}" "$out/ab"
+	# A the default, B the tensor-core cached attention, C that and the fill layout in rounds of
+	# 2,048 rows; the decode bench fills its 512-token prompts first (prefill_ms)
+	side A ""
+	side B TFC_PAGED_MMA=1
+	side C "TFC_PAGED_MMA=1 TFC_GPU_FILL=1" --max-num-batched-tokens 2048
+	step 330 ab env AB_ROUNDS=1 AB_BATCH=1,16,64 AB_PROMPT=512 AB_NEW=128 AB_FILL="1x2048" AB_TOWER=1 \
+		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/ab"
 	rm -rf "$out/bin"
 	[ "${QUICK:-0}" = 1 ] && { log "done"; exit 0; }
-	step 60 profile-fill env TFC_GPU_FILL=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
-		--new-tokens 8 --profile --out "$out/profile-fill.json"
-	step 120 contracts-full-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --model "$dw/checkpoint" --receipt "$out/receipts"
+	step 60 profile-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
+		--new-tokens 8 --max-num-batched-tokens 2048 --profile --out "$out/profile-fill.json"
+	step 120 contracts-full-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --model "$dw/checkpoint" --receipt "$out/receipts"
 	step 60 ncu-fill env TFC_GPU_TAPES=0 TFC_GPU_FILL=1 ncu -k "regex:silu_glu_fill" -s 10 -c 1 \
 		--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
 		bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 --new-tokens 8
