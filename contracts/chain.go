@@ -365,7 +365,8 @@ func SubLaunch(b *Builder, ops []device.Op, lo, hi int) ([]device.Op, error) {
 // SubRanges are the row ranges a kernel of m rows is relaunched alone over, each off any tile
 // boundary: for attention whole sequences (the second span, or the second cached sequence);
 // otherwise 5 rows (a launch of at most 8 rows takes the small-row function) and, where m allows,
-// 30 (a launch of 9-64 rows takes the mid-size one) and 100 (the many-row function, where m is a
+// 30 (a launch of 9-32 rows takes the band function where the backend runs bands, else the
+// mid-size one), 50 (33-64 rows: the mid-size one) and 100 (the many-row function, where m is a
 // fill function's).
 func SubRanges(k hip.Kernel, m int) [][2]int {
 	o := k.Ops[0]
@@ -380,6 +381,9 @@ func SubRanges(k hip.Kernel, m int) [][2]int {
 	r := [][2]int{{m/2 + 1, min(m, m/2+6)}}
 	if m >= 37 {
 		r = append(r, [2]int{7, 37})
+	}
+	if m >= 63 {
+		r = append(r, [2]int{13, 63})
 	}
 	if hip.FillRows(k) > 0 && m > hip.FillRows(k) {
 		r = append(r, [2]int{40, 140})
