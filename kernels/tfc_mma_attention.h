@@ -406,6 +406,19 @@ constexpr int TFC_PAGED_CHUNK = 64;
 #define TFC_PAGED_AHEAD 2
 #endif
 
+// tfc_cache_row is the cache row of a sequence's key in its pages of PS keys (-1 at or past kend).
+template <int PS>
+__device__ __forceinline__ long long tfc_cache_row(const int* pages, int key, int kend) {
+  return key < kend ? (long long)pages[key / PS] * PS + key % PS : -1;
+}
+
+// tfc_prefetch_row asks for the 128-byte lines first, first + 4, ... of a cache row (HD elements)
+// to be brought into L2.
+template <int HD, typename TC>
+__device__ __forceinline__ void tfc_prefetch_row(const TC* base, int ld, long long row, int first) {
+  for (int l = 128 * first; l < HD * (int)sizeof(TC); l += 512) tfc_prefetch_l2(reinterpret_cast<const char*>(base + (size_t)row * ld) + l);
+}
+
 // tfc_attn_fold folds a chunk's (mc, lc) into a row's running (mt, lt) and gives the weights a
 // of the running output and b of the chunk's: o = o·a + o_c·b.
 __device__ __forceinline__ void tfc_attn_fold(float& mt, float& lt, float mc, float lc, float& a, float& b) {
@@ -577,10 +590,10 @@ __device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_C
 // base + CL·w + c of each round of CL·NW (a short context's chunks on as many multiprocessors),
 // reading its K and V fragments from the cache itself (no LDS stage; V elements that are not
 // finite as zero, added apart): the chunk's cache rows are looked up and asked into L2 first,
-// then a key block's K or a dim block's V loads go out together before its products. It leaves the chunk's partial
-// in its block's LDS (po, pm, pl); then the round's partials are folded in chunk order, warp w of
-// block c keeping dim blocks NW·c + w, NW·c + w + CL·NW, ... The mma rows, products and sums are a
-// row's own, as in the staged walk: the same bits.
+// then a key block's K or a dim block's V loads go out together before its products. It leaves
+// the chunk's partial in its block's LDS (po, pm, pl); then the round's partials are folded in
+// chunk order, warp w of block c keeping dim blocks NW·c + w, NW·c + w + CL·NW, ... The mma rows,
+// products and sums are a row's own, as in the staged walk: the same bits.
 template <int HD, int HB, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
 __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC* kb, int ldkc, const TC* vb, int ldvc, TY* Y, int ldy,
                                                  const int* pages, int r, int h0, int kend, float sc, float* po, float* pm, float* pl) {
@@ -600,8 +613,6 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       const float x0 = row < HB && d < HD ? tfc_ld(q) : 0.f, x1 = row < HB && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  // the cache row of a key (-1 past the keys)
-  auto rowof = [&](int key) -> long long { return key < kend ? (long long)pages[key / PS] * PS + key % PS : -1; };
   const bool k2 = sizeof(TC) == 4 && HD % 2 == 0 && ldkc % 2 == 0 && reinterpret_cast<size_t>(kb) % 8 == 0;  // F32 K rows in float2
   float mt = TFC_NEG_INF, lt = 0.f, o[NO][4];
 #pragma unroll
@@ -617,19 +628,18 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
     if (c < chunks) {
       long long kr[NJ], vr[CH / 16][2][2];  // cache rows: K keys c0 + 8j + g; V keys c0 + 16kk + 8hf + 2t + e
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) kr[j] = rowof(c0 + 8 * j + g);
+      for (int j = 0; j < NJ; ++j) kr[j] = tfc_cache_row<PS>(pages, c0 + 8 * j + g, kend);
 #pragma unroll
       for (int kk = 0; kk < CH / 16; ++kk)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) vr[kk][hf][e] = rowof(c0 + 16 * kk + 8 * hf + 2 * t + e);
+          for (int e = 0; e < 2; ++e) vr[kk][hf][e] = tfc_cache_row<PS>(pages, c0 + 16 * kk + 8 * hf + 2 * t + e, kend);
       // the chunk's K and V rows into L2 at once: lane t takes the 128-byte lines t, t + 4, ... of
       // its K rows, and lanes g < 4 line g, g + 4, ... of their V rows
 #pragma unroll
       for (int j = 0; j < NJ; ++j)
-        if (kr[j] >= 0)
-          for (int l = 128 * t; l < HD * (int)sizeof(TC); l += 512) tfc_prefetch_l2(reinterpret_cast<const char*>(kb + (size_t)kr[j] * ldkc) + l);
+        if (kr[j] >= 0) tfc_prefetch_row<HD>(kb, ldkc, kr[j], t);
       if (g < 4)
 #pragma unroll
         for (int kk = 0; kk < CH / 16; ++kk)
@@ -637,9 +647,7 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
           for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-              if (vr[kk][hf][e] >= 0)
-                for (int l = 128 * g; l < HD * (int)sizeof(TC); l += 512)
-                  tfc_prefetch_l2(reinterpret_cast<const char*>(vb + (size_t)vr[kk][hf][e] * ldvc) + l);
+              if (vr[kk][hf][e] >= 0) tfc_prefetch_row<HD>(vb, ldvc, vr[kk][hf][e], g);
       float s[NJ][4];  // q·k of key block j: B fragments from K rows c0 + 8j + g
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
@@ -793,10 +801,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   uint2 kr[KS], vr[KS];
   bool vbr = false;  // the thread's staged V holds an element that is not finite
   // rowof is the cache row of the thread's key of the chunk at c0 (-1 past the keys)
-  auto rowof = [&](int c0) -> long long {
-    const int key = c0 + jk;
-    return key < kend ? (long long)pages[key / PS] * PS + key % PS : -1;
-  };
+  auto rowof = [&](int c0) { return tfc_cache_row<PS>(pages, c0 + jk, kend); };
   auto load = [&](long long row0) {
     const bool live = row0 >= 0;
     const size_t row = live ? (size_t)row0 : 0;
@@ -867,11 +872,10 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       if (c + CL < chunks) {
         next = rowof(c0 + CL * CH);
         if (TFC_PAGED_AHEAD == 1) load(next);
-        if (TFC_PAGED_AHEAD == 2 && next >= 0)  // a key's four threads take its K and V rows' 128-byte lines in turn
-          for (int l = 128 * (tid % 4); l < HD * (int)sizeof(TC); l += 512) {
-            tfc_prefetch_l2(reinterpret_cast<const char*>(kb + next * ldkc) + l);
-            tfc_prefetch_l2(reinterpret_cast<const char*>(vb + next * ldvc) + l);
-          }
+        if (TFC_PAGED_AHEAD == 2 && next >= 0) {  // a key's four threads take its K and V rows' 128-byte lines in turn
+          tfc_prefetch_row<HD>(kb, ldkc, next, tid % 4);
+          tfc_prefetch_row<HD>(vb, ldvc, next, tid % 4);
+        }
       }
       const bool bad = vbad == c + 1;
       if (active) {

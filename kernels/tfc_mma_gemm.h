@@ -160,6 +160,21 @@ __device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], 
   }
 }
 
+// tfc_put_terms writes four consecutive activations v as their BF16 terms (tfc_split3): hi at d,
+// and with three terms lo and lo2 plane and 2·plane elements on, 8 bytes each.
+template <int TERMS>
+__device__ __forceinline__ void tfc_put_terms(unsigned short* d, int plane, const float4& v) {
+  unsigned h[4], l[4], l2[4];
+  tfc_split3(v.x, h[0], l[0], l2[0]);
+  tfc_split3(v.y, h[1], l[1], l2[1]);
+  tfc_split3(v.z, h[2], l[2], l2[2]);
+  tfc_split3(v.w, h[3], l[3], l2[3]);
+  *reinterpret_cast<uint2*>(d) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+  if (TERMS == 1) return;
+  *reinterpret_cast<uint2*>(d + plane) = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
+  *reinterpret_cast<uint2*>(d + 2 * plane) = make_uint2(l2[0] | l2[1] << 16, l2[2] | l2[3] << 16);
+}
+
 // tfc_mma_store writes the registers tfc_mma_load read into the stage at s: X split into its
 // TERMS planes [TERMS][BM][LD], then W [BN][LD] (tfc_mma_step's BK and LD).
 template <int BM, int BN, int A4, int B8, int MUT, int TERMS>
@@ -169,16 +184,7 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
 #pragma unroll
   for (int i = 0; i < A4; ++i) {
     const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
-    if (u >= BM * BK / 4) continue;
-    unsigned h[4], l[4], l2[4];
-    tfc_split3(ra[i].x, h[0], l[0], l2[0]);
-    tfc_split3(ra[i].y, h[1], l[1], l2[1]);
-    tfc_split3(ra[i].z, h[2], l[2], l2[2]);
-    tfc_split3(ra[i].w, h[3], l[3], l2[3]);
-    *reinterpret_cast<uint2*>(s + r * LD + k) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
-    if (TERMS == 1) continue;
-    *reinterpret_cast<uint2*>(s + (BM + r) * LD + k) = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
-    *reinterpret_cast<uint2*>(s + (2 * BM + r) * LD + k) = make_uint2(l2[0] | l2[1] << 16, l2[2] | l2[3] << 16);
+    if (u < BM * BK / 4) tfc_put_terms<TERMS>(s + r * LD + k, BM * LD, ra[i]);
   }
 #pragma unroll
   for (int i = 0; i < B8; ++i) {
@@ -474,7 +480,7 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigne
   const float* x0 = X + (size_t)(m0 + g) * ldx;
   const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
   constexpr int R = ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
-  float v[U][KS][2][R][2];                        // rows g (and g+8) by k 2t, 2t+8
+  float v[U][KS][2][R][2];              // rows g (and g+8) by k 2t, 2t+8
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -658,11 +664,11 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
 // TFC_KC chunk's hi and lo products summed apart from zero and added in chunk order), so the same
 // bits, on BM×BN tiles whose TFC_FILL_STAGES stages of X (F32) and W (BF16) stream into dynamic
 // LDS by cp.async while the tensor cores work on the oldest. Each step's X is split once into its
-// BF16 terms (tfc_bf16x2_hi, or tfc_split3 with three terms) by the whole block, the step before
-// its products, into one of two term buffers, so both operands reach the warps by ldmatrix (each
-// warp splitting its own fragments took 240 registers and 5 instructions an mma: 82-93 TFLOP/s on
-// an H100, docs/receipts/2026-12-07-h100-bands-fill.md). 8 warps, WM along the rows by 8/WM along the columns, each owning a contiguous
-// (BM/WM)×(BN/(8/WM)) sub-tile. Rows of X or W that are not 16-byte aligned are read an element at
+// BF16 terms (tfc_put_terms) by the whole block, the step before its products, into one of two
+// term buffers, so both operands reach the warps by ldmatrix (each warp splitting its own
+// fragments took 240 registers and 5 instructions an mma: 82-93 TFLOP/s on an H100,
+// docs/receipts/2026-12-07-h100-bands-fill.md). 8 warps, WM along the rows by 8/WM along the
+// columns, each owning a contiguous (BM/WM)×(BN/(8/WM)) sub-tile. Rows of X or W that are not 16-byte aligned are read an element at
 // a time into the same stage. The C tile overlays the stages as tfc_gemm_mma leaves it, in
 // tfc_fill_smem<BM, BN>::bytes of LDS.
 
@@ -679,12 +685,6 @@ __device__ __forceinline__ void tfc_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 #endif
-
-// tfc_bf16x2_hi packs tfc_bf16_hi of a (low half) and b (high half).
-__device__ __forceinline__ unsigned tfc_bf16x2_hi(float a, float b) {
-  if (a != a || b != b) return tfc_bf16_hi(a) | tfc_bf16_hi(b) << 16;  // a NaN's payload may lie in its low bits alone
-  return __byte_perm(__float_as_uint(a), __float_as_uint(b), 0x7632);
-}
 
 // tfc_fill_load issues the stage of step s (BK = TFC_MMA_BK columns of K from s·BK) into the
 // stage at byte offset st: X [BM][ldx] F32, then W [BN][ldw] BF16, zeros past M, N and kend.
@@ -737,19 +737,8 @@ __device__ __forceinline__ void tfc_fill_terms(unsigned char* sm, unsigned st, u
   for (int i = 0; i < (XU + 255) / 256; ++i) {
     const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
     if (XU % 256 != 0 && u >= XU) break;
-    const float4 v = *reinterpret_cast<const float4*>(sm + st + 4 * (r * S::ldx + k));
-    unsigned short* d = reinterpret_cast<unsigned short*>(sm + at) + r * S::ldw + k;
-    if (TERMS == 1) {
-      *reinterpret_cast<uint2*>(d) = make_uint2(tfc_bf16x2_hi(v.x, v.y), tfc_bf16x2_hi(v.z, v.w));
-    } else {
-      const float f[4] = {v.x, v.y, v.z, v.w};
-      unsigned h[4], l[4], q[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) tfc_split3(f[j], h[j], l[j], q[j]);
-      *reinterpret_cast<uint2*>(d) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
-      *reinterpret_cast<uint2*>(d + BM * S::ldw) = make_uint2(l[0] | l[1] << 16, l[2] | l[3] << 16);
-      *reinterpret_cast<uint2*>(d + 2 * BM * S::ldw) = make_uint2(q[0] | q[1] << 16, q[2] | q[3] << 16);
-    }
+    tfc_put_terms<TERMS>(reinterpret_cast<unsigned short*>(sm + at) + r * S::ldw + k, BM * S::ldw,
+                         *reinterpret_cast<const float4*>(sm + st + 4 * (r * S::ldx + k)));
   }
 }
 

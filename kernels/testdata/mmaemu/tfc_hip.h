@@ -287,12 +287,6 @@ inline void tfc_cp_async_wait() {
   }
   emu_yield();  // the others run on meanwhile
 }
-inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
-  const unsigned long long v = (unsigned long long)y << 32 | x;
-  unsigned r = 0;
-  for (int i = 0; i < 4; ++i) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xff) << (8 * i);
-  return r;
-}
 
 inline void tfc_ldsm_x2(unsigned (&r)[2], unsigned a) { emu_ldsm<2>(r, a); }
 
