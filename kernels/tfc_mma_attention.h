@@ -24,9 +24,11 @@
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
-// key 0 of the span (16 or 32 with three terms, 64 with one): K and V as [plane][key][d], BF16, rows padded by 8 elements so that
-// ldmatrix reads hit distinct banks (V is read transposed, with ldmatrix .trans); head_dim is
-// padded with zeros to a multiple of 16 and keys past the span are zeros with score -Inf. Everything a row's bits
+// key 0 of the span (16 or 32 with three terms, 64 with one): the rows come by cp.async into
+// dynamic LDS a tile ahead, then the block splits them into K and V as [plane][key][d], BF16,
+// rows padded by 8 elements so that ldmatrix reads hit distinct banks (V is read transposed,
+// with ldmatrix .trans); head_dim is padded with zeros to a multiple of 16 and keys past the
+// span are zeros with score -Inf. The launch passes tfc_attn_mma_shape's bytes. Everything a row's bits
 // depend on (its warp's instructions, the key tiles, the order of every sum) is fixed by the
 // row's span and its place in it, never by the launch.
 //
@@ -40,6 +42,10 @@
 #ifndef TFC_ATTN_TILE1
 #define TFC_ATTN_TILE1 64
 #endif
+// tfc_attn_mma_shape is a tile's LDS, in the block's dynamic LDS: the next tile's K and V rows as
+// they come (F32, [2][tk][hdp], raw bytes), then the tile's BF16 planes (K's terms, then V's,
+// [plane][tk][ldk]). The keys a tile (tk) fix the order of the sums, so they stay what they were
+// in 40 KiB of static LDS.
 template <int HD, int TERMS>
 struct tfc_attn_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
@@ -47,20 +53,10 @@ struct tfc_attn_mma_shape {
   static constexpr int planes = 2 * TERMS;         // K's terms, then V's
   static constexpr int tk = TERMS == 1 ? TFC_ATTN_TILE1 : planes * 32 * ldk * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile
   static constexpr int plane = tk * ldk;
-  static constexpr int size = planes * plane;  // BF16 elements
+  static constexpr int size = planes * plane;  // BF16 elements of the planes
+  static constexpr int raw = 2 * tk * hdp * 4;  // bytes of the rows as they come
+  static constexpr int bytes = raw + size * 2;  // the launch's dynamic LDS
 };
-
-// tfc_attn_smem is the LDS of a tile: the K planes, then the V planes.
-template <int HD, int TERMS>
-__device__ __forceinline__ unsigned short* tfc_attn_smem() {
-  __shared__ __align__(16) unsigned short sm[tfc_attn_mma_shape<HD, TERMS>::size];
-  return sm;
-}
-
-// TFC_ATTN_AHEAD is the registers a thread may hold for the next tile's K and V.
-#ifndef TFC_ATTN_AHEAD
-#define TFC_ATTN_AHEAD 40
-#endif
 
 // tfc_ld4 loads p[0..3] (those below n) as floats: one 16-byte load where vec says the F32 rows
 // allow it.
@@ -115,8 +111,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   constexpr int HDP = shape::hdp, BK = shape::tk, LDK = shape::ldk, PL = shape::plane, VP = TERMS * PL;
   constexpr int KS = HDP / 16, NK = BK / 8, KK = BK / 16, ND = HDP / 8;
   static_assert(QG == 128, "a block is 8 warps of 16 rows");
-  static_assert(shape::size * 2 <= 40 * 1024, "the tiles' LDS must leave room in a block's static 48 KiB");
-  unsigned short* const sm = tfc_attn_smem<HD, TERMS>();
+  float* const raw = tfc_dynamic_lds();  // the next tile's rows as they come: K [BK][HDP], then V
+  unsigned short* const sm = reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(raw) + shape::raw);
   __shared__ int kbad[BK], vbad[HDP], tbad[2];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int nq = min(QG, s1 - r0), kcol = kh * HD, qcol = h * HD;
@@ -166,38 +162,43 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   const unsigned va = tfc_smem_addr(sm) + 2 * (VP + (lane % 16) * LDK);
   __syncthreads();  // the flags are reset
 
-  // a tile's K and V pass through registers four head dims at a time: unit u = tid + 256i is key
-  // u / (HDP/4), dims 4(u % (HDP/4)).., one 16-byte load each where the rows allow. In F32
-  // precision, where head_dim is at most 96 and the loads fit TFC_ATTN_AHEAD registers, the next
-  // tile's loads are in flight while the tensor cores work; with one term (64-key tiles) holding
-  // them costs more than it hides (measured on sm_90: 3.8 ms a launch without, 5.5 with).
+  // A tile's K and V rows come into raw by cp.async (16 bytes, four head dims, a unit: unit u =
+  // tid + 256i is key u / (HDP/4), dims 4(u % (HDP/4))..; rows that are not 16-byte aligned are
+  // read an element at a time), the next tile's while the tensor cores work on this one; then
+  // the block splits them into the BF16 planes (stage).
   constexpr int UR = HDP / 4, FU = (BK * UR + 255) / 256;
-  constexpr bool ahead = TERMS == 3 && HDP <= 96 && 8 * FU <= TFC_ATTN_AHEAD;
-  const bool vec = HD % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 && ((reinterpret_cast<size_t>(K) | reinterpret_cast<size_t>(V)) & 15) == 0;
-  float4 kr[FU], vr[FU];
+  const bool vec = sizeof(TK) == 4 && sizeof(TV) == 4 && HD % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 &&
+                   ((reinterpret_cast<size_t>(K) | reinterpret_cast<size_t>(V)) & 15) == 0;
   auto load = [&](int t0) {
 #pragma unroll
     for (int i = 0; i < FU; ++i) {
       const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
-      kr[i] = vr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (u < BK * UR && t0 + j < kend && d < HD) {
-        const size_t row = (size_t)(s0 + t0 + j);
-        kr[i] = tfc_ld4(K + row * ldk + kcol + d, HD - d, vec);
-        vr[i] = tfc_ld4(V + row * ldv + kcol + d, HD - d, vec);
+      if (BK * UR % 256 != 0 && u >= BK * UR) break;
+      const bool in = t0 + j < kend && d < HD;
+      const size_t row = (size_t)(s0 + (in ? t0 + j : 0));
+      float* const kd = raw + j * HDP + d;
+      if (vec) {
+        const unsigned dst = tfc_smem_addr(kd), n = in ? 16 : 0;
+        tfc_cp_async16(dst, K + row * ldk + kcol + (in ? d : 0), n);
+        tfc_cp_async16(dst + 4 * BK * HDP, V + row * ldv + kcol + (in ? d : 0), n);
+      } else {
+        const float4 kx = in ? tfc_ld4(K + row * ldk + kcol + d, HD - d, false) : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 vx = in ? tfc_ld4(V + row * ldv + kcol + d, HD - d, false) : make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<float4*>(kd) = kx;
+        *reinterpret_cast<float4*>(kd + BK * HDP) = vx;
       }
     }
+    tfc_cp_async_commit();
   };
-  if (ahead) load(0);
-#pragma unroll 1
-  for (int t0 = 0; t0 < kend; t0 += BK) {
-    const int nt = min(BK, kend - t0);
-    if (!ahead) load(t0);
-    tfc_fill_skew<MUT>();
+  // stage splits the tile at t0 (in raw) into the planes, flagging K rows and V columns that are
+  // not finite
+  auto stage = [&](int t0) {
 #pragma unroll
     for (int i = 0; i < FU; ++i) {
       const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
-      if (u >= BK * UR) continue;
-      float kx[4] = {kr[i].x, kr[i].y, kr[i].z, kr[i].w}, vx[4] = {vr[i].x, vr[i].y, vr[i].z, vr[i].w};
+      if (BK * UR % 256 != 0 && u >= BK * UR) break;
+      const float4 kq = *reinterpret_cast<const float4*>(raw + j * HDP + d), vq = *reinterpret_cast<const float4*>(raw + (BK + j) * HDP + d);
+      float kx[4] = {kq.x, kq.y, kq.z, kq.w}, vx[4] = {vq.x, vq.y, vq.z, vq.w};
       unsigned kh[4], kl[4], k2[4], vh[4], vl[4], v2[4];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
@@ -219,8 +220,17 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         *reinterpret_cast<uint2*>(kt + 5 * PL) = make_uint2(tfc_pack_bf16(v2[0], v2[1]), tfc_pack_bf16(v2[2], v2[3]));
       }
     }
-    tfc_fill_barrier<MUT>();
-    if (ahead && t0 + BK < kend) load(t0 + BK);
+  };
+  if (kend > 0) load(0);
+#pragma unroll 1
+  for (int t0 = 0; t0 < kend; t0 += BK) {
+    const int nt = min(BK, kend - t0);
+    tfc_cp_async_wait<0>();
+    __syncthreads();  // tile t0's rows are in every thread's view; the planes are free
+    tfc_fill_skew<MUT>();
+    stage(t0);
+    tfc_fill_barrier<MUT>();  // the planes are in every thread's view; raw is free
+    if (t0 + BK < kend) load(t0 + BK);
     if (active) {
       // scores of rows rw, rw + 8 against keys 8n + 2t, +1: element e is row rw + 8(e/2), key 8n + 2t + e%2
       float s[NK][4];
@@ -346,7 +356,6 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         }
       }
     }
-    __syncthreads();  // the next fill overwrites the tile
   }
   if (!active) return;
 #pragma unroll

@@ -20,7 +20,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -68,7 +68,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_rows
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -116,7 +116,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_fill
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -194,7 +194,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -242,7 +242,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -290,7 +290,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_qkv_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -418,6 +418,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_attention(
     int M,
     int S) {
   constexpr int MUT = TFC_MUT_NONE;
+#if TFC_CUDA
+  static_assert(tfc_attn_mma_shape<20, TFC_MMA_TERMS>::bytes <= 26624, "the launch passes 26624 bytes of dynamic LDS on CUDA (the schedule's mma_lds)");
+#endif
   tfc_attention_spans<20, 128, 32, 256, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,
       op0_Spans, S, 2, 2, 0.2236068f);
 }
@@ -439,7 +442,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -489,7 +492,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -539,7 +542,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -594,7 +597,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -648,7 +651,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -702,7 +705,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_silu
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -757,7 +760,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -807,7 +810,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -857,7 +860,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_res_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -909,7 +912,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -957,7 +960,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x_ro
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1005,7 +1008,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_x_fi
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1055,7 +1058,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1102,7 +1105,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_rows(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1149,7 +1152,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_fill(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1241,7 +1244,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1293,7 +1296,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1345,7 +1348,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_silu_glu_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1397,7 +1400,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1444,7 +1447,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out_rows(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1491,7 +1494,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_out_fill(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -1968,7 +1971,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2017,7 +2020,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rows(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2066,7 +2069,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_mid(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2115,7 +2118,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_fill(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2164,7 +2167,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_band(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2236,7 +2239,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2288,7 +2291,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2340,7 +2343,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_silu_glu_
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2392,7 +2395,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2441,7 +2444,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2490,7 +2493,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2539,7 +2542,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2588,7 +2591,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_down_proj
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2657,7 +2660,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits(
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2704,7 +2707,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits_ro
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
@@ -2751,7 +2754,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_logits_fi
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
-  float* const smem = fill ? tfc_fill_lds() : tile_lds;
+  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 184320, "the launch passes 184320 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
   constexpr int BK = 16;
