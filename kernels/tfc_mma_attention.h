@@ -69,17 +69,10 @@ __device__ __forceinline__ float4 tfc_ld4(const T* p, int n, bool vec) {
 __device__ __forceinline__ bool tfc_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 __device__ __forceinline__ unsigned tfc_pack_bf16(unsigned lo, unsigned hi) { return lo | hi << 16; }
 #ifndef TFC_MMA_EMULATED
-// tfc_ldsm_x2_trans is tfc_ldsm_x2 transposed: register j of lane l holds elements (2(l%4), l/4)
-// and (2(l%4)+1, l/4) of matrix j, whose row r comes from lane 8j + r.
-__device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(a)
-               : "memory");
-}
 // tfc_prefetch_l2 asks for the 128-byte line at p to be brought into L2.
 __device__ __forceinline__ void tfc_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-// tfc_ldsm_x4_trans is tfc_ldsm_x2_trans for four matrices (row r of matrix j from lane 8j + r).
+// tfc_ldsm_x4_trans is tfc_ldsm_x4 transposed: register j of lane l holds elements (2(l%4), l/4)
+// and (2(l%4)+1, l/4) of matrix j, whose row r comes from lane 8j + r.
 __device__ __forceinline__ void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -156,10 +149,12 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   for (int n = 0; n < ND; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0.f;
-  // shared byte addresses of this lane's ldmatrix rows (x2: lanes 0..7 give matrix 0, 8..15
-  // matrix 1): K key lane%8 and columns 8(lane/8%2).. (k = head dims), V key lane%16 (k = keys)
-  const unsigned ka = tfc_smem_addr(sm) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);
-  const unsigned va = tfc_smem_addr(sm) + 2 * (VP + (lane % 16) * LDK);
+  // shared byte addresses of this lane's ldmatrix rows (x4: lanes 8j..8j+7 give matrix j), two
+  // 8-column tiles of B a load: K key lane%8 + 8(lane/16) and columns 8(lane/8%2).. (k = head
+  // dims, matrices 2 and 3 the next 8 keys); V key lane%16 and columns 8(lane/16).. (k = keys,
+  // matrices 2 and 3 the next 8 head dims)
+  const unsigned ka = tfc_smem_addr(sm) + 2 * ((lane % 8 + lane / 16 * 8) * LDK + lane / 8 % 2 * 8);
+  const unsigned va = tfc_smem_addr(sm) + 2 * (VP + (lane % 16) * LDK + lane / 16 * 8);
   __syncthreads();  // the flags are reset
 
   // A tile's K and V rows come into raw by cp.async (16 bytes, four head dims, a unit: unit u =
@@ -243,15 +238,19 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
-          for (int n = 0; n < NK; ++n) {
-            unsigned bh[2], bl[2] = {0, 0}, b2[2] = {0, 0};
+          for (int n = 0; n < NK; n += 2) {  // key tiles n and n + 1
+            unsigned h4[4], l4[4] = {0, 0, 0, 0}, z4[4] = {0, 0, 0, 0};
             const unsigned a = ka + 2 * (n * 8 * LDK + ks * 16);
-            tfc_ldsm_x2(bh, a);
+            tfc_ldsm_x4(h4, a);
             if (TERMS == 3) {  // one term reads the hi plane alone
-              tfc_ldsm_x2(bl, a + 2 * PL);
-              tfc_ldsm_x2(b2, a + 4 * PL);
+              tfc_ldsm_x4(l4, a + 2 * PL);
+              tfc_ldsm_x4(z4, a + 4 * PL);
             }
-            tfc_mma_split6<TERMS>(sb[n], ss[n], qf[ks], bh, bl, b2);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const unsigned bh[2] = {h4[2 * q], h4[2 * q + 1]}, bl[2] = {l4[2 * q], l4[2 * q + 1]}, b2[2] = {z4[2 * q], z4[2 * q + 1]};
+              tfc_mma_split6<TERMS>(sb[n + q], ss[n + q], qf[ks], bh, bl, b2);
+            }
           }
         const bool kany = tbad[0] == t0;
 #pragma unroll
@@ -308,21 +307,27 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
           pf[kk][2][i] = tfc_pack_bf16(l2[0], l2[1]);
         }
 #pragma unroll
-      for (int n = 0; n < ND; ++n) {
-        float cb[4] = {0.f, 0.f, 0.f, 0.f}, cs[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int n = 0; n < ND; n += 2) {  // head dim tiles n and n + 1
+        float cb[2][4] = {}, cs[2][4] = {};
 #pragma unroll
         for (int kk = 0; kk < KK; ++kk) {
-          unsigned bh[2], bl[2] = {0, 0}, b2[2] = {0, 0};
+          unsigned h4[4], l4[4] = {0, 0, 0, 0}, z4[4] = {0, 0, 0, 0};
           const unsigned a = va + 2 * (kk * 16 * LDK + n * 8);
-          tfc_ldsm_x2_trans(bh, a);
+          tfc_ldsm_x4_trans(h4, a);
           if (TERMS == 3) {
-            tfc_ldsm_x2_trans(bl, a + 2 * PL);
-            tfc_ldsm_x2_trans(b2, a + 4 * PL);
+            tfc_ldsm_x4_trans(l4, a + 2 * PL);
+            tfc_ldsm_x4_trans(z4, a + 4 * PL);
           }
-          tfc_mma_split6<TERMS>(cb, cs, pf[kk], bh, bl, b2);
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const unsigned bh[2] = {h4[2 * q], h4[2 * q + 1]}, bl[2] = {l4[2 * q], l4[2 * q + 1]}, b2[2] = {z4[2 * q], z4[2 * q + 1]};
+            tfc_mma_split6<TERMS>(cb[q], cs[q], pf[kk], bh, bl, b2);
+          }
         }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (cb[e] + cs[e]);
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[n + q][e] = o[n + q][e] * alpha[e / 2] + (cb[q][e] + cs[q][e]);
       }
       if (tbad[1] == t0) {  // V elements that are not finite: p·v apart
         for (int d = 0; d < HD; ++d) {

@@ -305,7 +305,6 @@ inline void emu_ldsm_trans(unsigned (&r)[X], unsigned a) {
   }
   emu_wait(w.bar);
 }
-inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) { emu_ldsm_trans<2>(r, a); }
 inline void tfc_prefetch_l2(const void*) {}  // a hint: nothing to emulate
 inline void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) { emu_ldsm_trans<4>(r, a); }
 
