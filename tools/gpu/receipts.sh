@@ -49,7 +49,8 @@
 #                                    cached attention (TFC_PAGED_MMA=1): every family's BF16
 #                                    contracts with both, decode at batch 1/16/64, a 2,048-token
 #                                    fill and the tower on the default (A), on the attention (B),
-#                                    and on both in rounds of 2,048 rows (C) (QUICK=1 stops there),
+#                                    and on both in rounds of 2,048 rows (C), the contracts in F32
+#                                    and the default's tower kernel by kernel (QUICK=1 stops there),
 #                                    then a prompt fill's kernel table with both, the 2B-shaped
 #                                    checkpoint's BF16 contracts with both, and Nsight Compute on
 #                                    one gate/up launch of the fill layout
@@ -244,6 +245,7 @@ fill)
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
 	step 150 contracts-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	step 120 contracts-f32 bin/tfc contract --backend "$backend" --precision f32
 	# A the default, B the tensor-core cached attention, C that and the fill layout in rounds of
 	# 2,048 rows; the decode bench fills its 512-token prompts first (prefill_ms)
 	side A ""
@@ -252,6 +254,9 @@ fill)
 	step 330 ab env AB_ROUNDS=1 AB_BATCH=1,16,64 AB_PROMPT=512 AB_NEW=128 AB_FILL="1x2048" AB_TOWER=1 \
 		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/ab"
 	rm -rf "$out/bin"
+	# the default's tower, kernel by kernel (the span attention's time a layer)
+	step 90 profile-tower bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch "" --image "$dw/images/page-1000x1400.png" \
+		--repeat 1 --profile --out "$out/profile-tower.json"
 	[ "${QUICK:-0}" = 1 ] && { log "done"; exit 0; }
 	step 60 profile-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
 		--new-tokens 8 --max-num-batched-tokens 2048 --profile --out "$out/profile-fill.json"
