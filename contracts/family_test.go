@@ -55,6 +55,17 @@ func TestFamilyContractOnCPU(t *testing.T) {
 	if filepath.Base(path) != "2026-12-02-cpu-qwen2_vl-contract.md" {
 		t.Errorf("receipt named %s", path)
 	}
+	// a BF16 run's receipt names its precision, beside the F32 one
+	bf, err := contracts.WriteReceipt(dir, r, contracts.Machine{Device: contracts.CPUModel(), Backend: be.Describe(), Compiler: "test", Precision: "bf16"}, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(bf) != "2026-12-02-cpu-qwen2_vl-bf16-contract.md" {
+		t.Errorf("BF16 receipt named %s", bf)
+	}
+	if text, _ := os.ReadFile(bf); !strings.Contains(string(text), "| precision | bf16 |") {
+		t.Errorf("BF16 receipt does not name its precision:\n%s", text)
+	}
 	text, _ := os.ReadFile(path)
 	if !strings.Contains(string(text), r.Summary()) || !strings.Contains(string(text), "`qwen2vl_decode_linear_silu_glu`") {
 		t.Errorf("receipt lacks the summary or a kernel row:\n%s", text)

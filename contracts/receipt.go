@@ -19,15 +19,22 @@ type Machine struct {
 	Compiler string // what built the kernels: nvcc's version, or Go's for the CPU backend
 	Binary   string // sha256 of the tfc binary
 	Command  string // the command line that ran
+	// Precision is the run's precision ("f32" or "bf16"); a receipt of a precision other than
+	// F32 names it in its file name, so both precisions' receipts of a family can share a folder.
+	Precision string
 }
 
-// WriteReceipt writes <dir>/<date>-<target>-<family>-contract.md for r and returns its path.
+// WriteReceipt writes <dir>/<date>-<target>-<family>-contract.md for r (…-<family>-bf16-… in BF16
+// precision) and returns its path.
 func WriteReceipt(dir string, r *Report, m Machine, when time.Time) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kernel contract: %s on %s\n\n", r.Family, r.Target)
 	fmt.Fprintf(&b, "Date: %s. Written by `tfc contract --receipt`.\n\n", when.UTC().Format("2006-01-02 15:04 MST"))
 	b.WriteString("## Machine\n\n| | |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| device | %s |\n| backend | %s |\n| compiler | %s |\n| tfc binary sha256 | `%s` |\n", m.Device, m.Backend, m.Compiler, m.Binary)
+	if m.Precision != "" {
+		fmt.Fprintf(&b, "| precision | %s |\n", m.Precision)
+	}
 	fmt.Fprintf(&b, "| seed | %d |\n\n", r.Seed)
 	fmt.Fprintf(&b, "## Command\n\n    %s\n\n", m.Command)
 	fmt.Fprintf(&b, "## Result\n\n    %s\n\n", r.Summary())
@@ -61,7 +68,11 @@ func WriteReceipt(dir string, r *Report, m Machine, when time.Time) (string, err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-contract.md", when.UTC().Format("2006-01-02"), r.Target, r.Family))
+	name := r.Family
+	if m.Precision != "" && m.Precision != "f32" {
+		name += "-" + m.Precision
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-contract.md", when.UTC().Format("2006-01-02"), r.Target, name))
 	return path, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 

@@ -67,7 +67,7 @@ for that checkpoint's config, at its real shapes, as serving it would build them
 	fl.StringVar(&ckpt, "model", "", "checkpoint folder: check its family's kernels specialised for its config.json")
 	fl.Int64Var(&seed, "seed", 0, "seed of the random inputs (0: from the clock)")
 	fl.StringVar(&root, "root", ".", "repository root, where the family's graph and specialising config are read")
-	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-<family>-contract.md into this folder")
+	fl.StringVar(&receipt, "receipt", "", "write <date>-<target>-<family>-contract.md (-<family>-bf16- in BF16) into this folder")
 	addCommand(c)
 }
 
@@ -101,6 +101,7 @@ func runContract(cmd *cobra.Command, backend, precision, family, ckpt, root, rec
 			what = "--model " + ckpt
 		}
 		m.Command = fmt.Sprintf("tfc contract --backend %s --precision %s %s --seed %d --receipt docs/receipts", backend, prec, what, seed)
+		m.Precision = prec.String()
 		path, err := contracts.WriteReceipt(receipt, r, m, time.Now())
 		if err != nil {
 			return false, fmt.Errorf("writing the receipt: %w", err)

@@ -245,7 +245,7 @@ fill)
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
 	step 150 contracts-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
-	step 120 contracts-f32 bin/tfc contract --backend "$backend" --precision f32
+	step 120 contracts-f32 bin/tfc contract --backend "$backend" --precision f32 --receipt "$out/receipts"
 	# A the default, B the tensor-core cached attention, C that and the fill layout in rounds of
 	# 2,048 rows; the decode bench fills its 512-token prompts first (prefill_ms)
 	side A ""
