@@ -58,11 +58,9 @@ struct tfc_attn_mma_shape {
   static constexpr int bytes = raw + size * 2;  // the launch's dynamic LDS
 };
 
-// tfc_ld4 loads p[0..3] (those below n) as floats: one 16-byte load where vec says the F32 rows
-// allow it.
+// tfc_ld4 loads p[0..3] (those below n; zeros past it) as floats, an element at a time.
 template <typename T>
-__device__ __forceinline__ float4 tfc_ld4(const T* p, int n, bool vec) {
-  if (sizeof(T) == 4 && vec && n >= 4) return *reinterpret_cast<const float4*>(p);
+__device__ __forceinline__ float4 tfc_ld4(const T* p, int n) {
   return make_float4(n > 0 ? tfc_ld(p) : 0.f, n > 1 ? tfc_ld(p + 1) : 0.f, n > 2 ? tfc_ld(p + 2) : 0.f, n > 3 ? tfc_ld(p + 3) : 0.f);
 }
 
@@ -177,10 +175,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         tfc_cp_async16(dst, K + row * ldk + kcol + (in ? d : 0), n);
         tfc_cp_async16(dst + 4 * BK * HDP, V + row * ldv + kcol + (in ? d : 0), n);
       } else {
-        const float4 kx = in ? tfc_ld4(K + row * ldk + kcol + d, HD - d, false) : make_float4(0.f, 0.f, 0.f, 0.f);
-        const float4 vx = in ? tfc_ld4(V + row * ldv + kcol + d, HD - d, false) : make_float4(0.f, 0.f, 0.f, 0.f);
-        *reinterpret_cast<float4*>(kd) = kx;
-        *reinterpret_cast<float4*>(kd + BK * HDP) = vx;
+        *reinterpret_cast<float4*>(kd) = tfc_ld4(K + row * ldk + kcol + d, in ? HD - d : 0);
+        *reinterpret_cast<float4*>(kd + BK * HDP) = tfc_ld4(V + row * ldv + kcol + d, in ? HD - d : 0);
       }
     }
     tfc_cp_async_commit();
