@@ -355,17 +355,18 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 
 // ---------------------------------------------------------------------------------------------
 // tfc_gemm_mma_rows is tfc_gemm_mma for at most ROWS rows past m0 (decode rounds: TFC_SMALL_ROWS
-// a launch, or a band of 16 of a launch's rows): every output goes through the same chain of mma.sync
+// a launch, or a band of up to 32 of a launch's rows): every output goes through the same chain of mma.sync
 // instructions on the same fragments, so its bits are tfc_gemm_mma's, but the work is laid out
 // for streaming W instead of for reuse. Fragments come straight from global memory (no LDS
 // stages), and the tile's K is split across the warps by TFC_KC chunks: each chunk's sum starts
 // from zero in tfc_gemm_mma too, so warps compute chunk sums side by side and one warp a group of
 // column tiles adds them to the output's sum in ascending chunk order, as tfc_gemm_mma does. A
 // warp multiplies T 8-column tiles by each chunk of X it splits (two when the tile has an even
-// number under 8, so X's split is shared), U chunks a wave; its sums pass through LDS slots,
+// number under 8, so X's split is shared) and, in a band of more than 16 rows, by both row tiles
+// of 16 (each W fragment loaded once for both), U chunks a wave; its sums pass through LDS slots,
 // double-buffered by wave, one barrier a wave. A wave's W is loaded TFC_ROWS_PIPE - 1 waves ahead,
 // so that those loads are in flight while the warp multiplies. The C tile is left in smem as
-// tfc_gemm_mma leaves it (rows past 16 untouched). The missing-barrier control drops the wave
+// tfc_gemm_mma leaves it (rows past its row tiles untouched). The missing-barrier control drops the wave
 // barriers and the one before the epilogue reads C.
 //
 // The knobs below change how W streams, never an output's bits; nvcc -D sets them.
@@ -398,15 +399,17 @@ __device__ __forceinline__ uint4 tfc_ld_w16(const tfc_bf16* p) {
 }
 #endif
 
-// tfc_mma_rows_smem is tfc_gemm_mma_rows's layout at tile BM×BN: tiles a warp (t), groups of
-// them (groups), warps a group (wpt), chunks a warp a wave (u), and the LDS (in floats) it needs:
-// the C tile, then two sets of chunk-sum slots.
-template <int BM, int BN>
+// tfc_mma_rows_smem is tfc_gemm_mma_rows's layout at tile BM×BN for ROWS rows: row tiles (mt),
+// column tiles a warp (t), groups of them (groups), warps a group (wpt), chunks a warp a wave (u,
+// fewer with two row tiles, so that u·t·mt ≤ 4 and the slots fit what the compiler budgets), and
+// the LDS (in floats) it needs: the C tile, then two sets of chunk-sum slots.
+template <int BM, int BN, int ROWS = TFC_SMALL_ROWS>
 struct tfc_mma_rows_smem {
+  static constexpr int mt = ROWS > 16 ? 2 : 1;  // row tiles of 16 sharing each W fragment
   static constexpr int nt8 = BN / 8, t = nt8 < 8 && nt8 % 2 == 0 ? 2 : 1, groups = nt8 / t;
-  static constexpr int wpt = nt8 >= 8 ? 1 : 8 / groups, u = TFC_ROWS_TILE_CHUNKS > t ? TFC_ROWS_TILE_CHUNKS / t : 1;
+  static constexpr int wpt = nt8 >= 8 ? 1 : 8 / groups, u = TFC_ROWS_TILE_CHUNKS > t * mt ? TFC_ROWS_TILE_CHUNKS / (t * mt) : 1;
   static constexpr int c = BM * (BN + 1);
-  static constexpr int slots = wpt > 1 ? 2 * groups * wpt * u * t * 128 : 0;
+  static constexpr int slots = wpt > 1 ? 2 * groups * wpt * u * t * mt * 128 : 0;
   static constexpr int floats = c + slots;
 };
 
@@ -468,107 +471,121 @@ __device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 1
 }
 
 // tfc_mma_rows_sums computes the sums of the U chunks whose W tfc_mma_rows_load left in b (which
-// it lays out as fragments), chunk c0 + WPT*u of tile i into sum[u][i], each as tfc_gemm_mma sums
-// a chunk: from zero, k16 steps in ascending order, the lo2, lo and hi products of X's rows
-// m0 + lane/4 and m0 + lane/4 + 8 added to two accumulators, then hi + lo. X is split once a step
-// for all T tiles; its values for the U chunks are loaded before the first product.
+// it lays out as fragments), chunk c0 + WPT*u of tile i and row tile r (rows m0 + 16r ...) into
+// sum[r][u][i], each as tfc_gemm_mma sums a chunk: from zero, k16 steps in ascending order, the
+// lo2, lo and hi products of X's rows m0 + 16r + lane/4 and that + 8 added to two accumulators,
+// then hi + lo. X is split once a step for all T tiles; a row tile's values for the U chunks are
+// loaded before its first product. A row tile wholly past M (a band's second) takes no products.
 template <int KPAD, int NC, int U, int T, int WPT, int TERMS, int ROWS>
-__device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[U][T][4], unsigned (&b)[U][T][TFC_KC / 16][2], const float* X,
-                                                  int ldx, bool xvec, int M, int m0, int c0, int kend) {
-  constexpr int KS = TFC_KC / 16;
+__device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[(ROWS + 15) / 16][U][T][4], unsigned (&b)[U][T][TFC_KC / 16][2],
+                                                  const float* X, int ldx, bool xvec, int M, int m0, int c0, int kend) {
+  constexpr int KS = TFC_KC / 16, MT = (ROWS + 15) / 16;
+  static_assert(MT <= 2, "at most two row tiles share the fragments");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const bool r0 = m0 + g < M, r1 = m0 + g + 8 < M;
-  const float* x0 = X + (size_t)(m0 + g) * ldx;
-  const float* x1 = X + (size_t)(m0 + g + 8) * ldx;
-  constexpr int R = ROWS > 8 ? 2 : 1;  // rows a lane loads: g, and g+8 when launches may hold it
-  float v[U][KS][2][R][2];              // rows g (and g+8) by k 2t, 2t+8
+  constexpr int R = ROWS > 8 ? 2 : 1;  // rows a lane loads a row tile: g, and g+8 when launches may hold it
 #pragma unroll
-  for (int u = 0; u < U; ++u)
+  for (int rt = 0; rt < MT; ++rt) {
+    const int mr = m0 + 16 * rt;
+    if (rt > 0 && mr >= M) {
 #pragma unroll
-    for (int s = 0; s < KS; ++s)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int c = c0 + WPT * u, k = c * TFC_KC + 16 * s + 8 * h + 2 * t;
-        const bool live = c < NC && c * TFC_KC + 16 * s < KPAD;
+        for (int i = 0; i < T; ++i)
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const bool real = live && (r ? r1 : r0);
-          const float* x = r ? x1 : x0;
-          float a0 = 0.f, a1 = 0.f;
-          if (real) {
-            if (xvec && k + 2 <= kend) {
-              const float2 f = *reinterpret_cast<const float2*>(x + k);
-              a0 = f.x, a1 = f.y;
-            } else {
-              a0 = k < kend ? x[k] : 0.f;
-              a1 = k + 1 < kend ? x[k + 1] : 0.f;
-            }
-          }
-          v[u][s][h][r][0] = a0;
-          v[u][s][h][r][1] = a1;
-        }
-      }
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-#pragma unroll
-    for (int i = 0; i < T; ++i)
-#pragma unroll
-      for (int s2 = 0; s2 < KS / 2; ++s2) {
-        unsigned q[4] = {b[u][i][2 * s2][0], b[u][i][2 * s2][1], b[u][i][2 * s2 + 1][0], b[u][i][2 * s2 + 1][1]};
-        tfc_mma_b_span(q, t);
-        b[u][i][2 * s2][0] = q[0], b[u][i][2 * s2][1] = q[1], b[u][i][2 * s2 + 1][0] = q[2], b[u][i][2 * s2 + 1][1] = q[3];
-      }
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    float phi[T][4], plo[T][4];
-#pragma unroll
-    for (int i = 0; i < T; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) phi[i][e] = plo[i][e] = 0.f;
-    const int c = c0 + WPT * u;
-#pragma unroll
-    for (int s = 0; s < KS; ++s) {
-      if (c >= NC || c * TFC_KC + 16 * s >= KPAD) continue;
-      unsigned a[3][4];  // hi, lo, lo2 of the A fragment: register q is row g + 8(q%2), k 2t + 8(q/2)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        unsigned h0 = 0u, l0 = 0u, z0 = 0u, h1 = 0u, l1 = 0u, z1 = 0u;
-        if (q % 2 < R) {
-          tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][0], h0, l0, z0);
-          tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][1], h1, l1, z1);
-        }
-        a[0][q] = h0 | h1 << 16;
-        a[1][q] = l0 | l1 << 16;
-        a[2][q] = z0 | z1 << 16;
-      }
-#pragma unroll
-      for (int i = 0; i < T; ++i) tfc_mma_terms<TERMS>(phi[i], plo[i], a, b[u][i][s]);
+          for (int e = 0; e < 4; ++e) sum[rt][u][i][e] = 0.f;
+      continue;
     }
+    const bool r0 = mr + g < M, r1 = mr + g + 8 < M;
+    const float* x0 = X + (size_t)(mr + g) * ldx;
+    const float* x1 = X + (size_t)(mr + g + 8) * ldx;
+    float v[U][KS][2][R][2];  // rows g (and g+8) by k 2t, 2t+8
 #pragma unroll
-    for (int i = 0; i < T; ++i)
+    for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sum[u][i][e] = phi[i][e] + plo[i][e];
+      for (int s = 0; s < KS; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int c = c0 + WPT * u, k = c * TFC_KC + 16 * s + 8 * h + 2 * t;
+          const bool live = c < NC && c * TFC_KC + 16 * s < KPAD;
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const bool real = live && (r ? r1 : r0);
+            const float* x = r ? x1 : x0;
+            float a0 = 0.f, a1 = 0.f;
+            if (real) {
+              if (xvec && k + 2 <= kend) {
+                const float2 f = *reinterpret_cast<const float2*>(x + k);
+                a0 = f.x, a1 = f.y;
+              } else {
+                a0 = k < kend ? x[k] : 0.f;
+                a1 = k + 1 < kend ? x[k + 1] : 0.f;
+              }
+            }
+            v[u][s][h][r][0] = a0;
+            v[u][s][h][r][1] = a1;
+          }
+        }
+    if (rt == 0)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int i = 0; i < T; ++i)
+#pragma unroll
+          for (int s2 = 0; s2 < KS / 2; ++s2) {
+            unsigned q[4] = {b[u][i][2 * s2][0], b[u][i][2 * s2][1], b[u][i][2 * s2 + 1][0], b[u][i][2 * s2 + 1][1]};
+            tfc_mma_b_span(q, t);
+            b[u][i][2 * s2][0] = q[0], b[u][i][2 * s2][1] = q[1], b[u][i][2 * s2 + 1][0] = q[2], b[u][i][2 * s2 + 1][1] = q[3];
+          }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float phi[T][4], plo[T][4];
+#pragma unroll
+      for (int i = 0; i < T; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) phi[i][e] = plo[i][e] = 0.f;
+      const int c = c0 + WPT * u;
+#pragma unroll
+      for (int s = 0; s < KS; ++s) {
+        if (c >= NC || c * TFC_KC + 16 * s >= KPAD) continue;
+        unsigned a[3][4];  // hi, lo, lo2 of the A fragment: register q is row g + 8(q%2), k 2t + 8(q/2)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          unsigned h0 = 0u, l0 = 0u, z0 = 0u, h1 = 0u, l1 = 0u, z1 = 0u;
+          if (q % 2 < R) {
+            tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][0], h0, l0, z0);
+            tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][1], h1, l1, z1);
+          }
+          a[0][q] = h0 | h1 << 16;
+          a[1][q] = l0 | l1 << 16;
+          a[2][q] = z0 | z1 << 16;
+        }
+#pragma unroll
+        for (int i = 0; i < T; ++i) tfc_mma_terms<TERMS>(phi[i], plo[i], a, b[u][i][s]);
+      }
+#pragma unroll
+      for (int i = 0; i < T; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sum[rt][u][i][e] = phi[i][e] + plo[i][e];
+    }
   }
 }
 
+// tfc_max_int is the larger of a and b, at compile time.
+constexpr int tfc_max_int(int a, int b) { return a > b ? a : b; }
+
 // tfc_mma_floats is the LDS a kernel declares for both layouts at tile BM×BN (and the small-row
-// tiles of TFC_SMALL_BN columns).
+// tiles of TFC_SMALL_BN columns, of one row tile or a band's two).
 template <int BM, int BN>
-constexpr int tfc_mma_floats = tfc_mma_smem<BM, BN>::floats > tfc_mma_rows_smem<BM, BN>::floats
-                                   ? (tfc_mma_smem<BM, BN>::floats > tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats
-                                          ? tfc_mma_smem<BM, BN>::floats
-                                          : tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats)
-                                   : (tfc_mma_rows_smem<BM, BN>::floats > tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats
-                                          ? tfc_mma_rows_smem<BM, BN>::floats
-                                          : tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats);
+constexpr int tfc_mma_floats = tfc_max_int(tfc_max_int(tfc_mma_smem<BM, BN>::floats, tfc_mma_rows_smem<BM, BN>::floats),
+                                             tfc_max_int(tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats, tfc_mma_rows_smem<BM, TFC_SMALL_BN, 32>::floats));
 
 template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int ROWS = TFC_SMALL_ROWS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
-  using S = tfc_mma_rows_smem<BM, BN>;
+  using S = tfc_mma_rows_smem<BM, BN, ROWS>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
-  constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16;
+  constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16, MT = S::mt;
   constexpr int P = TFC_ROWS_PIPE, NW = (NC + WAVE - 1) / WAVE;  // waves in registers; waves of the tile
-  static_assert(BM >= 16 && BN % 8 == 0 && TFC_KC % 16 == 0 && ROWS <= 16, "tiles of whole mma fragments");
+  static_assert(BM >= 16 * MT && BN % 8 == 0 && TFC_KC % 16 == 0 && ROWS <= 32, "tiles of whole mma fragments");
   static_assert(P >= 1 && (TFC_ROWS_TILE_CHUNKS == 1 || TFC_ROWS_TILE_CHUNKS == 2 || TFC_ROWS_TILE_CHUNKS == 4),
                 "the compiler budgets LDS for at most 4 chunks of tiles a warp a wave");
   // M - m0 <= ROWS: the launch's rows past that are not read
@@ -579,7 +596,11 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
   if constexpr (WPT == 1) {
     // 8 or more column tiles: a warp takes whole tiles and walks K alone, U chunks a wave
     for (int j = warp; j < NT8; j += 8) {
-      float a4[4] = {0.f, 0.f, 0.f, 0.f};
+      float a4[MT][4];
+#pragma unroll
+      for (int r = 0; r < MT; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a4[r][e] = 0.f;
       unsigned b[P][U][1][KS][2];
 #pragma unroll
       for (int p = 0; p + 1 < P; ++p) tfc_mma_rows_load<N, KPAD, NC, U, 1, 1>(b[p], W, ldw, wvec, cols, j, p * U, kend);
@@ -590,27 +611,32 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
           const int c = (w0 + p) * U;
           if (NW % P != 0 && c >= NC) continue;
           tfc_mma_rows_load<N, KPAD, NC, U, 1, 1>(b[(p + P - 1) % P], W, ldw, wvec, cols, j, c + (P - 1) * U, kend);
-          float sum[U][1][4];
+          float sum[MT][U][1][4];
           tfc_mma_rows_sums<KPAD, NC, U, 1, 1, TERMS, ROWS>(sum, b[p], X, ldxm, xvec, M, m0, c, kend);
 #pragma unroll
           for (int u = 0; u < U; ++u)
             if (c + u < NC)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) a4[e] += sum[u][0][e];
+              for (int r = 0; r < MT; ++r)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a4[r][e] += sum[r][u][0][e];
         }
       tfc_fill_skew<MUT>();
-      tfc_mma_put(smem + g * (BN + 1) + j * 8 + 2 * t, BN + 1, a4);
+#pragma unroll
+      for (int r = 0; r < MT; ++r) tfc_mma_put(smem + (16 * r + g) * (BN + 1) + j * 8 + 2 * t, BN + 1, a4[r]);
     }
   } else {
     // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
     // warp, q 0, the last ones, so that it waits least)
     const int gi = warp / WPT, q = warp % WPT, cq = WPT - 1 - q;  // this warp's group of T tiles, place in it, first slot
-    float acc[T][4];
+    float acc[MT][T][4];
 #pragma unroll
-    for (int i = 0; i < T; ++i)
+    for (int r = 0; r < MT; ++r)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
-    float* const slots = smem + S::c;  // [2][G][WAVE][T][32 lanes][4]
+      for (int i = 0; i < T; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[r][i][e] = 0.f;
+    float* const slots = smem + S::c;  // [2][G][WAVE][MT][T][32 lanes][4]
     unsigned b[P][U][T][KS][2];
     if (gi < G) {
 #pragma unroll
@@ -622,10 +648,10 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
       for (int p = 0; p < P; ++p) {
         const int wave = w0 + p, c0 = wave * WAVE;
         if (NW % P != 0 && wave >= NW) continue;
-        float* const set = slots + (wave & 1) * G * WAVE * T * 128;
+        float* const set = slots + (wave & 1) * G * WAVE * MT * T * 128;
         if (gi < G) {
           tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[(p + P - 1) % P], W, ldw, wvec, cols, gi * T, c0 + (P - 1) * WAVE + cq, kend);
-          float sum[U][T][4];
+          float sum[MT][U][T][4];
           tfc_mma_rows_sums<KPAD, NC, U, T, WPT, TERMS, ROWS>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
           tfc_fill_skew<MUT>();
 #pragma unroll
@@ -633,28 +659,34 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
             const int s = cq + WPT * u;
             if (c0 + s >= NC) continue;
 #pragma unroll
-            for (int i = 0; i < T; ++i) {
-              float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+            for (int r = 0; r < MT; ++r)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) sl[e] = sum[u][i][e];
-            }
+              for (int i = 0; i < T; ++i) {
+                float* sl = set + ((((gi * WAVE + s) * MT + r) * T + i) * 32 + lane) * 4;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sl[e] = sum[r][u][i][e];
+              }
           }
         }
         tfc_fill_barrier<MUT>();
         if (gi < G && q == 0) {
           for (int s = 0; s < WAVE && c0 + s < NC; ++s)
 #pragma unroll
-            for (int i = 0; i < T; ++i) {
-              const float* sl = set + (((gi * WAVE + s) * T + i) * 32 + lane) * 4;
+            for (int r = 0; r < MT; ++r)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[i][e] += sl[e];
-            }
+              for (int i = 0; i < T; ++i) {
+                const float* sl = set + ((((gi * WAVE + s) * MT + r) * T + i) * 32 + lane) * 4;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[r][i][e] += sl[e];
+              }
         }
       }
     if (gi < G && q == 0) {
       tfc_fill_skew<MUT>();
 #pragma unroll
-      for (int i = 0; i < T; ++i) tfc_mma_put(smem + g * (BN + 1) + (gi * T + i) * 8 + 2 * t, BN + 1, acc[i]);
+      for (int r = 0; r < MT; ++r)
+#pragma unroll
+        for (int i = 0; i < T; ++i) tfc_mma_put(smem + (16 * r + g) * (BN + 1) + (gi * T + i) * 8 + 2 * t, BN + 1, acc[r][i]);
     }
   }
   tfc_fill_barrier<MUT>();  // the epilogue reads C

@@ -6,7 +6,7 @@
 
 // vision_patch_embed: linear
 // from sample:vision.patch_embed
-// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 80) as vision_patch_embed_band when M ≤ 32 with the band layout, 256 threads
+// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_patch_embed_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -15,7 +15,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -29,7 +29,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -40,8 +40,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -64,7 +64,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -78,7 +78,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -89,8 +89,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -113,7 +113,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -127,7 +127,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -138,8 +138,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -162,7 +162,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -176,7 +176,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -187,8 +187,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -209,9 +209,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -225,7 +225,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -236,8 +236,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -290,7 +290,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
 
 // vision_qkv_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from sample:vision.qkv, sample:vision.rope_q, sample:vision.rope_k
-// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, or (ceil(M/16), 240) as vision_qkv_rope_band when M ≤ 32 with the band layout, 256 threads
+// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, or (ceil(M/32), 240) as vision_qkv_rope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float vision_qkv_rope_op1_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 __device__ const float vision_qkv_rope_op2_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
@@ -305,7 +305,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -317,7 +317,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -326,8 +326,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -383,7 +383,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -395,7 +395,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -404,8 +404,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -461,7 +461,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -473,7 +473,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -482,8 +482,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -538,8 +538,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_band(
     const int* op2_Pos, int op2_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -551,7 +551,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_band(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -560,8 +560,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_band(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -626,7 +626,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
 
 // vision_proj_residual: linear(bias, res)
 // from sample:vision.proj
-// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 80) as vision_proj_residual_band when M ≤ 32 with the band layout, 256 threads
+// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_proj_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -637,7 +637,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -651,7 +651,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -662,8 +662,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -689,7 +689,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -703,7 +703,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -714,8 +714,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -741,7 +741,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -755,7 +755,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -766,8 +766,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -793,7 +793,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -807,7 +807,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -818,8 +818,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -843,9 +843,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -859,7 +859,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -870,8 +870,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -889,7 +889,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
 
 // vision_fc1_quick_gelu: linear(bias, quick_gelu)
 // from sample:vision.fc1
-// launch vision_fc1_quick_gelu: grid (ceil(M/32), 80), or (1, 320) as vision_fc1_quick_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as vision_fc1_quick_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as vision_fc1_quick_gelu_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 320) as vision_fc1_quick_gelu_band when M ≤ 32 with the band layout, 256 threads
+// launch vision_fc1_quick_gelu: grid (ceil(M/32), 80), or (1, 320) as vision_fc1_quick_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as vision_fc1_quick_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as vision_fc1_quick_gelu_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 320) as vision_fc1_quick_gelu_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -899,7 +899,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -913,7 +913,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -924,8 +924,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -950,7 +950,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -964,7 +964,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -975,8 +975,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1001,7 +1001,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1015,7 +1015,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1026,8 +1026,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1052,7 +1052,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1066,7 +1066,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1077,8 +1077,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1101,9 +1101,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1117,7 +1117,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1128,8 +1128,8 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1147,7 +1147,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_fc1_quick_gelu_band(
 
 // merger_fc1_gelu: linear(bias, internal) → activate(gelu)
 // from sample:merger.fc1, sample:merger.gelu
-// launch merger_fc1_gelu: grid (ceil(M/32), 80), or (1, 320) as merger_fc1_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as merger_fc1_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as merger_fc1_gelu_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 320) as merger_fc1_gelu_band when M ≤ 32 with the band layout, 256 threads
+// launch merger_fc1_gelu: grid (ceil(M/32), 80), or (1, 320) as merger_fc1_gelu_rows when M ≤ 8, or (ceil(M/16), 80) as merger_fc1_gelu_mid when M ≤ 64, or (ceil(M/128), 40) as merger_fc1_gelu_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 320) as merger_fc1_gelu_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1159,7 +1159,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1173,7 +1173,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1184,8 +1184,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1212,7 +1212,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1226,7 +1226,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1237,8 +1237,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1265,7 +1265,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1279,7 +1279,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1290,8 +1290,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1318,7 +1318,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1332,7 +1332,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1343,8 +1343,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1369,9 +1369,9 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_band(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 5120, K = 5120;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -1385,7 +1385,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1396,8 +1396,8 @@ extern "C" __global__ __launch_bounds__(256) void merger_fc1_gelu_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1569,7 +1569,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
-// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/16), 96) as q_proj_mrope_band when M ≤ 32 with the band layout, 256 threads
+// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 96) as q_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float q_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1581,7 +1581,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1593,7 +1593,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1602,8 +1602,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -1642,7 +1642,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1654,7 +1654,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1663,8 +1663,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -1703,7 +1703,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1715,7 +1715,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1724,8 +1724,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -1763,8 +1763,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1776,7 +1776,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1785,8 +1785,8 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -1817,7 +1817,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
 
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
-// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/16), 16) as k_proj_mrope_band when M ≤ 32 with the band layout, 256 threads
+// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 16) as k_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float k_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1829,7 +1829,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1841,7 +1841,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1850,8 +1850,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -1890,7 +1890,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1902,7 +1902,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1911,8 +1911,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -1951,7 +1951,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -1963,7 +1963,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1972,8 +1972,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -2011,8 +2011,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
     const int* op1_Pos, int op1_Pos_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
-  constexpr int BM = band ? 16 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
+  constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
 #else
@@ -2024,7 +2024,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
   const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2033,8 +2033,8 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
   else
     tfc_gemm_amd<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else if (pairs)
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
@@ -2065,7 +2065,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
 
 // v_proj: linear(bias)
 // from sample:layer.v_proj
-// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 16) as v_proj_band when M ≤ 32 with the band layout, 256 threads
+// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 16) as v_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void v_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2075,7 +2075,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2089,7 +2089,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2100,8 +2100,8 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2125,7 +2125,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2139,7 +2139,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2150,8 +2150,8 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2175,7 +2175,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2189,7 +2189,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2200,8 +2200,8 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2225,7 +2225,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2239,7 +2239,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2250,8 +2250,8 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2273,9 +2273,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2289,7 +2289,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2300,8 +2300,8 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2395,7 +2395,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attent
 
 // o_proj_residual: linear(res)
 // from sample:layer.o_proj
-// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 96) as o_proj_residual_band when M ≤ 32 with the band layout, 256 threads
+// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as o_proj_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2405,7 +2405,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2419,7 +2419,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2430,8 +2430,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2456,7 +2456,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2470,7 +2470,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2481,8 +2481,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2507,7 +2507,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2521,7 +2521,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2532,8 +2532,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2558,7 +2558,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2572,7 +2572,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2583,8 +2583,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2607,9 +2607,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2623,7 +2623,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2634,8 +2634,8 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2653,7 +2653,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
 
 // mlp_gate_silu: linear(silu)
 // from sample:layer.gate_proj
-// launch mlp_gate_silu: grid (ceil(M/32), 140), or (1, 560) as mlp_gate_silu_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_gate_silu_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_gate_silu_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 560) as mlp_gate_silu_band when M ≤ 32 with the band layout, 256 threads
+// launch mlp_gate_silu: grid (ceil(M/32), 140), or (1, 560) as mlp_gate_silu_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_gate_silu_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_gate_silu_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 560) as mlp_gate_silu_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2662,7 +2662,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2676,7 +2676,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2687,8 +2687,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2712,7 +2712,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2726,7 +2726,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2737,8 +2737,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2762,7 +2762,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2776,7 +2776,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2787,8 +2787,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2812,7 +2812,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2826,7 +2826,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2837,8 +2837,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2860,9 +2860,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2876,7 +2876,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2887,8 +2887,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2906,7 +2906,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_gate_silu_band(
 
 // mlp_up_mul: linear(internal) → mul
 // from sample:layer.up_proj, sample:layer.swiglu
-// launch mlp_up_mul: grid (ceil(M/32), 140), or (1, 560) as mlp_up_mul_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_up_mul_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_up_mul_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 560) as mlp_up_mul_band when M ≤ 32 with the band layout, 256 threads
+// launch mlp_up_mul: grid (ceil(M/32), 140), or (1, 560) as mlp_up_mul_rows when M ≤ 8, or (ceil(M/16), 140) as mlp_up_mul_mid when M ≤ 64, or (ceil(M/128), 70) as mlp_up_mul_fill with 184320 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 560) as mlp_up_mul_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2918,7 +2918,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2932,7 +2932,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2943,8 +2943,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2971,7 +2971,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -2985,7 +2985,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2996,8 +2996,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3024,7 +3024,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3038,7 +3038,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3049,8 +3049,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3077,7 +3077,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3091,7 +3091,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3102,8 +3102,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3128,9 +3128,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_band(
     float* op1_Y, int op1_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 128;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = fill ? FBN : 64, N = 8960, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3144,7 +3144,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 2>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3155,8 +3155,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_up_mul_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3191,7 +3191,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
 
 // mlp_down_residual: linear(res)
 // from sample:layer.down_proj
-// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/16), 96) as mlp_down_residual_band when M ≤ 32 with the band layout, 256 threads
+// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as mlp_down_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -3201,7 +3201,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = false, band = false;  // launched at M > 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3215,7 +3215,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3226,8 +3226,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3252,7 +3252,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, fill = false, band = false;  // launched at M ≤ 8
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3266,7 +3266,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3277,8 +3277,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3303,7 +3303,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, fill = false, band = false;  // launched at 8 < M ≤ 64
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3317,7 +3317,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3328,8 +3328,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3354,7 +3354,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, fill = TFC_FILL, band = false;  // launched at M > 256 with the fill layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3368,7 +3368,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3379,8 +3379,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3403,9 +3403,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
     float* op0_Y, int op0_Y_ld,
     int M) {
   constexpr int MUT = TFC_MUT_NONE;
-  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)
+  constexpr bool small = true, mid = false, fill = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int FBM = 128, FBN = 64;  // the fill tile
-  constexpr int BM = fill ? FBM : (band ? 16 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
+  constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
   __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
@@ -3419,7 +3419,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3430,8 +3430,8 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
   else
     tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #else
-  if (band)  // a band of up to 16 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
-    tfc_gemm_tile<16, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+  if (band)  // a band of up to 32 rows: the tile, not tfc_gemm_rows's at most TFC_SMALL_ROWS
+    tfc_gemm_tile<32, TFC_SMALL_BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (small)
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else

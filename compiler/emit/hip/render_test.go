@@ -120,7 +120,7 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 32, BandRowsPerBlock: 16, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64, or bands of 16 rows of the M ≤ 8 layout
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
 		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}},            // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
@@ -149,9 +149,9 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
 		"tfc_attention_paged<32, 2, 32, 256, 16, 8, small, MUT>(",
-		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, or (ceil(M/16), 8) as qkv_band when M ≤ 32 with the band layout, 256 threads",
-		"constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 32 with the band layout (CUDA)",
-		"tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 16 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
+		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, or (ceil(M/32), 8) as qkv_band when M ≤ 64 with the band layout, 256 threads",
+		"constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)",
+		"tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
 		"__device__ const float qkv_op1_inv[16] = {1.0f, 0.56234133f, 0.31622776f, ",

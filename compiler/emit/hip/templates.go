@@ -193,13 +193,15 @@ func FillRows(k Kernel) int {
 // A tensor-core linear with the mid-size function has a band function too, launched instead on
 // CUDA (device.Layouts.Bands) at more than smallRows and at most bandRows rows: the small-row
 // layout (tfc_gemm_mma_rows, its warps splitting K by chunks, weights streamed from global
-// memory) on each band of bandBM rows, the mma fragment's height, over the small layout's column
-// blocks. At 16 rows the mid function's 64-column tiles gave the down projection 24 blocks for
-// 132 multiprocessors (118 µs against 33 at 8 rows, docs/receipts/2026-12-06-h100-gemm-tiles.md);
-// bands give it 96 a band. On the H100 decode at batch 16 went 2,266 → 3,785 tok/s, 32 3,971 →
-// 4,897, and 64 6,392 → 6,237 (each band streams the weights again), so 33-64 rows keep the mid
-// function (docs/receipts/2026-12-07-h100-bands-fill.md).
-const bandBM, bandRows, bandSuffix = 16, 32, "_band"
+// memory) on each band of bandBM rows, two mma fragments high that share each weight fragment,
+// over the small layout's column blocks. At 16 rows the mid function's 64-column tiles gave the
+// down projection 24 blocks for 132 multiprocessors (118 µs against 33 at 8 rows,
+// docs/receipts/2026-12-06-h100-gemm-tiles.md); bands of 16 rows gave it 96 a band, and on the
+// H100 decode at batch 16 went 2,266 → 3,785 tok/s and 32 3,971 → 4,897, but 64 6,392 → 6,237
+// (four bands each streaming the weights, docs/receipts/2026-12-07-h100-bands-fill.md). Bands of
+// 32 rows stream them once up to 32 rows and twice at 64, so they take 33-64 rows from the mid
+// function too.
+const bandBM, bandRows, bandSuffix = 32, 64, "_band"
 
 // band says whether the linear has the band function.
 func (f *gemm) band() bool { return f.mma && f.mid() && (len(f.ropeOf) == 0 || f.pairs) }

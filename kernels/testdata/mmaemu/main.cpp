@@ -8,7 +8,7 @@
 // BF16-exact activations (BF16 precision) one product a step gives the three products' bits, and
 // that the fill layout (tfc_gemm_mma_fill: cp.async stages, whose copies land only at a wait)
 // gives the 64×64 tile's bits in three tile shapes with its controls red, and that the band layout
-// (tfc_gemm_mma_rows on bands of 16 rows) gives the tile's bits. It prints
+// (tfc_gemm_mma_rows on bands of 16 or 32 rows) gives the tile's bits. It prints
 // "N passed, N failed".
 #include <cstdio>
 #include <random>
@@ -26,7 +26,7 @@ static void run(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, floa
 }
 
 // run_rows launches tfc_gemm_mma_rows (the small-row layout) over M <= ROWS rows into Y [M, N];
-// with ROWS 16 and BM 16 over any M, a block a band of 16 rows (the band layout).
+// with ROWS = BM = 16 or 32 over any M, a block a band of ROWS rows (the band layout).
 template <int BM, int BN, int N, int K, int MUT, int TERMS = 3, int ROWS = TFC_SMALL_ROWS>
 static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
   constexpr int floats = tfc_mma_floats<BM, BN>;
@@ -129,12 +129,23 @@ static void suite(const char* name) {
                 std::memcmp(wide.data(), y.data() + (size_t)20 * N, wide.size() * 4) == 0,
             what);
     }
-    // the band layout, on 9, 16 and 19 rows at row 20 (one band and a part): the tile's bits
+    // the band layout, on 9, 16 and 19 rows at row 20 (one band and a part) in bands of 16 and of
+    // 32 (two row tiles sharing each W fragment, the second wholly past M at 16 rows), and on 33
+    // and 40 rows from row 0 in bands of 32: the tile's bits
     for (int rows : {9, 16, 19}) {
-      std::vector<float> band((size_t)rows * N, NAN);
+      std::vector<float> band((size_t)rows * N, NAN), band2((size_t)rows * N, NAN);
       run_rows<16, TFC_SMALL_BN, N, K, TFC_MUT_NONE, 3, 16>(c.x.data() + (size_t)20 * ldx, ldx, c.w.data(), ldw, rows, band.data());
-      std::snprintf(what, sizeof what, "%s strided=%d: %d rows in bands of 16 keep their bits", name, strided, rows);
-      check(std::memcmp(band.data(), y.data() + (size_t)20 * N, band.size() * 4) == 0, what);
+      run_rows<32, TFC_SMALL_BN, N, K, TFC_MUT_NONE, 3, 32>(c.x.data() + (size_t)20 * ldx, ldx, c.w.data(), ldw, rows, band2.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: %d rows in bands of 16 and of 32 keep their bits", name, strided, rows);
+      check(std::memcmp(band.data(), y.data() + (size_t)20 * N, band.size() * 4) == 0 &&
+                std::memcmp(band2.data(), y.data() + (size_t)20 * N, band2.size() * 4) == 0,
+            what);
+    }
+    for (int rows : {33, 40}) {
+      std::vector<float> band((size_t)rows * N, NAN);
+      run_rows<32, TFC_SMALL_BN, N, K, TFC_MUT_NONE, 3, 32>(c.x.data(), ldx, c.w.data(), ldw, rows, band.data());
+      std::snprintf(what, sizeof what, "%s strided=%d: %d rows in bands of 32 keep their bits", name, strided, rows);
+      check(std::memcmp(band.data(), y.data(), band.size() * 4) == 0, what);
     }
     {  // BF16 precision: on BF16-exact activations one product a step keeps the bits of three
       Case e = c;
@@ -178,10 +189,10 @@ static void suite(const char* name) {
       std::snprintf(what, sizeof what, "%s: small-row off-by-one control differs", name);
       check(worst<N, K>(five, 5, r.data()) > 1e-4, what);
       std::vector<float> b((size_t)M * N, NAN);  // a band's controls, over every row
-      run_rows<16, TFC_SMALL_BN, N, K, TFC_MUT_BOUND, 3, 16>(c.x.data(), ldx, c.w.data(), ldw, M, b.data());
+      run_rows<32, TFC_SMALL_BN, N, K, TFC_MUT_BOUND, 3, 32>(c.x.data(), ldx, c.w.data(), ldw, M, b.data());
       std::snprintf(what, sizeof what, "%s: band off-by-one control differs", name);
       check(worst<N, K>(c, M, b.data()) > 1e-4, what);
-      run_rows<16, TFC_SMALL_BN, N, K, TFC_MUT_STRIDE, 3, 16>(c.x.data(), ldx, c.w.data(), ldw, M, b.data());
+      run_rows<32, TFC_SMALL_BN, N, K, TFC_MUT_STRIDE, 3, 32>(c.x.data(), ldx, c.w.data(), ldw, M, b.data());
       std::snprintf(what, sizeof what, "%s: band wrong-stride control differs", name);
       check(worst<N, K>(c, M, b.data()) > 1e-4, what);
       run_rows<BM, TFC_SMALL_BN, N, K, TFC_MUT_STRIDE>(five.x.data(), ldx, five.w.data(), ldw, 5, r.data());

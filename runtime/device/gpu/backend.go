@@ -38,7 +38,7 @@ type Config struct {
 	// TFC_GPU_FILL=1 in the environment turns it on there.
 	Fill bool
 	// NoBands keeps launches of SmallRows to BandRows rows off their band functions (the small-row
-	// layout on each band of 16 rows, kernels/tfc_mma_gemm.h's tfc_gemm_mma_rows), which CUDA runs
+	// layout on each band of 32 rows, kernels/tfc_mma_gemm.h's tfc_gemm_mma_rows), which CUDA runs
 	// otherwise; TFC_GPU_BANDS=0 in the environment sets it.
 	NoBands bool
 	// NoGraphs turns graph replay of repeated launch runs off (as TFC_GPU_GRAPHS=0 does).
