@@ -6,7 +6,7 @@
 
 // dotsocr_vision_linear_bias: linear(bias, round_product)
 // from graphs/dots_ocr.graph:121
-// launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_rows when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -18,8 +18,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -27,10 +28,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -45,6 +46,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -55,7 +59,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_vision_linear_bias_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -66,8 +70,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -75,10 +80,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -93,6 +98,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_row
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -114,8 +122,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_fil
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -123,10 +132,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_fil
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -141,6 +150,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_fil
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -354,7 +366,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_attention(
 
 // dotsocr_vision_linear_res: linear(res)
 // from graphs/dots_ocr.graph:131
-// launch dotsocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_res_rows when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -366,8 +378,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -375,10 +388,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -393,6 +406,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -404,7 +420,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_vision_linear_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -415,8 +431,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -424,10 +441,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -442,6 +459,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_rows
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -464,8 +484,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fill
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -473,10 +494,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fill
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -491,6 +512,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fill
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -663,7 +687,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_silu_glu
 
 // dotsocr_vision_linear_res_fc2: linear(res)
 // from graphs/dots_ocr.graph:133
-// launch dotsocr_vision_linear_res_fc2: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_res_fc2_rows when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_res_fc2_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_vision_linear_res_fc2: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_res_fc2_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_res_fc2_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -675,8 +699,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -684,10 +709,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -702,6 +727,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -713,7 +741,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -724,8 +752,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -733,10 +762,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -751,6 +780,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -773,8 +805,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -782,10 +815,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -800,6 +833,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_res_fc2_
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -849,7 +885,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
 
 // dotsocr_vision_linear_bias_gelu: linear(bias, gelu)
 // from graphs/dots_ocr.graph:138
-// launch dotsocr_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as dotsocr_vision_linear_bias_gelu_rows when M ≤ 8, or (ceil(M/128), 2) as dotsocr_vision_linear_bias_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as dotsocr_vision_linear_bias_gelu_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 2) as dotsocr_vision_linear_bias_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -861,8 +897,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -870,10 +907,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -888,6 +925,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -899,7 +939,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gelu_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_vision_linear_bias_gelu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -910,8 +950,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -919,10 +960,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -937,6 +978,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -959,8 +1003,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -968,10 +1013,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -986,6 +1031,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -999,7 +1047,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_gel
 
 // dotsocr_vision_linear_bias_out: linear(bias)
 // from graphs/dots_ocr.graph:138
-// launch dotsocr_vision_linear_bias_out: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_out_rows when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_bias_out_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch dotsocr_vision_linear_bias_out: grid (ceil(M/64), 1), or (1, 2) as dotsocr_vision_linear_bias_out_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as dotsocr_vision_linear_bias_out_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1011,8 +1059,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1020,10 +1069,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1038,6 +1087,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1048,7 +1100,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_vision_linear_bias_out_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -1059,8 +1111,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1068,10 +1121,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1086,6 +1139,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1107,8 +1163,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1116,10 +1173,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1134,6 +1191,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_linear_bias_out
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1403,7 +1463,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decod
 
 // dotsocr_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:150
-// launch dotsocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as dotsocr_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
+// launch dotsocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as dotsocr_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1415,8 +1475,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1424,10 +1485,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1444,6 +1505,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1455,7 +1519,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decode_linear_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -1466,8 +1530,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1475,10 +1540,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1495,6 +1560,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_rows
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1517,8 +1585,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1526,10 +1595,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1546,6 +1615,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1568,8 +1640,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1577,10 +1650,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1597,6 +1670,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_fill
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1619,8 +1695,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_band
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1628,10 +1705,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_band
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1648,6 +1725,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_band
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1820,7 +1900,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_silu_glu
 
 // dotsocr_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:152
-// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as dotsocr_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
+// launch dotsocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as dotsocr_decode_linear_res_down_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as dotsocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as dotsocr_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as dotsocr_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1832,8 +1912,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1841,10 +1922,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1861,6 +1942,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1872,7 +1956,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void dotsocr_decode_linear_res_down_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -1883,8 +1967,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1892,10 +1977,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1912,6 +1997,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1934,8 +2022,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1943,10 +2032,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1963,6 +2052,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1985,8 +2077,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1994,10 +2087,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2014,6 +2107,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2036,8 +2132,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2045,10 +2142,10 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2065,6 +2162,9 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

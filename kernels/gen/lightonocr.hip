@@ -6,7 +6,7 @@
 
 // lightonocr_vision_linear: linear
 // from graphs/lighton_ocr.graph:114
-// launch lightonocr_vision_linear: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_rows when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_vision_linear: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -17,8 +17,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -26,10 +27,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -44,6 +45,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -54,7 +58,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_vision_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -64,8 +68,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -73,10 +78,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -91,6 +96,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -111,8 +119,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 588;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -120,10 +129,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -138,6 +147,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -268,7 +280,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_attention(
 
 // lightonocr_vision_linear_res: linear(res)
 // from graphs/lighton_ocr.graph:122
-// launch lightonocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_res_rows when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_vision_linear_res: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -280,8 +292,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -289,10 +302,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -307,6 +320,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -318,7 +334,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_vision_linear_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -329,8 +345,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -338,10 +355,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -356,6 +373,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_r
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -378,8 +398,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_f
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -387,10 +408,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_f
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -405,6 +426,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_f
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -577,7 +601,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_silu_
 
 // lightonocr_vision_linear_res_down_proj: linear(res)
 // from graphs/lighton_ocr.graph:124
-// launch lightonocr_vision_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_vision_linear_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_res_down_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -589,8 +613,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -598,10 +623,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -616,6 +641,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -627,7 +655,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_down_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_vision_linear_res_down_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -638,8 +666,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -647,10 +676,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -665,6 +694,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -687,8 +719,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -696,10 +729,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -714,6 +747,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -771,7 +807,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_gather(
 
 // lightonocr_vision_linear_x: linear
 // from graphs/lighton_ocr.graph:129
-// launch lightonocr_vision_linear_x: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_x_rows when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_x_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_vision_linear_x: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_x_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_x_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -782,8 +818,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -791,10 +828,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -809,6 +846,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -819,7 +859,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_vision_linear_x_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -829,8 +869,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -838,10 +879,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -856,6 +897,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_row
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -876,8 +920,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -885,10 +930,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -903,6 +948,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -915,7 +963,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_x_fil
 
 // lightonocr_vision_linear_gelu: linear(gelu)
 // from graphs/lighton_ocr.graph:130
-// launch lightonocr_vision_linear_gelu: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_gelu_rows when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_vision_linear_gelu: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_gelu_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -926,8 +974,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -935,10 +984,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -953,6 +1002,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -964,7 +1016,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_vision_linear_gelu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -974,8 +1026,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -983,10 +1036,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1001,6 +1054,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1022,8 +1078,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1031,10 +1088,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1049,6 +1106,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1062,7 +1122,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_gelu_
 
 // lightonocr_vision_linear_out: linear
 // from graphs/lighton_ocr.graph:130
-// launch lightonocr_vision_linear_out: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_out_rows when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_out_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch lightonocr_vision_linear_out: grid (ceil(M/64), 1), or (1, 3) as lightonocr_vision_linear_out_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as lightonocr_vision_linear_out_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1073,8 +1133,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1082,10 +1143,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1100,6 +1161,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1110,7 +1174,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_vision_linear_out_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -1120,8 +1184,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1129,10 +1194,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1147,6 +1212,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_r
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1167,8 +1235,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_f
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 48, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1176,10 +1245,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_f
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1194,6 +1263,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_linear_out_f
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1267,7 +1339,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm(
 
 // lightonocr_decode_linear: linear
 // from graphs/lighton_ocr.graph:140
-// launch lightonocr_decode_linear: grid (ceil(M/32), 1), or (1, 2) as lightonocr_decode_linear_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as lightonocr_decode_linear_band when M ≤ 64 with the band layout, 256 threads
+// launch lightonocr_decode_linear: grid (ceil(M/32), 1), or (1, 2) as lightonocr_decode_linear_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as lightonocr_decode_linear_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1278,8 +1350,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1287,10 +1360,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1307,6 +1380,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1317,7 +1393,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_decode_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -1327,8 +1403,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1336,10 +1413,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1356,6 +1433,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1376,8 +1456,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1385,10 +1466,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1405,6 +1486,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1425,8 +1509,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1434,10 +1519,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1454,6 +1539,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1474,8 +1562,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_band(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1483,10 +1572,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_band(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1503,6 +1592,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1542,7 +1634,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm_q_no
 
 // lightonocr_decode_linear_k_proj: linear
 // from graphs/lighton_ocr.graph:141, graphs/lighton_ocr.graph:144
-// launch lightonocr_decode_linear_k_proj: grid (ceil(M/32), 1), or (1, 1) as lightonocr_decode_linear_k_proj_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_k_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_k_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 1) as lightonocr_decode_linear_k_proj_band when M ≤ 64 with the band layout, 256 threads
+// launch lightonocr_decode_linear_k_proj: grid (ceil(M/32), 1), or (1, 1) as lightonocr_decode_linear_k_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_k_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_k_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 1) as lightonocr_decode_linear_k_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1553,8 +1645,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1562,10 +1655,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1582,6 +1675,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1592,7 +1688,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_decode_linear_k_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -1602,8 +1698,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1611,10 +1708,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1631,6 +1728,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1651,8 +1751,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1660,10 +1761,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1680,6 +1781,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1700,8 +1804,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1709,10 +1814,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1729,6 +1834,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1749,8 +1857,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 16, K = 48;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1758,10 +1867,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1778,6 +1887,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_k_pro
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1891,7 +2003,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_de
 
 // lightonocr_decode_linear_res: linear(res)
 // from graphs/lighton_ocr.graph:145
-// launch lightonocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 3) as lightonocr_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
+// launch lightonocr_decode_linear_res: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 3) as lightonocr_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1903,8 +2015,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1912,10 +2025,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1932,6 +2045,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1943,7 +2059,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_decode_linear_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -1954,8 +2070,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1963,10 +2080,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1983,6 +2100,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_r
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2005,8 +2125,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2014,10 +2135,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2034,6 +2155,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_m
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2056,8 +2180,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2065,10 +2190,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2085,6 +2210,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_f
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2107,8 +2235,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_b
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2116,10 +2245,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_b
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2136,6 +2265,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_b
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2308,7 +2440,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_silu_
 
 // lightonocr_decode_linear_res_down_proj: linear(res)
 // from graphs/lighton_ocr.graph:147
-// launch lightonocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 3) as lightonocr_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
+// launch lightonocr_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 3) as lightonocr_decode_linear_res_down_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as lightonocr_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as lightonocr_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 3) as lightonocr_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2320,8 +2452,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2329,10 +2462,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2349,6 +2482,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2360,7 +2496,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_down_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void lightonocr_decode_linear_res_down_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -2371,8 +2507,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2380,10 +2517,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2400,6 +2537,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2422,8 +2562,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2431,10 +2572,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2451,6 +2592,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2473,8 +2617,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2482,10 +2627,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2502,6 +2647,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2524,8 +2672,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 48, K = 96;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2533,10 +2682,10 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2553,6 +2702,9 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_linear_res_d
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

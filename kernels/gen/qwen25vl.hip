@@ -6,7 +6,7 @@
 
 // qwen25vl_vision_linear: linear
 // from graphs/qwen2_5_vl.graph:118
-// launch qwen25vl_vision_linear: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_rows when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_vision_linear: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -17,8 +17,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -26,10 +27,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -44,6 +45,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -54,7 +58,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_vision_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -64,8 +68,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -73,10 +78,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -91,6 +96,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -111,8 +119,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -120,10 +129,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -138,6 +147,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -286,7 +298,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_attention(
 
 // qwen25vl_vision_linear_bias_res: linear(bias, res)
 // from graphs/qwen2_5_vl.graph:128
-// launch qwen25vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_bias_res_rows when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_bias_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_bias_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_bias_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -299,8 +311,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -308,10 +321,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -326,6 +339,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -337,7 +353,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_vision_linear_bias_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -349,8 +365,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -358,10 +375,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -376,6 +393,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -399,8 +419,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 40;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -408,10 +429,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -426,6 +447,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -604,7 +628,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_si
 
 // qwen25vl_vision_linear_bias_res_down_proj: linear(bias, res)
 // from graphs/qwen2_5_vl.graph:130
-// launch qwen25vl_vision_linear_bias_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_bias_res_down_proj_rows when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_bias_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_vision_linear_bias_res_down_proj: grid (ceil(M/64), 1), or (1, 3) as qwen25vl_vision_linear_bias_res_down_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_bias_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -617,8 +641,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 76;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -626,10 +651,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -644,6 +669,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -655,7 +683,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_res_down_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_vision_linear_bias_res_down_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -667,8 +695,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 76;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -676,10 +705,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -694,6 +723,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -717,8 +749,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 40, K = 76;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -726,10 +759,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -744,6 +777,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -757,7 +793,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_re
 
 // qwen25vl_vision_linear_bias_gelu: linear(bias, gelu)
 // from graphs/qwen2_5_vl.graph:135
-// launch qwen25vl_vision_linear_bias_gelu: grid (ceil(M/64), 3), or (1, 10) as qwen25vl_vision_linear_bias_gelu_rows when M ≤ 8, or (ceil(M/128), 3) as qwen25vl_vision_linear_bias_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_vision_linear_bias_gelu: grid (ceil(M/64), 3), or (1, 10) as qwen25vl_vision_linear_bias_gelu_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 3) as qwen25vl_vision_linear_bias_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -769,8 +805,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 160, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -778,10 +815,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -796,6 +833,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -807,7 +847,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_gelu_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_vision_linear_bias_gelu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -818,8 +858,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 160, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -827,10 +868,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -845,6 +886,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -867,8 +911,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 160, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -876,10 +921,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -894,6 +939,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -907,7 +955,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ge
 
 // qwen25vl_vision_linear_bias: linear(bias)
 // from graphs/qwen2_5_vl.graph:135
-// launch qwen25vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as qwen25vl_vision_linear_bias_rows when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen25vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 2) as qwen25vl_vision_linear_bias_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen25vl_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -919,8 +967,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -928,10 +977,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -946,6 +995,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -956,7 +1008,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_vision_linear_bias_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -967,8 +1019,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -976,10 +1029,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -994,6 +1047,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_ro
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1015,8 +1071,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_fi
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 160;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1024,10 +1081,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_fi
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1042,6 +1099,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_linear_bias_fi
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1502,7 +1562,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_deco
 
 // qwen25vl_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:150
-// launch qwen25vl_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as qwen25vl_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
+// launch qwen25vl_decode_linear_res: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as qwen25vl_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1514,8 +1574,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1523,10 +1584,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1543,6 +1604,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1554,7 +1618,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_decode_linear_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -1565,8 +1629,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1574,10 +1639,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1594,6 +1659,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_row
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1616,8 +1684,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1625,10 +1694,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1645,6 +1714,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_mid
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1667,8 +1739,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1676,10 +1749,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1696,6 +1769,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_fil
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1718,8 +1794,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_ban
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1727,10 +1804,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_ban
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1747,6 +1824,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_ban
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1919,7 +1999,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_silu_gl
 
 // qwen25vl_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:152
-// launch qwen25vl_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as qwen25vl_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
+// launch qwen25vl_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 2) as qwen25vl_decode_linear_res_down_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as qwen25vl_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as qwen25vl_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 2) as qwen25vl_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1931,8 +2011,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1940,10 +2021,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1960,6 +2041,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1971,7 +2055,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_down_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen25vl_decode_linear_res_down_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -1982,8 +2066,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1991,10 +2076,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2011,6 +2096,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2033,8 +2121,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2042,10 +2131,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2062,6 +2151,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2084,8 +2176,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2093,10 +2186,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2113,6 +2206,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2135,8 +2231,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2144,10 +2241,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2164,6 +2261,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_linear_res_dow
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

@@ -6,7 +6,7 @@
 
 // qwen2vl_vision_linear: linear
 // from graphs/qwen2_vl.graph:118
-// launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_rows when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -17,8 +17,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -26,10 +27,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -44,6 +45,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -54,7 +58,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -64,8 +68,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -73,10 +78,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -91,6 +96,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -111,8 +119,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -120,10 +129,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -138,6 +147,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -362,7 +374,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_attention(
 
 // qwen2vl_vision_linear_bias_res: linear(bias, res)
 // from graphs/qwen2_vl.graph:127
-// launch qwen2vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_rows when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_bias_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear_bias_res: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_bias_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -375,8 +387,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -384,10 +397,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -402,6 +415,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -413,7 +429,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -425,8 +441,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -434,10 +451,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -452,6 +469,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -475,8 +495,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -484,10 +505,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -502,6 +523,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -515,7 +539,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 
 // qwen2vl_vision_linear_bias_quick_gelu: linear(bias, quick_gelu)
 // from graphs/qwen2_vl.graph:129
-// launch qwen2vl_vision_linear_bias_quick_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_quick_gelu_rows when M ≤ 8, or (ceil(M/128), 2) as qwen2vl_vision_linear_bias_quick_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear_bias_quick_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_quick_gelu_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 2) as qwen2vl_vision_linear_bias_quick_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_quick_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -527,8 +551,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -536,10 +561,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -554,6 +579,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -565,7 +593,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_quick_gelu_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_bias_quick_gelu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -576,8 +604,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -585,10 +614,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -603,6 +632,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -625,8 +657,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 32;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -634,10 +667,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -652,6 +685,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -665,7 +701,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_qui
 
 // qwen2vl_vision_linear_bias_res_fc2: linear(bias, res)
 // from graphs/qwen2_vl.graph:129
-// launch qwen2vl_vision_linear_bias_res_fc2: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_fc2_rows when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_bias_res_fc2_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear_bias_res_fc2: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_bias_res_fc2_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_bias_res_fc2_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_fc2(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -678,8 +714,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -687,10 +724,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -705,6 +742,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -716,7 +756,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_fc2_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_bias_res_fc2_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -728,8 +768,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -737,10 +778,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -755,6 +796,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -778,8 +822,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 32, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -787,10 +832,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -805,6 +850,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -818,7 +866,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_res
 
 // qwen2vl_vision_linear_bias_gelu: linear(bias, gelu)
 // from graphs/qwen2_vl.graph:133
-// launch qwen2vl_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_gelu_rows when M ≤ 8, or (ceil(M/128), 2) as qwen2vl_vision_linear_bias_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear_bias_gelu: grid (ceil(M/64), 2), or (1, 8) as qwen2vl_vision_linear_bias_gelu_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 2) as qwen2vl_vision_linear_bias_gelu_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gelu(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -830,8 +878,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -839,10 +888,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -857,6 +906,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -868,7 +920,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gelu_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_bias_gelu_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -879,8 +931,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -888,10 +941,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -906,6 +959,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -928,8 +984,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 128, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -937,10 +994,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -955,6 +1012,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -968,7 +1028,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_gel
 
 // qwen2vl_vision_linear_bias: linear(bias)
 // from graphs/qwen2_vl.graph:133
-// launch qwen2vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_vision_linear_bias_rows when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear_bias: grid (ceil(M/64), 1), or (1, 4) as qwen2vl_vision_linear_bias_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -980,8 +1040,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -989,10 +1050,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1007,6 +1068,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1017,7 +1081,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_bias_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -1028,8 +1092,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1037,10 +1102,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1055,6 +1120,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_row
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1076,8 +1144,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_fil
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : 64, BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1085,10 +1154,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_fil
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1103,6 +1172,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_fil
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1546,7 +1618,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_decod
 
 // qwen2vl_decode_linear_res: linear(res)
 // from graphs/qwen2_vl.graph:150
-// launch qwen2vl_decode_linear_res: grid (ceil(M/32), 1), or (1, 4) as qwen2vl_decode_linear_res_rows when M ≤ 8, or (ceil(M/16), 1) as qwen2vl_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as qwen2vl_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 4) as qwen2vl_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
+// launch qwen2vl_decode_linear_res: grid (ceil(M/32), 1), or (1, 4) as qwen2vl_decode_linear_res_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as qwen2vl_decode_linear_res_mid when M ≤ 64, or (ceil(M/128), 1) as qwen2vl_decode_linear_res_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 4) as qwen2vl_decode_linear_res_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1558,8 +1630,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1567,10 +1640,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1587,6 +1660,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1598,7 +1674,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_decode_linear_res_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -1609,8 +1685,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1618,10 +1695,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1638,6 +1715,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_rows
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1660,8 +1740,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1669,10 +1750,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1689,6 +1770,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1711,8 +1795,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_fill
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1720,10 +1805,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_fill
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1740,6 +1825,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_fill
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1762,8 +1850,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_band
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 64;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1771,10 +1860,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_band
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -1791,6 +1880,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_band
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1963,7 +2055,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_silu_glu
 
 // qwen2vl_decode_linear_res_down_proj: linear(res)
 // from graphs/qwen2_vl.graph:152
-// launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 4) as qwen2vl_decode_linear_res_down_proj_rows when M ≤ 8, or (ceil(M/16), 1) as qwen2vl_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as qwen2vl_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 4) as qwen2vl_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
+// launch qwen2vl_decode_linear_res_down_proj: grid (ceil(M/32), 1), or (1, 4) as qwen2vl_decode_linear_res_down_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 1) as qwen2vl_decode_linear_res_down_proj_mid when M ≤ 64, or (ceil(M/128), 1) as qwen2vl_decode_linear_res_down_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 4) as qwen2vl_decode_linear_res_down_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -1975,8 +2067,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -1984,10 +2077,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2004,6 +2097,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2015,7 +2111,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_decode_linear_res_down_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -2026,8 +2122,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2035,10 +2132,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2055,6 +2152,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2077,8 +2177,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2086,10 +2187,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2106,6 +2207,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2128,8 +2232,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2137,10 +2242,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2157,6 +2262,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2179,8 +2287,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 64, K = 128;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2188,10 +2297,10 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2208,6 +2317,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_res_down
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

@@ -287,16 +287,20 @@ func TestVisionMMA(t *testing.T) {
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{ // a plain linear: a fill function too
 			"  constexpr int FBM = 128, FBN = 64;  // the fill tile\n  constexpr int BM = fill ? FBM : 64, BN = 64, N = 1280, K = 5120;\n" +
 				"  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile\n" +
+				"  constexpr int SPLIT = small ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)\n" +
 				"#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
-				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];\n  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;\n" +
+				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];\n  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;\n" +
 				"  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, \"the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)\");\n" +
 				"#else\n  constexpr int BK = 16;\n  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
-			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+			"  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;\n" +
+				"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else if (fill)\n    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else\n    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
 				"  if (small)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else\n    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
-			"tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
+			"tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n" +
+				"#if TFC_CUDA\n  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile\n#endif\n",
+			"extern \"C\" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_rows(", // K split over clusters of 4 at M ≤ 8 (80 column tiles)
 			"constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{

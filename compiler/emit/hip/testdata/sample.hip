@@ -6,7 +6,7 @@
 
 // vision_patch_embed: linear
 // from sample:vision.patch_embed
-// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_patch_embed_band when M ≤ 64 with the band layout, 256 threads
+// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows (y × 4 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_patch_embed_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -17,8 +17,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -26,10 +27,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -46,6 +47,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -56,7 +60,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
+extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_embed_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -66,8 +70,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -75,10 +80,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -95,6 +100,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -115,8 +123,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -124,10 +133,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -144,6 +153,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -164,8 +176,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -173,10 +186,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -193,6 +206,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -213,8 +229,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1176;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -222,10 +239,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -242,6 +259,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -626,7 +646,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
 
 // vision_proj_residual: linear(bias, res)
 // from sample:vision.proj
-// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_proj_residual_band when M ≤ 64 with the band layout, 256 threads
+// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows (y × 4 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_proj_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -639,8 +659,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -648,10 +669,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -668,6 +689,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -679,7 +703,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
+extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_residual_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -691,8 +715,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -700,10 +725,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -720,6 +745,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -743,8 +771,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -752,10 +781,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -772,6 +801,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -795,8 +827,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -804,10 +837,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -824,6 +857,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -847,8 +883,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1280, K = 1280;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -856,10 +893,10 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -876,6 +913,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2065,7 +2105,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
 
 // v_proj: linear(bias)
 // from sample:layer.v_proj
-// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 16) as v_proj_band when M ≤ 64 with the band layout, 256 threads
+// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 16) as v_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void v_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2077,8 +2117,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2086,10 +2127,10 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2106,6 +2147,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2116,7 +2160,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void v_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -2127,8 +2171,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2136,10 +2181,10 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2156,6 +2201,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2177,8 +2225,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2186,10 +2235,10 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2206,6 +2255,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2227,8 +2279,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2236,10 +2289,10 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2256,6 +2309,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2277,8 +2333,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_band(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 256, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2286,10 +2343,10 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_band(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2306,6 +2363,9 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2395,7 +2455,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attent
 
 // o_proj_residual: linear(res)
 // from sample:layer.o_proj
-// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as o_proj_residual_band when M ≤ 64 with the band layout, 256 threads
+// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows (y × 4 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as o_proj_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2407,8 +2467,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2416,10 +2477,10 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2436,6 +2497,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2447,7 +2511,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
+extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void o_proj_residual_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -2458,8 +2522,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2467,10 +2532,10 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2487,6 +2552,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2509,8 +2577,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2518,10 +2587,10 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2538,6 +2607,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2560,8 +2632,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2569,10 +2642,10 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2589,6 +2662,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2611,8 +2687,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 1536;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -2620,10 +2697,10 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2640,6 +2717,9 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3191,7 +3271,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
 
 // mlp_down_residual: linear(res)
 // from sample:layer.down_proj
-// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as mlp_down_residual_band when M ≤ 64 with the band layout, 256 threads
+// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows (y × 4 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as mlp_down_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -3203,8 +3283,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -3212,10 +3293,10 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3232,6 +3313,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3243,7 +3327,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
+extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void mlp_down_residual_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -3254,8 +3338,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -3263,10 +3348,10 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3283,6 +3368,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3305,8 +3393,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -3314,10 +3403,10 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3334,6 +3423,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3356,8 +3448,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -3365,10 +3458,10 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3385,6 +3478,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3407,8 +3503,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
   constexpr int FBM = 128, FBN = 64;  // the fill tile
   constexpr int BM = fill ? FBM : (band ? 32 : (mid ? 16 : 32)), BN = 64, N = 1536, K = 8960;
   constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];
+  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];
   float* const smem = fill ? tfc_dynamic_lds() : tile_lds;
   static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, "the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)");
 #else
@@ -3416,10 +3513,10 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3436,6 +3533,9 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
