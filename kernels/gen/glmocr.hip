@@ -1676,7 +1676,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_rmsnorm(
 
 // glmocr_decode_linear_rope_rope: linear → rope → rope
 // from graphs/glm_ocr.graph:160, graphs/glm_ocr.graph:161, graphs/glm_ocr.graph:162
-// launch glmocr_decode_linear_rope_rope: grid (ceil(M/32), 4), or (1, 4) as glmocr_decode_linear_rope_rope_rows when M ≤ 8, or (ceil(M/16), 4) as glmocr_decode_linear_rope_rope_mid when M ≤ 64, or (ceil(M/32), 4) as glmocr_decode_linear_rope_rope_band when M ≤ 64 with the band layout, 256 threads
+// launch glmocr_decode_linear_rope_rope: grid (ceil(M/32), 4), or (1, 4) as glmocr_decode_linear_rope_rope_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 4) as glmocr_decode_linear_rope_rope_mid when M ≤ 64, or (ceil(M/32), 4) as glmocr_decode_linear_rope_rope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float glmocr_decode_linear_rope_rope_op1_inv[8] = {1.0f, 0.31622776f, 0.1f, 0.03162278f, 0.01f, 0.0031622779f, 0.001f, 0.0003162278f};
 __device__ const float glmocr_decode_linear_rope_rope_op2_inv[8] = {1.0f, 0.31622776f, 0.1f, 0.03162278f, 0.01f, 0.0031622779f, 0.001f, 0.0003162278f};
 extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope(
@@ -1691,18 +1691,20 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1717,6 +1719,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1756,7 +1761,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void glmocr_decode_linear_rope_rope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -1768,18 +1773,20 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1794,6 +1801,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1845,18 +1855,20 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1871,6 +1883,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1922,18 +1937,20 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 64, K = 24;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1948,6 +1965,9 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_linear_rope_rope
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);

@@ -198,7 +198,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
 
 // qwen2vl_vision_linear_bias_rope_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from graphs/qwen2_vl.graph:122, graphs/qwen2_vl.graph:124, graphs/qwen2_vl.graph:125
-// launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), or (1, 6) as qwen2vl_vision_linear_bias_rope_rope_rows when M ≤ 8, 256 threads
+// launch qwen2vl_vision_linear_bias_rope_rope: grid (ceil(M/64), 6), or (1, 6) as qwen2vl_vision_linear_bias_rope_rope_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, 256 threads
 __device__ const float qwen2vl_vision_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
 __device__ const float qwen2vl_vision_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.1f, 0.01f, 0.001f, 1.0f, 0.1f, 0.01f, 0.001f};
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rope_rope(
@@ -214,18 +214,20 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false;  // launched at M > 8
   constexpr int BM = 64, BN = 16, N = 96, K = 32;
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -238,6 +240,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -277,7 +282,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rope_rope_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_vision_linear_bias_rope_rope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -290,18 +295,20 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true;  // launched at M ≤ 8
   constexpr int BM = 64, BN = 16, N = 96, K = 32;
+  constexpr int SPLIT = small ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -314,6 +321,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_bias_rop
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1248,7 +1258,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
 
 // qwen2vl_decode_linear_bias_rope_rope: linear(bias) → rope → rope
 // from graphs/qwen2_vl.graph:146, graphs/qwen2_vl.graph:147, graphs/qwen2_vl.graph:148
-// launch qwen2vl_decode_linear_bias_rope_rope: grid (ceil(M/32), 8), or (1, 8) as qwen2vl_decode_linear_bias_rope_rope_rows when M ≤ 8, or (ceil(M/16), 8) as qwen2vl_decode_linear_bias_rope_rope_mid when M ≤ 64, or (ceil(M/32), 8) as qwen2vl_decode_linear_bias_rope_rope_band when M ≤ 64 with the band layout, 256 threads
+// launch qwen2vl_decode_linear_bias_rope_rope: grid (ceil(M/32), 8), or (1, 8) as qwen2vl_decode_linear_bias_rope_rope_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 8) as qwen2vl_decode_linear_bias_rope_rope_mid when M ≤ 64, or (ceil(M/32), 8) as qwen2vl_decode_linear_bias_rope_rope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float qwen2vl_decode_linear_bias_rope_rope_op1_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 __device__ const float qwen2vl_decode_linear_bias_rope_rope_op2_inv[8] = {1.0f, 0.17782794f, 0.03162278f, 0.0056234132f, 0.001f, 0.00017782794f, 3.1622774e-05f, 5.6234135e-06f};
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_rope(
@@ -1264,18 +1274,20 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 128, K = 64;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1290,6 +1302,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1329,7 +1344,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_rope_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void qwen2vl_decode_linear_bias_rope_rope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -1342,18 +1357,20 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 128, K = 64;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1368,6 +1385,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1420,18 +1440,20 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 128, K = 64;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1446,6 +1468,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1498,18 +1523,20 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 16, N = 128, K = 64;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1524,6 +1551,9 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_linear_bias_rop
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);

@@ -120,8 +120,8 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}},            // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", SmallSplitY: 8, MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8 (K split over clusters of 8 on CUDA), 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}},                            // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {
@@ -149,9 +149,9 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
 		"tfc_attention_paged<32, 2, 32, 256, 16, 8, small, MUT>(",
-		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, or (ceil(M/32), 8) as qkv_band when M ≤ 64 with the band layout, 256 threads",
+		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, or (ceil(M/32), 8) as qkv_band when M ≤ 64 with the band layout, 256 threads",
 		"constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)",
-		"tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
+		"tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
 		"__device__ const float qkv_op1_inv[16] = {1.0f, 0.56234133f, 0.31622776f, ",
@@ -305,7 +305,7 @@ func TestVisionMMA(t *testing.T) {
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{
 			"constexpr int BM = 64, BN = 80, N = 3840, K = 1280;",
-			"#if TFC_CUDA\n  if (pairs)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n" +
+			"#if TFC_CUDA\n  if (pairs)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n" +
 				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
 				"  if (pairs)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n",
 		}},

@@ -221,10 +221,13 @@ const splitBlocks, maxSplit = 256, 8
 // fewest of 2, 4 and 8 that give splitBlocks blocks, or the fewest whose chunk sums fit the
 // static LDS beside the C tile (tfc_mma_split_smem).
 func (f *gemm) split() int {
-	if !f.mma || f.glu > 0 || len(f.ropeOf) > 0 {
+	if !f.mma || f.glu > 0 || (len(f.ropeOf) > 0 && !f.pairs) {
 		return 1
 	}
 	blocks := ceilDiv(f.n, smallBN)
+	if f.pairs {
+		blocks = ceilDiv(f.n, f.bn) * (f.bn / smallBN)
+	}
 	if blocks >= splitBlocks {
 		return 1
 	}
@@ -240,6 +243,15 @@ func (f *gemm) split() int {
 		}
 	}
 	return 1
+}
+
+// splitReturn ends the blocks of a K-split cluster but rank 0, which holds the C tile.
+func (f *gemm) splitReturn(g *gen) {
+	if f.split() > 1 {
+		g.raw("#if TFC_CUDA")
+		g.line("if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile")
+		g.raw("#endif")
+	}
 }
 
 // splitLDS is what the LDS declaration adds for a split small-row function: K and SPLIT.
@@ -457,19 +469,21 @@ func (f *gemm) body(g *gen) error {
 			g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
 		}
 		f.tileCall(g, "small", args, args, args, tile)
-		if f.split() > 1 {
-			g.raw("#if TFC_CUDA")
-			g.line("if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile")
-			g.raw("#endif")
-		}
+		f.splitReturn(g)
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
 		pairs := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});"
 		g.line("const bool pairs = small;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
-		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
+		by := "blockIdx.y"
+		if f.split() > 1 {
+			g.line("const int by = blockIdx.y / SPLIT;")
+			by = "by"
+		}
+		g.line("const int j0 = %s %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = %s / tiles * BN + j0;", by, by)
 		f.tileCall(g, "pairs", pairs, args, args, tile)
+		f.splitReturn(g)
 	} else {
 		g.line("constexpr int bn = BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")

@@ -310,7 +310,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
 
 // vision_qkv_rope: linear(bias) → rope(per_axis) → rope(per_axis)
 // from sample:vision.qkv, sample:vision.rope_q, sample:vision.rope_k
-// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, or (ceil(M/32), 240) as vision_qkv_rope_band when M ≤ 64 with the band layout, 256 threads
+// launch vision_qkv_rope: grid (ceil(M/32), 48), or (1, 240) as vision_qkv_rope_rows (y × 2 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 48) as vision_qkv_rope_mid when M ≤ 64, or (ceil(M/32), 240) as vision_qkv_rope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float vision_qkv_rope_op1_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 __device__ const float vision_qkv_rope_op2_inv[40] = {1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f, 1.0f, 0.6309573f, 0.39810717f, 0.25118864f, 0.15848932f, 0.1f, 0.063095726f, 0.03981072f, 0.025118863f, 0.015848935f, 0.01f, 0.006309573f, 0.0039810706f, 0.0025118869f, 0.0015848933f, 0.001f, 0.0006309573f, 0.00039810708f, 0.0002511887f, 0.00015848933f};
 extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
@@ -326,18 +326,20 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(2) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -352,6 +354,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -391,7 +396,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
+extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void vision_qkv_rope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -404,18 +409,20 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(2) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -430,6 +437,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_rows(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -482,18 +492,20 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(2) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -508,6 +520,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_mid(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -560,18 +575,20 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_band(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 80, N = 3840, K = 1280;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(2) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -586,6 +603,9 @@ extern "C" __global__ __launch_bounds__(256) void vision_qkv_rope_band(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1609,7 +1629,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
-// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 96) as q_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
+// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows (y × 4 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 96) as q_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float q_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1622,18 +1642,20 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1648,6 +1670,9 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1672,7 +1697,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
+extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void q_proj_mrope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -1683,18 +1708,20 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1709,6 +1736,9 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1744,18 +1774,20 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1770,6 +1802,9 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1805,18 +1840,20 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 1536, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1831,6 +1868,9 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1857,7 +1897,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
 
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
-// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 16) as k_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
+// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 16) as k_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float k_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1870,18 +1910,20 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = false, band = false;  // launched at M > 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1896,6 +1938,9 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1920,7 +1965,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   }
 }
 
-extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
+extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void k_proj_mrope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -1931,18 +1976,20 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = false;  // launched at M ≤ 8
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1957,6 +2004,9 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1992,18 +2042,20 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = false, mid = true, band = false;  // launched at 8 < M ≤ 64
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2018,6 +2070,9 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -2053,18 +2108,20 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)
   constexpr int BM = band ? 32 : (mid ? 16 : 32), BN = 128, N = 256, K = 1536;
+  constexpr int SPLIT = small && !band ? TFC_CLUSTERS(8) : 1;  // blocks of a cluster splitting K (CUDA)
 #if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M
-  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];
+  __shared__ __align__(16) float smem[tfc_mma_floats<BM, BN, K, SPLIT>];
 #else
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
+  const int by = blockIdx.y / SPLIT;
+  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2079,6 +2136,9 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+#endif
+#if TFC_CUDA
+  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
