@@ -155,7 +155,7 @@ func TestGeneratedCompileAsCUDA(t *testing.T) {
 					t.Fatal(err)
 				}
 				files["family.hip"] = src
-				files["family.cpp"] = []byte("#include \"tfc_hip.h\"\n#define TFC_CLUSTER_Y(n)\n#define TFC_CLUSTERS(n) (n)\n#include \"tfc_kernels.h\"\n#include \"family.hip\"\n")
+				files["family.cpp"] = []byte("#include \"tfc_hip.h\"\n#define TFC_CLUSTER_Y(n)\n#include \"tfc_kernels.h\"\n#include \"family.hip\"\n")
 				emutest.Build(t, files, "family.cpp", append([]string{"-fsyntax-only"}, flags...)...)
 			})
 		}

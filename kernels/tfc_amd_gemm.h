@@ -78,7 +78,7 @@ constexpr int tfc_amd_smem = tfc_mma_smem<BM, BN, TERMS>::floats + tfc_amd_layou
 
 // tfc_mma_floats is the LDS a kernel declares at tile BM×BN: the tile's, or the decode rows'
 // 16×TFC_SMALL_BN tile's where that is larger.
-template <int BM, int BN, int K = 0, int SPLIT = 1>  // K and SPLIT: CUDA's K-split small rows, not taken here
+template <int BM, int BN>
 constexpr int tfc_mma_floats = tfc_amd_smem<BM, BN> > tfc_amd_smem<16, TFC_SMALL_BN> ? tfc_amd_smem<BM, BN> : tfc_amd_smem<16, TFC_SMALL_BN>;
 
 // tfc_lds_op reads the N registers of an operand at p from LDS.

@@ -52,13 +52,6 @@ __device__ __forceinline__ T* tfc_cluster_map(T* p, int rank) {
 #else
 #define TFC_CLUSTER_Y(n)
 #endif
-// TFC_CLUSTERS(n) is n where a launch's blocks can form clusters (CUDA), else 1: the blocks of a
-// GEMM split over K by a cluster (tfc_gemm_mma_rows's SPLIT).
-#if TFC_CUDA
-#define TFC_CLUSTERS(n) (n)
-#else
-#define TFC_CLUSTERS(n) 1
-#endif
 
 // TFC_WAVE is the wave (warp) size of the device being compiled for: 32 or 64. Kernels reduce
 // through LDS and never assume a width; this is for code that must size by waves.

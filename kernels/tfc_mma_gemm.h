@@ -437,11 +437,10 @@ __device__ __forceinline__ void tfc_mma_b_span(unsigned (&r)[4], int t) {
 // tfc_mma_rows_load loads W for U chunks of the T 8-column tiles from j0 (tile column j*8 + lane/4
 // is W row tfc_col(cols, ...)): chunk c0 + WPT*u of tile j0 + i into b[u][i], 16 bytes a lane,
 // 64 contiguous bytes a row for each lane group and 32-k span, as tfc_mma_b_span takes them.
-// Chunks at or past cend (NC, or the end of a K-split block's chunks), and steps at or past KPAD,
-// are zeros and read nothing.
+// Chunks at or past NC, and steps at or past KPAD, are zeros and read nothing.
 template <int N, int KPAD, int NC, int U, int T, int WPT, typename COLS>
 __device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 16][2], const tfc_bf16* W, int ldw, bool wvec,
-                                                  COLS cols, int j0, int c0, int kend, int cend = NC) {
+                                                  COLS cols, int j0, int c0, int kend) {
   constexpr int KS = TFC_KC / 16;  // k16 steps a chunk
   static_assert(KS % 2 == 0, "chunks of whole 32-k spans");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -454,7 +453,7 @@ __device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 1
 #pragma unroll
       for (int s2 = 0; s2 < KS / 2; ++s2) {
         const int c = c0 + WPT * u, k = c * TFC_KC + 32 * s2 + 8 * t;
-        const bool live = c < cend && c * TFC_KC + 32 * s2 < KPAD;
+        const bool live = c < NC && c * TFC_KC + 32 * s2 < KPAD;
         unsigned e[4] = {0u, 0u, 0u, 0u};
         if (live && n < N) {
           if (wvec && k + 8 <= kend) {
@@ -479,8 +478,7 @@ __device__ __forceinline__ void tfc_mma_rows_load(unsigned (&b)[U][T][TFC_KC / 1
 // loaded before its first product. A row tile wholly past M (a band's second) takes no products.
 template <int KPAD, int NC, int U, int T, int WPT, int TERMS, int ROWS>
 __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[(ROWS + 15) / 16][U][T][4], unsigned (&b)[U][T][TFC_KC / 16][2],
-                                                  const float* X, int ldx, bool xvec, int M, int m0, int c0, int kend,
-                                                  int cend = NC) {
+                                                  const float* X, int ldx, bool xvec, int M, int m0, int c0, int kend) {
   constexpr int KS = TFC_KC / 16, MT = (ROWS + 15) / 16;
   static_assert(MT <= 2, "at most two row tiles share the fragments");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -508,7 +506,7 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[(ROWS + 15) / 16]
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int c = c0 + WPT * u, k = c * TFC_KC + 16 * s + 8 * h + 2 * t;
-          const bool live = c < cend && c * TFC_KC + 16 * s < KPAD;
+          const bool live = c < NC && c * TFC_KC + 16 * s < KPAD;
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const bool real = live && (r ? r1 : r0);
@@ -548,7 +546,7 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[(ROWS + 15) / 16]
       const int c = c0 + WPT * u;
 #pragma unroll
       for (int s = 0; s < KS; ++s) {
-        if (c >= cend || c * TFC_KC + 16 * s >= KPAD) continue;
+        if (c >= NC || c * TFC_KC + 16 * s >= KPAD) continue;
         unsigned a[3][4];  // hi, lo, lo2 of the A fragment: register q is row g + 8(q%2), k 2t + 8(q/2)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -572,97 +570,17 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[(ROWS + 15) / 16]
   }
 }
 
-// tfc_mma_split_smem is the LDS (in floats) of tfc_gemm_mma_rows over K split by a cluster of
-// SPLIT blocks at tile BM×BN: the C tile, then the block's chunk sums [cb][groups][t][32 lanes][4].
-template <int BM, int BN, int K, int SPLIT>
-struct tfc_mma_split_smem {
-  using R = tfc_mma_rows_smem<BM, BN>;
-  static constexpr int nc = ((K + TFC_MMA_BK - 1) / TFC_MMA_BK * TFC_MMA_BK + TFC_KC - 1) / TFC_KC;  // chunks of K
-  static constexpr int cb = (nc + SPLIT - 1) / SPLIT;                                                 // chunks a block
-  static constexpr int c = BM * (BN + 1), floats = c + cb * R::groups * R::t * 128;
-};
-
 // tfc_max_int is the larger of a and b, at compile time.
 constexpr int tfc_max_int(int a, int b) { return a > b ? a : b; }
 
 // tfc_mma_floats is the LDS a kernel declares for both layouts at tile BM×BN (and the small-row
-// tiles of TFC_SMALL_BN columns, of one row tile or a band's two, or split over K = K by SPLIT blocks).
-template <int BM, int BN, int K = 0, int SPLIT = 1>
-constexpr int tfc_mma_floats =
-    tfc_max_int(tfc_max_int(SPLIT > 1 ? tfc_mma_split_smem<BM, TFC_SMALL_BN, K, SPLIT>::floats : 0, tfc_mma_smem<BM, BN>::floats),
-                tfc_max_int(tfc_mma_rows_smem<BM, BN>::floats,
-                            tfc_max_int(tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats, tfc_mma_rows_smem<BM, TFC_SMALL_BN, 32>::floats)));
+// tiles of TFC_SMALL_BN columns, of one row tile or a band's two).
+template <int BM, int BN>
+constexpr int tfc_mma_floats = tfc_max_int(tfc_max_int(tfc_mma_smem<BM, BN>::floats, tfc_mma_rows_smem<BM, BN>::floats),
+                                             tfc_max_int(tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats, tfc_mma_rows_smem<BM, TFC_SMALL_BN, 32>::floats));
 
-#if TFC_CUDA
-// tfc_gemm_mma_rows_split is tfc_gemm_mma_rows (at most 16 rows, fewer than 8 column tiles) on a
-// cluster of SPLIT blocks along y that split K: block rank r computes the chunk sums of chunks
-// [r·cb, (r+1)·cb) as tfc_gemm_mma_rows does, its warps side by side, and keeps each in its LDS;
-// then rank 0 adds all the cluster's chunk sums to each output in ascending chunk order, from
-// zero, as every layout does, reading the others' LDS. So the bits are the same, and a GEMM whose
-// few column tiles leave multiprocessors idle (N 1,536: 96 blocks on 132) streams W from SPLIT
-// times the blocks. C is left in rank 0's LDS; the other ranks' is not a C tile. The
-// missing-barrier control drops the cluster barrier before rank 0 reads.
-template <int BM, int BN, int N, int K, int MUT, int TERMS, int ROWS, int SPLIT, typename COLS>
-__device__ __forceinline__ void tfc_gemm_mma_rows_split(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0,
-                                                        COLS cols) {
-  using S = tfc_mma_rows_smem<BM, BN, ROWS>;
-  using P = tfc_mma_split_smem<BM, BN, K, SPLIT>;
-  constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
-  constexpr int T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16, CB = P::cb, GT = G * T;
-  static_assert(WPT > 1 && S::mt == 1 && NC == P::nc && SPLIT >= 2 && SPLIT <= 8, "a split of whole chunks, warps sharing tiles");
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int kend = tfc_bound<MUT>(K);
-  const int ldxm = tfc_stride<MUT>(ldx);
-  const bool xvec = tfc_aligned16(X, ldxm, 4), wvec = tfc_aligned16(W, ldw, 2);
-  const int rank = tfc_cluster_rank(), cbeg = rank * CB, cend = min(NC, cbeg + CB);
-  const int gi = warp / WPT, q = warp % WPT, cq = WPT - 1 - q;  // this warp's group of T tiles, place in it, first slot
-  float* const keep = smem + P::c;                              // [CB][GT][32 lanes][4]
-  if (gi < G) {
-#pragma unroll 1
-    for (int c0 = cbeg; c0 < cend; c0 += WAVE) {
-      unsigned b[U][T][KS][2];
-      tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b, W, ldw, wvec, cols, gi * T, c0 + cq, kend, cend);
-      float sum[1][U][T][4];
-      tfc_mma_rows_sums<KPAD, NC, U, T, WPT, TERMS, ROWS>(sum, b, X, ldxm, xvec, M, m0, c0 + cq, kend, cend);
-      tfc_fill_skew<MUT>();
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = c0 + cq + WPT * u;
-        if (c >= cend) continue;
-#pragma unroll
-        for (int i = 0; i < T; ++i) {
-          float* k = keep + (((c - cbeg) * GT + gi * T + i) * 32 + lane) * 4;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) k[e] = sum[0][u][i][e];
-        }
-      }
-    }
-  }
-  if (MUT != TFC_MUT_BARRIER) tfc_cluster_sync();  // every block's chunk sums are in its LDS
-  if (rank == 0)
-    for (int o = threadIdx.x; o < GT * 128; o += 256) {  // element e of lane ln's fragment of tile j
-      const int e = o % 4, ln = o / 4 % 32, j = o / 128;
-      float a = 0.f;
-#pragma unroll 8
-      for (int c = 0; c < NC; ++c) {
-        const int r = c / CB;
-        a += tfc_cluster_map(keep, r)[(((c - r * CB) * GT + j) * 32 + ln) * 4 + e];
-      }
-      smem[(ln / 4 + 8 * (e / 2)) * (BN + 1) + j * 8 + 2 * (ln % 4) + e % 2] = a;
-    }
-  tfc_cluster_sync();  // no block leaves while rank 0 reads its LDS; rank 0's C is in its every thread's view
-}
-#else
-template <int BM, int BN, int N, int K, int MUT, int TERMS, int ROWS, int SPLIT, typename COLS>
-__device__ __forceinline__ void tfc_gemm_mma_rows_split(float*, const float*, int, const tfc_bf16*, int, int, int, COLS) {}  // CUDA alone
-#endif
-
-template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int ROWS = TFC_SMALL_ROWS, int SPLIT = 1, typename COLS>
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int ROWS = TFC_SMALL_ROWS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
-  if constexpr (SPLIT > 1) {
-    tfc_gemm_mma_rows_split<BM, BN, N, K, MUT, TERMS, ROWS, SPLIT>(smem, X, ldx, W, ldw, M, m0, cols);
-    return;
-  }
   using S = tfc_mma_rows_smem<BM, BN, ROWS>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
   constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16, MT = S::mt;

@@ -53,11 +53,6 @@ type Launch struct {
 	// y where the device has clusters (CUDA sm_90; the function says so itself); SmallRowsGridY
 	// is a multiple of it.
 	SmallClusterY int `json:"small_cluster_y,omitempty"`
-	// SmallSplitY, when above 1, is how many blocks of a cluster split K at M ≤ SmallRows where the
-	// backend builds for mma.sync (Layouts.MMA): there grid.y is SmallRowsGridY × SmallSplitY, in
-	// clusters of SmallSplitY along y (the function says so itself), each cluster a column tile,
-	// with the same bits (kernels/tfc_mma_gemm.h's tfc_gemm_mma_rows_split).
-	SmallSplitY int `json:"small_split_y,omitempty"`
 	// MidSymbol, when set, is the function launched at SmallRows < M ≤ MidRows: the same kernel
 	// on tiles of MidRowsPerBlock rows, so that a launch of a few dozen rows has blocks enough.
 	MidRows         int    `json:"mid_rows,omitempty"`
@@ -172,8 +167,7 @@ func (l Launch) Grid(m, s int) (x, y int) {
 
 // GridFor is Grid on a backend running layouts on: grid.y PagedMMAGridY above SmallRows where it
 // built the tensor-core cached attention with its own grid, the fill function's grid above
-// FillRows where it runs the fill layout, the band function's where it runs the band layout, and
-// SmallSplitY times the small function's grid.y where it builds for mma.sync.
+// FillRows where it runs the fill layout, and the band function's where it runs the band layout.
 func (l Launch) GridFor(m, s int, on Layouts) (x, y int) {
 	if l.fill(m, on) {
 		return (m + l.FillRowsPerBlock - 1) / l.FillRowsPerBlock, l.FillGridY
@@ -182,9 +176,6 @@ func (l Launch) GridFor(m, s int, on Layouts) (x, y int) {
 		return (m + l.BandRowsPerBlock - 1) / l.BandRowsPerBlock, l.SmallRowsGridY
 	}
 	x, y = l.Grid(m, s)
-	if on.MMA && l.SmallSplitY > 1 && m <= l.SmallRows {
-		y *= l.SmallSplitY
-	}
 	if on.PagedMMA && l.PagedMMAGridY > 0 && !(l.SmallRowsGridY > 0 && m <= l.SmallRows) {
 		y = l.PagedMMAGridY
 	}
@@ -215,7 +206,6 @@ func (s *Schedule) Check() error {
 	for _, l := range s.Launches {
 		if l.Symbol == "" || l.Threads <= 0 || l.MMALDS < 0 || (l.MMALDS > 0 && l.FillSymbol != "") || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || l.PagedMMAGridY < 0 || l.PagedMMAGridY > l.GridY || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
 			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) ||
-			l.SmallSplitY < 0 || l.SmallSplitY > 8 || (l.SmallSplitY > 1 && (l.SmallSymbol == "" || l.SmallClusterY > 1)) ||
 			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) ||
 			(l.FillSymbol != "") != (l.FillRowsPerBlock > 0) || (l.FillSymbol != "") != (l.FillGridY > 0) || (l.FillSymbol != "") != (l.FillLDS > 0) ||
 			(l.FillSymbol != "" && (l.FillRows < l.SmallRows || l.FillRows < l.MidRows || l.PlusSpans)) ||

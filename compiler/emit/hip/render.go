@@ -200,8 +200,8 @@ func renderKernel(k Kernel, mut Mutation) (string, error) {
 				b.WriteString("\n")
 			}
 			cluster := ""
-			if v.sym == l.SmallSymbol && max(l.SmallClusterY, l.SmallSplitY) > 1 {
-				cluster = fmt.Sprintf("TFC_CLUSTER_Y(%d) ", max(l.SmallClusterY, l.SmallSplitY))
+			if v.flag["small"] == "true" && l.SmallClusterY > 1 {
+				cluster = fmt.Sprintf("TFC_CLUSTER_Y(%d) ", l.SmallClusterY)
 			}
 			fmt.Fprintf(&b, "extern \"C\" __global__ %s__launch_bounds__(%d) void %s(\n    %s) {\n", cluster, l.Threads, v.sym, sig.String())
 			if l.Symbol == k.Name {
@@ -260,9 +260,6 @@ func Describe(l device.Launch) string {
 		}
 		if l.SmallClusterY > 1 {
 			as += fmt.Sprintf(" in clusters of %d along y", l.SmallClusterY)
-		}
-		if l.SmallSplitY > 1 {
-			as += fmt.Sprintf(" (y × %d in clusters splitting K on CUDA)", l.SmallSplitY)
 		}
 		mid := ""
 		if l.MidSymbol != "" {

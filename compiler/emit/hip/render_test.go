@@ -120,8 +120,8 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", SmallSplitY: 8, MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8 (K split over clusters of 8 on CUDA), 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}},                            // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}},            // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {
@@ -149,9 +149,9 @@ func TestRenderHandMade(t *testing.T) {
 		"extern \"C\" __global__ __launch_bounds__(256) void attn_kvstore(",
 		"tfc_kv_store<64, 16, 256>(",
 		"tfc_attention_paged<32, 2, 32, 256, 16, 8, small, MUT>(",
-		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows (y × 8 in clusters splitting K on CUDA) when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, or (ceil(M/32), 8) as qkv_band when M ≤ 64 with the band layout, 256 threads",
+		"// launch qkv: grid (ceil(M/32), 4), or (1, 8) as qkv_rows when M ≤ 8, or (ceil(M/16), 4) as qkv_mid when M ≤ 64, or (ceil(M/32), 8) as qkv_band when M ≤ 64 with the band layout, 256 threads",
 		"constexpr bool small = true, mid = false, band = true;  // launched at 8 < M ≤ 64 with the band layout (CUDA)",
-		"tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
+		"tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});",
 		"const int r = e / (bn / 2), c = e % (bn / 2), j = j0 + c, m = m0 + r;",
 		"__device__ const float qkv_op1_inv[16] = {1.0f, 0.56234133f, 0.31622776f, ",
@@ -287,25 +287,21 @@ func TestVisionMMA(t *testing.T) {
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(1280, 5120, bf16)}}, true, []string{ // a plain linear: a fill function too
 			"  constexpr int FBM = 128, FBN = 64;  // the fill tile\n  constexpr int BM = fill ? FBM : 64, BN = 64, N = 1280, K = 5120;\n" +
 				"  constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile\n" +
-				"  constexpr int SPLIT = small ? TFC_CLUSTERS(4) : 1;  // blocks of a cluster splitting K (CUDA)\n" +
 				"#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M\n" +
-				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN, K, SPLIT>];\n  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;\n" +
+				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];\n  float* const smem = fill ? tfc_dynamic_lds() : tile_lds;\n" +
 				"  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, \"the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)\");\n" +
 				"#else\n  constexpr int BK = 16;\n  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
-			"  const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;\n" +
-				"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else if (fill)\n    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else\n    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
 				"  if (small)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else\n    tfc_gemm_amd<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#else\n  if (small)\n    tfc_gemm_rows<",
-			"tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n" +
-				"#if TFC_CUDA\n  if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile\n#endif\n",
-			"extern \"C\" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_rows(", // K split over clusters of 4 at M ≤ 8 (80 column tiles)
+			"tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#endif\n",
 			"constexpr bool small = false, fill = TFC_FILL;  // launched at M > 256 with the fill layout (CUDA)",
 		}},
 		{Kernel{Name: "v", Role: "vision", Ops: []Op{lin(3840, 1280, bf16), rope(16, 80)}}, true, []string{
 			"constexpr int BM = 64, BN = 80, N = 3840, K = 1280;",
-			"#if TFC_CUDA\n  if (pairs)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, SPLIT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n" +
+			"#if TFC_CUDA\n  if (pairs)\n    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n" +
 				"  else\n    tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
 				"  if (pairs)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});\n",
 		}},

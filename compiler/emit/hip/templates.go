@@ -97,9 +97,6 @@ func newGEMM(k Kernel) (template, error) {
 // block may declare.
 const mmaBK, mmaBK1, mmaPad, staticLDS = 32, 64, 8, 48 * 1024
 
-// mmaKC is the chunk of K whose products an output sums apart before adding (TFC_KC).
-const mmaKC = 64
-
 // useMMA says whether the linear is computed on tensor cores under CUDA (tfc_gemm_mma for tiles,
 // tfc_gemm_mma_rows, the same bits, for launches of at most smallRows rows) and on the matrix
 // cores of CDNA and RDNA3 (tfc_gemm_amd at every M): with F32 activations and BF16 weights, and
@@ -209,59 +206,6 @@ const bandBM, bandRows, bandSuffix = 32, 64, "_band"
 // band says whether the linear has the band function.
 func (f *gemm) band() bool { return f.mma && f.mid() && (len(f.ropeOf) == 0 || f.pairs) }
 
-// A plain tensor-core linear of few column tiles (fewer than splitBlocks small-row blocks: N
-// 1,536 gives 96 on 132 multiprocessors) splits K over a cluster of split() blocks at at most
-// smallRows rows on CUDA (tfc_gemm_mma_rows_split): each block streams 1/split of W and keeps
-// its chunk sums in LDS, and the cluster's rank 0 adds them in chunk order, the same bits. At
-// batch 1 the down projection took 28-32 µs for 27.5 MB, 1 TB/s of the 4.2 a copy reaches
-// (docs/receipts/2026-12-04-h200-ncu-decode-rows.md): one block of 8 warps an SM on 96 SMs.
-const splitBlocks, maxSplit = 256, 8
-
-// split is how many blocks of a cluster split the small-row function's K, 1 when none: the
-// fewest of 2, 4 and 8 that give splitBlocks blocks, or the fewest whose chunk sums fit the
-// static LDS beside the C tile (tfc_mma_split_smem).
-func (f *gemm) split() int {
-	if !f.mma || f.glu > 0 || (len(f.ropeOf) > 0 && !f.pairs) {
-		return 1
-	}
-	blocks := ceilDiv(f.n, smallBN)
-	if f.pairs {
-		blocks = ceilDiv(f.n, f.bn) * (f.bn / smallBN)
-	}
-	if blocks >= splitBlocks {
-		return 1
-	}
-	k := f.k.Ops[0].int("K")
-	chunks := ceilDiv(ceilDiv(k, mmaBK)*mmaBK, mmaKC)
-	for s := 2; s <= maxSplit; s *= 2 {
-		fits := 4*(f.bm*(smallBN+1)+ceilDiv(chunks, s)*2*128) <= staticLDS // a block's chunk sums: 2 column tiles of 8, 128 floats each
-		if fits && blocks*s >= splitBlocks {
-			return s
-		}
-		if fits && s == maxSplit {
-			return s
-		}
-	}
-	return 1
-}
-
-// splitReturn ends the blocks of a K-split cluster but rank 0, which holds the C tile.
-func (f *gemm) splitReturn(g *gen) {
-	if f.split() > 1 {
-		g.raw("#if TFC_CUDA")
-		g.line("if (SPLIT > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the cluster's C tile")
-		g.raw("#endif")
-	}
-}
-
-// splitLDS is what the LDS declaration adds for a split small-row function: K and SPLIT.
-func (f *gemm) splitLDS() string {
-	if f.split() > 1 {
-		return ", K, SPLIT"
-	}
-	return ""
-}
-
 // mid says whether the linear has the mid-size function.
 func (f *gemm) mid() bool {
 	return f.k.Role != "vision" && f.glu == 0 && f.bm > midBM && f.n <= midMaxN
@@ -310,9 +254,6 @@ func (f *gemm) launches() []device.Launch {
 	if f.mid() {
 		l.MidRows, l.MidRowsPerBlock, l.MidSymbol = midRows, midBM, f.k.Name+midSuffix
 	}
-	if sp := f.split(); sp > 1 && l.SmallSymbol != "" {
-		l.SmallSplitY = sp
-	}
 	if f.band() {
 		l.BandRows, l.BandRowsPerBlock, l.BandSymbol = bandRows, bandBM, f.k.Name+bandSuffix
 	}
@@ -359,12 +300,6 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 		rows := ""
 		if f.band() {
 			rows = fmt.Sprintf(", TFC_MMA_TERMS, band ? %d : TFC_SMALL_ROWS", bandBM)
-		}
-		if f.split() > 1 {
-			if rows == "" {
-				rows = ", TFC_MMA_TERMS, TFC_SMALL_ROWS"
-			}
-			rows += ", SPLIT"
 		}
 		g.raw("#if TFC_CUDA")
 		g.line("if (%s)", small)
@@ -425,22 +360,15 @@ func (f *gemm) body(g *gen) error {
 		if f.fill() {
 			g.line("constexpr int TBM = fill ? 16 : BM, TBN = fill ? 16 : BN;  // the other layouts' tile")
 		}
-		if sp := f.split(); sp > 1 {
-			small := "small"
-			if f.band() {
-				small = "small && !band"
-			}
-			g.line("constexpr int SPLIT = %s ? TFC_CLUSTERS(%d) : 1;  // blocks of a cluster splitting K (CUDA)", small, sp)
-		}
 		g.raw("#if TFC_CUDA || TFC_AMD_MATRIX  // tensor (matrix) cores: the same path at every M")
 		if f.fill() {
 			fbn, _ := f.fillTile()
 			lds := fillLDS(fillBM, fbn)
-			g.line("__shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN%s>];", f.splitLDS())
+			g.line("__shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];")
 			g.line("float* const smem = fill ? tfc_dynamic_lds() : tile_lds;")
 			g.line("static_assert(tfc_fill_smem<FBM, FBN>::bytes <= %d, \"the launch passes %d bytes of dynamic LDS (the schedule's fill_lds)\");", lds, lds)
 		} else {
-			g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN%s>];", f.splitLDS())
+			g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
 		}
 		g.raw("#else")
 		g.line("constexpr int BK = %d;", f.bk)
@@ -463,27 +391,16 @@ func (f *gemm) body(g *gen) error {
 	if len(f.ropeOf) == 0 {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
 		g.line("const int bn = small ? TFC_SMALL_BN : BN;")
-		if f.split() > 1 {
-			g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y / SPLIT * bn;")
-		} else {
-			g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
-		}
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
 		f.tileCall(g, "small", args, args, args, tile)
-		f.splitReturn(g)
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
 		pairs := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});"
 		g.line("const bool pairs = small;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
-		by := "blockIdx.y"
-		if f.split() > 1 {
-			g.line("const int by = blockIdx.y / SPLIT;")
-			by = "by"
-		}
-		g.line("const int j0 = %s %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = %s / tiles * BN + j0;", by, by)
+		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
 		f.tileCall(g, "pairs", pairs, args, args, tile)
-		f.splitReturn(g)
 	} else {
 		g.line("constexpr int bn = BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")

@@ -8,10 +8,8 @@
 // BF16-exact activations (BF16 precision) one product a step gives the three products' bits, and
 // that the fill layout (tfc_gemm_mma_fill: cp.async stages, whose copies land only at a wait)
 // gives the 64×64 tile's bits in three tile shapes with its controls red, and that the band layout
-// (tfc_gemm_mma_rows on bands of 16 or 32 rows) gives the tile's bits, as does the small-row
-// layout split over K by clusters of 2 to 8 blocks, with its controls red. It prints
+// (tfc_gemm_mma_rows on bands of 16 or 32 rows) gives the tile's bits. It prints
 // "N passed, N failed".
-#define EMU_CLUSTER 1  // the small-row layout split over K runs as clusters of blocks
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -44,79 +42,6 @@ static void run_rows(const float* X, int ldx, const tfc_bf16* W, int ldw, int M,
       for (int r = 0; r < ROWS && m0 + r < M; ++r)
         for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)(m0 + r) * N + n0 + c] = smem[r * (BN + 1) + c];
     }
-}
-
-// run_split launches tfc_gemm_mma_rows over M <= TFC_SMALL_ROWS rows with K split by clusters of
-// SPLIT blocks along y, a cluster a TFC_SMALL_BN-column tile, into Y [M, N] (rank 0's C tile).
-template <int BM, int N, int K, int MUT, int TERMS, int SPLIT>
-static void run_split(const float* X, int ldx, const tfc_bf16* W, int ldw, int M, float* Y) {
-  constexpr int BN = TFC_SMALL_BN, floats = tfc_mma_floats<BM, BN, K, SPLIT>;
-  for (int by = 0; by < (N + BN - 1) / BN; ++by) {
-    const int n0 = by * BN;
-    emu_run_cluster(SPLIT, 0, by * SPLIT, [=] {
-      static thread_local float4 store[(floats + 3) / 4 + 1];  // the block's LDS, in its cluster's view
-      float* smem = reinterpret_cast<float*>(store);
-      if (threadIdx.x == 0) std::memset(smem, 0xff, floats * 4);  // stale LDS: NaN
-      __syncthreads();
-      tfc_gemm_mma_rows<BM, BN, N, K, MUT, TERMS, TFC_SMALL_ROWS, SPLIT>(smem, X, ldx, W, ldw, M, 0, n0);
-      if (tfc_cluster_rank() == 0 && threadIdx.x == 0)
-        for (int r = 0; r < M; ++r)
-          for (int c = 0; c < BN && n0 + c < N; ++c) Y[(size_t)r * N + n0 + c] = smem[r * (BN + 1) + c];
-    });
-  }
-}
-
-// split checks that the small-row layout split over K by clusters of 2, 4 and 8 blocks gives its
-// bits unsplit, on 1, 5 and 8 rows, aligned and strided, in three terms and in one, with NaN and
-// ±Inf, and that its controls differ.
-template <int N, int K>
-static void split(const char* name) {
-  char what[160];
-  for (int strided = 0; strided < 2; ++strided) {
-    const int ldx = strided ? K + 1 : K, ldw = strided ? K + 3 : K;
-    for (int specials = 0; specials < 2; ++specials) {
-      Case c = make<N, K>(TFC_SMALL_ROWS, ldx, ldw, 21 + strided + 5 * specials + K, specials);
-      for (int rows : {1, 5, TFC_SMALL_ROWS}) {
-        std::vector<float> ref((size_t)rows * N, NAN), s2(ref), s4(ref), s8(ref);
-        run_rows<32, TFC_SMALL_BN, N, K, TFC_MUT_NONE>(c.x.data(), ldx, c.w.data(), ldw, rows, ref.data());
-        run_split<32, N, K, TFC_MUT_NONE, 3, 2>(c.x.data(), ldx, c.w.data(), ldw, rows, s2.data());
-        run_split<32, N, K, TFC_MUT_NONE, 3, 4>(c.x.data(), ldx, c.w.data(), ldw, rows, s4.data());
-        run_split<64, N, K, TFC_MUT_NONE, 3, 8>(c.x.data(), ldx, c.w.data(), ldw, rows, s8.data());
-        std::snprintf(what, sizeof what, "%s strided=%d specials=%d: %d rows split over K by 2, 4 and 8 blocks keep their bits", name, strided,
-                      specials, rows);
-        check(std::memcmp(ref.data(), s2.data(), ref.size() * 4) == 0 && std::memcmp(ref.data(), s4.data(), ref.size() * 4) == 0 &&
-                  std::memcmp(ref.data(), s8.data(), ref.size() * 4) == 0,
-              what);
-      }
-    }
-    {  // one term on BF16-exact rows
-      Case e = make<N, K>(TFC_SMALL_ROWS, ldx, ldw, 31 + strided, false);
-      for (auto& v : e.x) {
-        const tfc_bf16 h = to_bf16(v);
-        v = tfc_ld(&h);
-      }
-      std::vector<float> ref((size_t)5 * N, NAN), y(ref);
-      run_rows<32, TFC_SMALL_BN, N, K, TFC_MUT_NONE, 1>(e.x.data(), ldx, e.w.data(), ldw, 5, ref.data());
-      run_split<32, N, K, TFC_MUT_NONE, 1, 4>(e.x.data(), ldx, e.w.data(), ldw, 5, y.data());
-      std::snprintf(what, sizeof what, "%s strided=%d: one term split over K keeps its bits", name, strided);
-      check(std::memcmp(ref.data(), y.data(), ref.size() * 4) == 0, what);
-    }
-  }
-  Case c = make<N, K>(TFC_SMALL_ROWS, K, K, 41 + K, false);
-  std::vector<float> y((size_t)5 * N, NAN);
-  run_split<32, N, K, TFC_MUT_BOUND, 3, 4>(c.x.data(), K, c.w.data(), K, 5, y.data());
-  std::snprintf(what, sizeof what, "%s: split off-by-one control differs", name);
-  check(worst<N, K>(c, 5, y.data()) > 1e-4, what);
-  run_split<32, N, K, TFC_MUT_STRIDE, 3, 4>(c.x.data(), K, c.w.data(), K, 5, y.data());
-  std::snprintf(what, sizeof what, "%s: split wrong-stride control differs", name);
-  check(worst<N, K>(c, 5, y.data()) > 1e-4, what);
-  run_split<32, N, K, TFC_MUT_BARRIER, 3, 4>(c.x.data(), K, c.w.data(), K, 5, y.data());
-  const double b = worst<N, K>(c, 5, y.data());
-  std::snprintf(what, sizeof what, "%s: split missing-barrier control differs", name);
-  check(b < 0 || b > 1e-4, what);
-  run_split<32, N, K, TFC_MUT_NONE, 3, 4>(c.x.data(), K, c.w.data(), K, 5, y.data());
-  std::snprintf(what, sizeof what, "%s: split against the float64 reference (worst %.3g)", name, worst<N, K>(c, 5, y.data()));
-  check(worst<N, K>(c, 5, y.data()) >= 0 && worst<N, K>(c, 5, y.data()) < 1e-6, what);
 }
 
 // run_fill launches the tile grid of a BM×BN tfc_gemm_mma_fill (the many-row layout, its LDS
@@ -374,9 +299,6 @@ int main() {
   suite<32, 128, 264, 96>("32x128 K=96");
   suite<32, 48, 100, 64>("32x48 K=64");
   suite<64, 32, 24, 1630>("64x32 K=1630");  // K of several small-row waves
-  split<40, 1630>("split K=1630");  // 26 chunks: 13, 7 and 4 a block
-  split<24, 200>("split K=200");    // 4 chunks: ranks with none
-  split<16, 40>("split K=40");      // one chunk
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
 }
