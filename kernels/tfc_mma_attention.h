@@ -24,11 +24,9 @@
 //
 // 256 threads are 8 warps; warp w owns rows 16w..16w+15 of the group (QG = 128) and keeps its
 // Q fragments (three planes) in registers for the whole span. Keys are staged BK at a time from
-// key 0 of the span (16 or 32 with three terms, 64 with one): the rows come by cp.async into
-// dynamic LDS a tile ahead, then the block splits them into K and V as [plane][key][d], BF16,
-// rows padded by 8 elements so that ldmatrix reads hit distinct banks (V is read transposed,
-// with ldmatrix .trans); head_dim is padded with zeros to a multiple of 16 and keys past the
-// span are zeros with score -Inf. The launch passes tfc_attn_mma_shape's bytes. Everything a row's bits
+// key 0 of the span (16 or 32 with three terms, 64 with one): K and V as [plane][key][d], BF16, rows padded by 8 elements so that
+// ldmatrix reads hit distinct banks (V is read transposed, with ldmatrix .trans); head_dim is
+// padded with zeros to a multiple of 16 and keys past the span are zeros with score -Inf. Everything a row's bits
 // depend on (its warp's instructions, the key tiles, the order of every sum) is fixed by the
 // row's span and its place in it, never by the launch.
 //
@@ -42,10 +40,6 @@
 #ifndef TFC_ATTN_TILE1
 #define TFC_ATTN_TILE1 64
 #endif
-// tfc_attn_mma_shape is a tile's LDS, in the block's dynamic LDS: the next tile's K and V rows as
-// they come (F32, [2][tk][hdp], raw bytes), then the tile's BF16 planes (K's terms, then V's,
-// [plane][tk][ldk]). The keys a tile (tk) fix the order of the sums, so they stay what they were
-// in 40 KiB of static LDS.
 template <int HD, int TERMS>
 struct tfc_attn_mma_shape {
   static constexpr int hdp = (HD + 15) / 16 * 16;  // head_dim padded to the mma's k
@@ -53,24 +47,43 @@ struct tfc_attn_mma_shape {
   static constexpr int planes = 2 * TERMS;         // K's terms, then V's
   static constexpr int tk = TERMS == 1 ? TFC_ATTN_TILE1 : planes * 32 * ldk * 2 <= 40 * 1024 ? 32 : 16;  // keys a tile
   static constexpr int plane = tk * ldk;
-  static constexpr int size = planes * plane;  // BF16 elements of the planes
-  static constexpr int raw = 2 * tk * hdp * 4;  // bytes of the rows as they come
-  static constexpr int bytes = raw + size * 2;  // the launch's dynamic LDS
+  static constexpr int size = planes * plane;  // BF16 elements
 };
 
-// tfc_ld4 loads p[0..3] (those below n; zeros past it) as floats, an element at a time.
+// tfc_attn_smem is the LDS of a tile: the K planes, then the V planes.
+template <int HD, int TERMS>
+__device__ __forceinline__ unsigned short* tfc_attn_smem() {
+  __shared__ __align__(16) unsigned short sm[tfc_attn_mma_shape<HD, TERMS>::size];
+  return sm;
+}
+
+// TFC_ATTN_AHEAD is the registers a thread may hold for the next tile's K and V.
+#ifndef TFC_ATTN_AHEAD
+#define TFC_ATTN_AHEAD 40
+#endif
+
+// tfc_ld4 loads p[0..3] (those below n) as floats: one 16-byte load where vec says the F32 rows
+// allow it.
 template <typename T>
-__device__ __forceinline__ float4 tfc_ld4(const T* p, int n) {
+__device__ __forceinline__ float4 tfc_ld4(const T* p, int n, bool vec) {
+  if (sizeof(T) == 4 && vec && n >= 4) return *reinterpret_cast<const float4*>(p);
   return make_float4(n > 0 ? tfc_ld(p) : 0.f, n > 1 ? tfc_ld(p + 1) : 0.f, n > 2 ? tfc_ld(p + 2) : 0.f, n > 3 ? tfc_ld(p + 3) : 0.f);
 }
 
 __device__ __forceinline__ bool tfc_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 __device__ __forceinline__ unsigned tfc_pack_bf16(unsigned lo, unsigned hi) { return lo | hi << 16; }
 #ifndef TFC_MMA_EMULATED
+// tfc_ldsm_x2_trans is tfc_ldsm_x2 transposed: register j of lane l holds elements (2(l%4), l/4)
+// and (2(l%4)+1, l/4) of matrix j, whose row r comes from lane 8j + r.
+__device__ __forceinline__ void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(a)
+               : "memory");
+}
 // tfc_prefetch_l2 asks for the 128-byte line at p to be brought into L2.
 __device__ __forceinline__ void tfc_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-// tfc_ldsm_x4_trans is tfc_ldsm_x4 transposed: register j of lane l holds elements (2(l%4), l/4)
-// and (2(l%4)+1, l/4) of matrix j, whose row r comes from lane 8j + r.
+// tfc_ldsm_x4_trans is tfc_ldsm_x2_trans for four matrices (row r of matrix j from lane 8j + r).
 __device__ __forceinline__ void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -102,8 +115,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   constexpr int HDP = shape::hdp, BK = shape::tk, LDK = shape::ldk, PL = shape::plane, VP = TERMS * PL;
   constexpr int KS = HDP / 16, NK = BK / 8, KK = BK / 16, ND = HDP / 8;
   static_assert(QG == 128, "a block is 8 warps of 16 rows");
-  float* const raw = tfc_dynamic_lds();  // the next tile's rows as they come: K [BK][HDP], then V
-  unsigned short* const sm = reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(raw) + shape::raw);
+  static_assert(shape::size * 2 <= 40 * 1024, "the tiles' LDS must leave room in a block's static 48 KiB");
+  unsigned short* const sm = tfc_attn_smem<HD, TERMS>();
   __shared__ int kbad[BK], vbad[HDP], tbad[2];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int nq = min(QG, s1 - r0), kcol = kh * HD, qcol = h * HD;
@@ -147,49 +160,44 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   for (int n = 0; n < ND; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0.f;
-  // shared byte addresses of this lane's ldmatrix rows (x4: lanes 8j..8j+7 give matrix j), two
-  // 8-column tiles of B a load: K key lane%8 + 8(lane/16) and columns 8(lane/8%2).. (k = head
-  // dims, matrices 2 and 3 the next 8 keys); V key lane%16 and columns 8(lane/16).. (k = keys,
-  // matrices 2 and 3 the next 8 head dims)
-  const unsigned ka = tfc_smem_addr(sm) + 2 * ((lane % 8 + lane / 16 * 8) * LDK + lane / 8 % 2 * 8);
-  const unsigned va = tfc_smem_addr(sm) + 2 * (VP + (lane % 16) * LDK + lane / 16 * 8);
+  // shared byte addresses of this lane's ldmatrix rows (x2: lanes 0..7 give matrix 0, 8..15
+  // matrix 1): K key lane%8 and columns 8(lane/8%2).. (k = head dims), V key lane%16 (k = keys)
+  const unsigned ka = tfc_smem_addr(sm) + 2 * ((lane % 8) * LDK + lane / 8 % 2 * 8);
+  const unsigned va = tfc_smem_addr(sm) + 2 * (VP + (lane % 16) * LDK);
   __syncthreads();  // the flags are reset
 
-  // A tile's K and V rows come into raw by cp.async (16 bytes, four head dims, a unit: unit u =
-  // tid + 256i is key u / (HDP/4), dims 4(u % (HDP/4))..; rows that are not 16-byte aligned are
-  // read an element at a time), the next tile's while the tensor cores work on this one; then
-  // the block splits them into the BF16 planes (stage).
+  // a tile's K and V pass through registers four head dims at a time: unit u = tid + 256i is key
+  // u / (HDP/4), dims 4(u % (HDP/4)).., one 16-byte load each where the rows allow. In F32
+  // precision, where head_dim is at most 96 and the loads fit TFC_ATTN_AHEAD registers, the next
+  // tile's loads are in flight while the tensor cores work; with one term (64-key tiles) holding
+  // them costs more than it hides (measured on sm_90: 3.8 ms a launch without, 5.5 with).
   constexpr int UR = HDP / 4, FU = (BK * UR + 255) / 256;
-  const bool vec = sizeof(TK) == 4 && sizeof(TV) == 4 && HD % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 &&
-                   ((reinterpret_cast<size_t>(K) | reinterpret_cast<size_t>(V)) & 15) == 0;
+  constexpr bool ahead = TERMS == 3 && HDP <= 96 && 8 * FU <= TFC_ATTN_AHEAD;
+  const bool vec = HD % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 && ((reinterpret_cast<size_t>(K) | reinterpret_cast<size_t>(V)) & 15) == 0;
+  float4 kr[FU], vr[FU];
   auto load = [&](int t0) {
 #pragma unroll
     for (int i = 0; i < FU; ++i) {
       const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
-      if (BK * UR % 256 != 0 && u >= BK * UR) break;
-      const bool in = t0 + j < kend && d < HD;
-      const size_t row = (size_t)(s0 + (in ? t0 + j : 0));
-      float* const kd = raw + j * HDP + d;
-      if (vec) {
-        const unsigned dst = tfc_smem_addr(kd), n = in ? 16 : 0;
-        tfc_cp_async16(dst, K + row * ldk + kcol + (in ? d : 0), n);
-        tfc_cp_async16(dst + 4 * BK * HDP, V + row * ldv + kcol + (in ? d : 0), n);
-      } else {
-        *reinterpret_cast<float4*>(kd) = tfc_ld4(K + row * ldk + kcol + d, in ? HD - d : 0);
-        *reinterpret_cast<float4*>(kd + BK * HDP) = tfc_ld4(V + row * ldv + kcol + d, in ? HD - d : 0);
+      kr[i] = vr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (u < BK * UR && t0 + j < kend && d < HD) {
+        const size_t row = (size_t)(s0 + t0 + j);
+        kr[i] = tfc_ld4(K + row * ldk + kcol + d, HD - d, vec);
+        vr[i] = tfc_ld4(V + row * ldv + kcol + d, HD - d, vec);
       }
     }
-    tfc_cp_async_commit();
   };
-  // stage splits the tile at t0 (in raw) into the planes, flagging K rows and V columns that are
-  // not finite
-  auto stage = [&](int t0) {
+  if (ahead) load(0);
+#pragma unroll 1
+  for (int t0 = 0; t0 < kend; t0 += BK) {
+    const int nt = min(BK, kend - t0);
+    if (!ahead) load(t0);
+    tfc_fill_skew<MUT>();
 #pragma unroll
     for (int i = 0; i < FU; ++i) {
       const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
-      if (BK * UR % 256 != 0 && u >= BK * UR) break;
-      const float4 kq = *reinterpret_cast<const float4*>(raw + j * HDP + d), vq = *reinterpret_cast<const float4*>(raw + (BK + j) * HDP + d);
-      float kx[4] = {kq.x, kq.y, kq.z, kq.w}, vx[4] = {vq.x, vq.y, vq.z, vq.w};
+      if (u >= BK * UR) continue;
+      float kx[4] = {kr[i].x, kr[i].y, kr[i].z, kr[i].w}, vx[4] = {vr[i].x, vr[i].y, vr[i].z, vr[i].w};
       unsigned kh[4], kl[4], k2[4], vh[4], vl[4], v2[4];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
@@ -211,17 +219,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         *reinterpret_cast<uint2*>(kt + 5 * PL) = make_uint2(tfc_pack_bf16(v2[0], v2[1]), tfc_pack_bf16(v2[2], v2[3]));
       }
     }
-  };
-  if (kend > 0) load(0);
-#pragma unroll 1
-  for (int t0 = 0; t0 < kend; t0 += BK) {
-    const int nt = min(BK, kend - t0);
-    tfc_cp_async_wait<0>();
-    __syncthreads();  // tile t0's rows are in every thread's view; the planes are free
-    tfc_fill_skew<MUT>();
-    stage(t0);
-    tfc_fill_barrier<MUT>();  // the planes are in every thread's view; raw is free
-    if (t0 + BK < kend) load(t0 + BK);
+    tfc_fill_barrier<MUT>();
+    if (ahead && t0 + BK < kend) load(t0 + BK);
     if (active) {
       // scores of rows rw, rw + 8 against keys 8n + 2t, +1: element e is row rw + 8(e/2), key 8n + 2t + e%2
       float s[NK][4];
@@ -234,19 +233,15 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
-          for (int n = 0; n < NK; n += 2) {  // key tiles n and n + 1
-            unsigned h4[4], l4[4] = {0, 0, 0, 0}, z4[4] = {0, 0, 0, 0};
+          for (int n = 0; n < NK; ++n) {
+            unsigned bh[2], bl[2] = {0, 0}, b2[2] = {0, 0};
             const unsigned a = ka + 2 * (n * 8 * LDK + ks * 16);
-            tfc_ldsm_x4(h4, a);
+            tfc_ldsm_x2(bh, a);
             if (TERMS == 3) {  // one term reads the hi plane alone
-              tfc_ldsm_x4(l4, a + 2 * PL);
-              tfc_ldsm_x4(z4, a + 4 * PL);
+              tfc_ldsm_x2(bl, a + 2 * PL);
+              tfc_ldsm_x2(b2, a + 4 * PL);
             }
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              const unsigned bh[2] = {h4[2 * q], h4[2 * q + 1]}, bl[2] = {l4[2 * q], l4[2 * q + 1]}, b2[2] = {z4[2 * q], z4[2 * q + 1]};
-              tfc_mma_split6<TERMS>(sb[n + q], ss[n + q], qf[ks], bh, bl, b2);
-            }
+            tfc_mma_split6<TERMS>(sb[n], ss[n], qf[ks], bh, bl, b2);
           }
         const bool kany = tbad[0] == t0;
 #pragma unroll
@@ -303,27 +298,21 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
           pf[kk][2][i] = tfc_pack_bf16(l2[0], l2[1]);
         }
 #pragma unroll
-      for (int n = 0; n < ND; n += 2) {  // head dim tiles n and n + 1
-        float cb[2][4] = {}, cs[2][4] = {};
+      for (int n = 0; n < ND; ++n) {
+        float cb[4] = {0.f, 0.f, 0.f, 0.f}, cs[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int kk = 0; kk < KK; ++kk) {
-          unsigned h4[4], l4[4] = {0, 0, 0, 0}, z4[4] = {0, 0, 0, 0};
+          unsigned bh[2], bl[2] = {0, 0}, b2[2] = {0, 0};
           const unsigned a = va + 2 * (kk * 16 * LDK + n * 8);
-          tfc_ldsm_x4_trans(h4, a);
+          tfc_ldsm_x2_trans(bh, a);
           if (TERMS == 3) {
-            tfc_ldsm_x4_trans(l4, a + 2 * PL);
-            tfc_ldsm_x4_trans(z4, a + 4 * PL);
+            tfc_ldsm_x2_trans(bl, a + 2 * PL);
+            tfc_ldsm_x2_trans(b2, a + 4 * PL);
           }
-#pragma unroll
-          for (int q = 0; q < 2; ++q) {
-            const unsigned bh[2] = {h4[2 * q], h4[2 * q + 1]}, bl[2] = {l4[2 * q], l4[2 * q + 1]}, b2[2] = {z4[2 * q], z4[2 * q + 1]};
-            tfc_mma_split6<TERMS>(cb[q], cs[q], pf[kk], bh, bl, b2);
-          }
+          tfc_mma_split6<TERMS>(cb, cs, pf[kk], bh, bl, b2);
         }
 #pragma unroll
-        for (int q = 0; q < 2; ++q)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[n + q][e] = o[n + q][e] * alpha[e / 2] + (cb[q][e] + cs[q][e]);
+        for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (cb[e] + cs[e]);
       }
       if (tbad[1] == t0) {  // V elements that are not finite: p·v apart
         for (int d = 0; d < HD; ++d) {
@@ -357,6 +346,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         }
       }
     }
+    __syncthreads();  // the next fill overwrites the tile
   }
   if (!active) return;
 #pragma unroll

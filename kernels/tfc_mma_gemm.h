@@ -196,7 +196,7 @@ __device__ __forceinline__ void tfc_mma_store(unsigned short* s, const float4 (&
 // tfc_fill_smem is the LDS in bytes of tfc_gemm_mma_fill (below) at tile BM×BN: TFC_FILL_STAGES
 // stages of X rows (F32) and W rows (BF16), TFC_MMA_BK + 8 elements each, then two steps of X's
 // BF16 terms (three planes of BM rows, TFC_MMA_BK + 8 elements each), or the C tile where that is
-// larger. A fill function's launch passes it as dynamic LDS (tfc_dynamic_lds).
+// larger. A fill function's launch passes it as dynamic LDS, tfc_fill_lds.
 #ifndef TFC_FILL_STAGES
 #define TFC_FILL_STAGES 4
 #endif
@@ -209,10 +209,9 @@ struct tfc_fill_smem {
   static constexpr int bytes = TFC_FILL_STAGES * stage + 2 * terms > c ? TFC_FILL_STAGES * stage + 2 * terms : c;
 };
 #ifndef TFC_MMA_EMULATED
-// tfc_dynamic_lds is the block's dynamic LDS, as many bytes as its launch passes.
-__device__ __forceinline__ float* tfc_dynamic_lds() {
-  extern __shared__ __align__(16) float tfc_lds_bytes[];
-  return tfc_lds_bytes;
+__device__ __forceinline__ float* tfc_fill_lds() {
+  extern __shared__ __align__(16) float tfc_dynamic_lds[];
+  return tfc_dynamic_lds;
 }
 #endif
 

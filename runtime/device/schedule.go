@@ -76,9 +76,6 @@ type Launch struct {
 	BandRows         int    `json:"band_rows,omitempty"`
 	BandRowsPerBlock int    `json:"band_rows_per_block,omitempty"`
 	BandSymbol       string `json:"band_symbol,omitempty"`
-	// MMALDS, when set, is the dynamic LDS in bytes Symbol takes where the backend builds it
-	// for mma.sync (Layouts.MMA): the span attention's tiles, staged by cp.async.
-	MMALDS int `json:"mma_lds,omitempty"`
 }
 
 // Layouts are the optional layouts a backend runs: they change a launch's function and grid,
@@ -87,7 +84,6 @@ type Layouts struct {
 	PagedMMA bool // a cached attention's tensor-core grid (PagedMMAGridY)
 	Fill     bool // the fill functions of launches of many rows (FillSymbol)
 	Bands    bool // the band functions of launches of a few dozen rows (BandSymbol)
-	MMA      bool // kernels built for mma.sync (CUDA): the span attention in MMALDS of dynamic LDS
 }
 
 // fill says whether M rows take the launch's fill function on a backend running layouts on.
@@ -131,9 +127,6 @@ func (l Launch) FunctionFor(m int, on Layouts) string {
 func (l Launch) LDSFor(m int, on Layouts) int {
 	if l.fill(m, on) {
 		return l.FillLDS
-	}
-	if on.MMA {
-		return l.MMALDS
 	}
 	return 0
 }
@@ -204,7 +197,7 @@ func (s *Schedule) Check() error {
 		return fmt.Errorf("schedule of kernel %s: %d parameters carry M; want one", s.Kernel, rows)
 	}
 	for _, l := range s.Launches {
-		if l.Symbol == "" || l.Threads <= 0 || l.MMALDS < 0 || (l.MMALDS > 0 && l.FillSymbol != "") || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || l.PagedMMAGridY < 0 || l.PagedMMAGridY > l.GridY || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
+		if l.Symbol == "" || l.Threads <= 0 || l.RowsPerBlock <= 0 || l.GridY <= 0 || l.SmallRowsGridY < 0 || l.PagedMMAGridY < 0 || l.PagedMMAGridY > l.GridY || (l.SmallRowsGridY > 0) != (l.SmallRows > 0) || (l.SmallSymbol != "" && l.SmallRows == 0) ||
 			l.SmallClusterY < 0 || (l.SmallClusterY > 1 && (l.SmallSymbol == "" || l.SmallRowsGridY%l.SmallClusterY != 0)) ||
 			(l.MidSymbol != "") != (l.MidRows > 0) || (l.MidSymbol != "") != (l.MidRowsPerBlock > 0) || (l.MidSymbol != "" && (l.MidRows <= l.SmallRows || l.PlusSpans)) ||
 			(l.FillSymbol != "") != (l.FillRowsPerBlock > 0) || (l.FillSymbol != "") != (l.FillGridY > 0) || (l.FillSymbol != "") != (l.FillLDS > 0) ||

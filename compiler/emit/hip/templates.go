@@ -365,7 +365,7 @@ func (f *gemm) body(g *gen) error {
 			fbn, _ := f.fillTile()
 			lds := fillLDS(fillBM, fbn)
 			g.line("__shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];")
-			g.line("float* const smem = fill ? tfc_dynamic_lds() : tile_lds;")
+			g.line("float* const smem = fill ? tfc_fill_lds() : tile_lds;")
 			g.line("static_assert(tfc_fill_smem<FBM, FBN>::bytes <= %d, \"the launch passes %d bytes of dynamic LDS (the schedule's fill_lds)\");", lds, lds)
 		} else {
 			g.line("__shared__ __align__(16) float smem[tfc_mma_floats<BM, BN>];")
@@ -819,27 +819,6 @@ const keySplit = 8
 // rule is the same for every target (gpu.Geometry).
 const spanRows = 128
 
-// spanLDS is the dynamic LDS in bytes of an uncached attention on CUDA at head_dim hd, the larger
-// of its two precisions', as kernels/tfc_mma_attention.h's tfc_attn_mma_shape (the kernel
-// static_asserts that this covers it): a tile's rows as they come (F32 K and V) and its BF16
-// planes, 64 keys with one term, 32 or 16 with three.
-func spanLDS(hd int) int {
-	hdp := (hd + 15) / 16 * 16
-	ldk := hdp + 8
-	most := 0
-	for _, terms := range []int{1, 3} {
-		planes, tk := 2*terms, 64
-		if terms == 3 {
-			tk = 16
-			if planes*32*ldk*2 <= 40<<10 {
-				tk = 32
-			}
-		}
-		most = max(most, 2*tk*hdp*4+planes*tk*ldk*2)
-	}
-	return most
-}
-
 func newAttention(k Kernel) (template, error) {
 	o := k.Ops[0]
 	h, kv, hd := o.int("heads"), o.int("kv_heads"), o.int("head_dim")
@@ -864,13 +843,13 @@ func (f *attention) tile() string {
 	if f.k.Ops[0].Flags["cache"] {
 		return fmt.Sprintf("store K and V a row a block; then a query row's head a block, its keys cut into %d ranges by position (at most %d rows: a cluster of %d blocks a row's head)", keySplit*threads/32, smallRows, keySplit)
 	}
-	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d; on CUDA the tiles come by cp.async, a tile ahead, in %d bytes of dynamic LDS", f.groups, keyTile, spanLDS(f.k.Ops[0].int("head_dim")))
+	return fmt.Sprintf("%d query rows of a span by a head a block, keys in tiles of %d", f.groups, keyTile)
 }
 
 func (f *attention) launches() []device.Launch {
 	o := f.k.Ops[0]
 	if !o.Flags["cache"] {
-		return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads"), MMALDS: spanLDS(o.int("head_dim"))}}
+		return []device.Launch{{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.groups, PlusSpans: true, GridY: o.int("heads")}}
 	}
 	h, kv, mma := o.int("heads"), o.int("kv_heads"), 0
 	if (o.int("head_dim")+15)/16*16 <= 128 { // the tensor-core kernel's own grid: a block a row and pagedHeads query heads
@@ -907,10 +886,6 @@ func (f *attention) body(g *gen) error {
 	}
 	h, kv, hd := o.int("heads"), o.int("kv_heads"), o.int("head_dim")
 	if !o.Flags["cache"] {
-		lds := spanLDS(hd)
-		g.raw("#if TFC_CUDA")
-		g.line("static_assert(tfc_attn_mma_shape<%d, TFC_MMA_TERMS>::bytes <= %d, \"the launch passes %d bytes of dynamic LDS on CUDA (the schedule's mma_lds)\");", hd, lds, lds)
-		g.raw("#endif")
 		g.line("tfc_attention_spans<%d, %d, %d, %d, MUT>(op0_Q, op0_Q_ld, op0_K, op0_K_ld, op0_V, op0_V_ld, op0_Y, op0_Y_ld,", hd, f.groups, keyTile, threads)
 		g.line("    op0_Spans, S, %d, %d, %s);", h, kv, scale)
 		return nil

@@ -53,10 +53,8 @@ static std::vector<float> run(const Batch& b, float scale) {
   const int S = (int)b.spans.size() - 1, ldy = b.heads * HD;
   std::vector<float> y((size_t)b.rows() * ldy, NAN);
 #if TFC_CUDA
-  static std::vector<float4> lds;  // the launch's dynamic LDS
-  const size_t bytes = tfc_attn_mma_shape<HD, TERMS>::bytes;
-  lds.resize(bytes / 16 + 1);
-  unsigned char* sm = reinterpret_cast<unsigned char*>(lds.data());
+  unsigned char* sm = reinterpret_cast<unsigned char*>(tfc_attn_smem<HD, TERMS>());
+  const size_t bytes = tfc_attn_mma_shape<HD, TERMS>::size * 2;
 #else
   static float4 lds[4];  // tfc_attend's LDS is its own statics
   unsigned char* sm = reinterpret_cast<unsigned char*>(lds);

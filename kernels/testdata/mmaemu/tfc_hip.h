@@ -254,8 +254,8 @@ inline void emu_ldsm(unsigned (&r)[X], unsigned a) {
   emu_wait(w.bar);
 }
 inline void tfc_ldsm_x4(unsigned (&r)[4], unsigned a) { emu_ldsm<4>(r, a); }
-// tfc_dynamic_lds: a function's dynamic LDS is the block's.
-inline float* tfc_dynamic_lds() { return reinterpret_cast<float*>(emu->smem); }
+// tfc_fill_lds: a fill function's dynamic LDS is the block's.
+inline float* tfc_fill_lds() { return reinterpret_cast<float*>(emu->smem); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 // cp.async: a thread's copies wait in its open group until a wait_group lets them land, so a read
 // of LDS that no wait (or no barrier after the writer's wait) covers sees what was there before.
@@ -305,6 +305,7 @@ inline void emu_ldsm_trans(unsigned (&r)[X], unsigned a) {
   }
   emu_wait(w.bar);
 }
+inline void tfc_ldsm_x2_trans(unsigned (&r)[2], unsigned a) { emu_ldsm_trans<2>(r, a); }
 inline void tfc_prefetch_l2(const void*) {}  // a hint: nothing to emulate
 inline void tfc_ldsm_x4_trans(unsigned (&r)[4], unsigned a) { emu_ldsm_trans<4>(r, a); }
 

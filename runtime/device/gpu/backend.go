@@ -108,7 +108,7 @@ func NewBackend(c Config) (*Backend, error) {
 		c.NoBands = true
 	}
 	if c.Library != nil {
-		c.Library.layouts = device.Layouts{PagedMMA: c.PagedMMA, Fill: c.Fill, Bands: !c.NoBands && c.Name == "cuda", MMA: c.Name == "cuda"}
+		c.Library.layouts = device.Layouts{PagedMMA: c.PagedMMA, Fill: c.Fill, Bands: !c.NoBands && c.Name == "cuda"}
 	}
 	c.RunLen = min(c.RunLen, maxRun)
 	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}

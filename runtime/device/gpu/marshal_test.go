@@ -37,8 +37,7 @@ func allKernels(t *testing.T) []hip.Kernel {
 // (addresses, strides, M and S, in its order), that the ops carry exactly its operands, and that
 // each grid is its launch's rule at M.
 func TestMarshalFollowsSchedule(t *testing.T) {
-	bands := 0    // launches taking a band function
-	mmaSpans := 0 // uncached attentions passing dynamic LDS for mma.sync
+	bands := 0 // launches taking a band function
 	for i, k := range allKernels(t) {
 		s, err := hip.ScheduleOf(k)
 		if err != nil {
@@ -138,27 +137,6 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 						t.Errorf("launch %d in the band layout: %+v, want %+v", j, bg[j], want)
 					}
 				}
-				// kernels built for mma.sync: an uncached attention passes its staged tiles' dynamic LDS
-				// (tfc_attn_mma_shape's bytes at its head_dim, both precisions); nothing else changes
-				_, tg, err := Marshal(ops, &s, addr, device.Layouts{MMA: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for j := range s.Launches {
-					want := grids[j]
-					if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache == nil {
-						hdp := (a.HeadDim + 15) / 16 * 16
-						t1, t3 := 2*64*hdp*4+2*64*(hdp+8)*2, 2*16*hdp*4+6*16*(hdp+8)*2
-						if 6*32*(hdp+8)*2 <= 40<<10 {
-							t3 = 2*32*hdp*4 + 6*32*(hdp+8)*2
-						}
-						want.LDS = max(t1, t3)
-						mmaSpans++
-					}
-					if tg[j] != want {
-						t.Errorf("launch %d built for mma.sync: %+v, want %+v", j, tg[j], want)
-					}
-				}
 				// tfc_attention_paged reads blockIdx.y as the query head, or at few rows blockIdx.y / SmallClusterY
 				if a, ok := device.Deref(ops[0]).(device.Attention); ok && a.Cache != nil {
 					l, want := s.Launches[len(s.Launches)-1], a.Heads
@@ -191,9 +169,6 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 	}
 	if bands == 0 {
 		t.Error("no launch of 20 rows took a band function")
-	}
-	if mmaSpans == 0 {
-		t.Error("no uncached attention passed dynamic LDS for mma.sync")
 	}
 }
 
