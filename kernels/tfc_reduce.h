@@ -32,12 +32,20 @@ __device__ __forceinline__ void tfc_argmax_see(float v, int c, float& best, int&
 // greedy pick takes it: NaN never wins and a row of NaN gives 0. The threads read the row in
 // float4 loads, sixteen in flight each (a lone block must keep a logits row of 600 KB streaming),
 // each keeping its best, then a fixed tree through LDS bv and bi [THREADS] keeps the larger, or
-// on a tie the lower column.
+// on a tie the lower column. The missing-barrier control first fills every slot with a pick no
+// row has (+Inf past the row), so that the slots its race reads early give a wrong pick on every
+// launch, not only where LDS holds no earlier launch's right ones (a dots.ocr contract run on an
+// H100 saw that control pass).
 template <int THREADS, int MUT>
 __device__ __forceinline__ void tfc_block_argmax(const float* x, int n, int* y, float* bv, int* bi) {
   static_assert((THREADS & (THREADS - 1)) == 0, "THREADS must be a power of two");
   constexpr int U = 16;
   n = tfc_bound<MUT>(n);
+  if (MUT == TFC_MUT_BARRIER) {  // the planted race reads a held-back wave's slot: make it a pick no row has
+    bv[threadIdx.x] = __uint_as_float(0x7f800000u);
+    bi[threadIdx.x] = n + (int)threadIdx.x;
+    __syncthreads();
+  }
   float best = 0.f;
   int at = -1;
   const int head = min(n, (int)((16 - ((size_t)x & 15)) & 15) / 4);  // scalars before a 16-byte boundary

@@ -16,8 +16,8 @@
 static int passed, failed;
 
 // picks launches the kernel over rows rows of v columns, row r at x + r * ld.
-// LDS holds stale entries at each block's start, the row's next-to-last column holding +Inf:
-// a reduction that reads a slot before it is filled picks it.
+// LDS holds stale entries that lose at each block's start (as a GPU's LDS may hold the last
+// launch's right ones): the missing-barrier control must turn red by the race it plants itself.
 static float bv[256];
 static int bi[256];
 
@@ -28,7 +28,7 @@ static std::vector<int> picks(const std::vector<float>& x, int rows, int v, int 
   const float* X = x.data();
   int* Y = y.data();
   for (int m = 0; m < rows; ++m) {
-    for (int t = 0; t < 256; ++t) bv[t] = INFINITY, bi[t] = v - 2;
+    for (int t = 0; t < 256; ++t) bv[t] = -INFINITY, bi[t] = -1;
     emu_run(lds, m, 0, [=] {
       tfc_block_argmax<256, MUT>(X + (size_t)blockIdx.x * tfc_stride<MUT>(ld), v, Y + blockIdx.x, bv, bi);
     });
