@@ -358,8 +358,9 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
 // instructions on the same fragments, so its bits are tfc_gemm_mma's, but the work is laid out
 // for streaming W instead of for reuse. Fragments come straight from global memory (no LDS
 // stages), and the tile's K is split across the warps by TFC_KC chunks: each chunk's sum starts
-// from zero in tfc_gemm_mma too, so warps compute chunk sums side by side and one warp a group of
-// column tiles adds them to the output's sum in ascending chunk order, as tfc_gemm_mma does. A
+// from zero in tfc_gemm_mma too, so warps compute chunk sums side by side and, a wave at a time,
+// the block's threads add them to the outputs' sums in ascending chunk order (an output a
+// thread), as tfc_gemm_mma does. A
 // warp multiplies T 8-column tiles by each chunk of X it splits (two when the tile has an even
 // number under 8, so X's split is shared) and, in a band of more than 16 rows, by both row tiles
 // of 16 (each W fragment loaded once for both), U chunks a wave; its sums pass through LDS slots,
@@ -625,16 +626,14 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
       for (int r = 0; r < MT; ++r) tfc_mma_put(smem + (16 * r + g) * (BN + 1) + j * 8 + 2 * t, BN + 1, a4[r]);
     }
   } else {
-    // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... (the adding
-    // warp, q 0, the last ones, so that it waits least)
+    // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... After a wave's
+    // barrier every thread adds its outputs' chunk sums, VG a group (the lane values of its
+    // fragments), to their sums in chunk order: one warp adding all of them took most of a wave.
     const int gi = warp / WPT, q = warp % WPT, cq = WPT - 1 - q;  // this warp's group of T tiles, place in it, first slot
-    float acc[MT][T][4];
+    constexpr int VG = MT * T * 128, NV = (G * VG + 255) / 256;  // a group's outputs; a thread's
+    float acc[NV];
 #pragma unroll
-    for (int r = 0; r < MT; ++r)
-#pragma unroll
-      for (int i = 0; i < T; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[r][i][e] = 0.f;
+    for (int v = 0; v < NV; ++v) acc[v] = 0.f;
     float* const slots = smem + S::c;  // [2][G][WAVE][MT][T][32 lanes][4]
     unsigned b[P][U][T][KS][2];
     if (gi < G) {
@@ -668,24 +667,23 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
           }
         }
         tfc_fill_barrier<MUT>();
-        if (gi < G && q == 0) {
-          for (int s = 0; s < WAVE && c0 + s < NC; ++s)
 #pragma unroll
-            for (int r = 0; r < MT; ++r)
+        for (int v = 0; v < NV; ++v) {
+          const int o = threadIdx.x + 256 * v;  // group o / VG's slot place o % VG: [MT][T][32 lanes][4]
+          if (G * VG % 256 != 0 && o >= G * VG) continue;
+          const float* sl = set + o / VG * WAVE * VG + o % VG;
 #pragma unroll
-              for (int i = 0; i < T; ++i) {
-                const float* sl = set + ((((gi * WAVE + s) * MT + r) * T + i) * 32 + lane) * 4;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[r][i][e] += sl[e];
-              }
+          for (int s = 0; s < WAVE; ++s)
+            if (c0 + s < NC) acc[v] += sl[s * VG];
         }
       }
-    if (gi < G && q == 0) {
-      tfc_fill_skew<MUT>();
+    tfc_fill_skew<MUT>();
 #pragma unroll
-      for (int r = 0; r < MT; ++r)
-#pragma unroll
-        for (int i = 0; i < T; ++i) tfc_mma_put(smem + (16 * r + g) * (BN + 1) + (gi * T + i) * 8 + 2 * t, BN + 1, acc[r][i]);
+    for (int v = 0; v < NV; ++v) {
+      const int o = threadIdx.x + 256 * v, og = o / VG, ow = o % VG;  // element e of lane ln's fragment of tile it
+      if (G * VG % 256 != 0 && o >= G * VG) continue;
+      const int e = ow % 4, ln = ow / 4 % 32, it = ow / 128, r = it / T, i = it % T;
+      smem[(16 * r + ln / 4 + 8 * (e / 2)) * (BN + 1) + (og * T + i) * 8 + 2 * (ln % 4) + e % 2] = acc[v];
     }
   }
   tfc_fill_barrier<MUT>();  // the epilogue reads C
