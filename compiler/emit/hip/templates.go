@@ -203,11 +203,6 @@ func FillRows(k Kernel) int {
 // function too.
 const bandBM, bandRows, bandSuffix = 32, 64, "_band"
 
-// bandHalf is the most rows a band runs on one row tile, two chunks a warp a wave: at batch 16
-// bands of 16 rows were 5% faster than those of 32 (3,748 against 3,571 tok/s on the H100, the
-// same receipt), since a warp of a 32-row band takes one chunk a wave.
-const bandHalf = 16
-
 // band says whether the linear has the band function.
 func (f *gemm) band() bool { return f.mma && f.mid() && (len(f.ropeOf) == 0 || f.pairs) }
 
@@ -303,17 +298,11 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 	bm, bn := f.tileNames()
 	if f.mma {
 		rows := ""
-		g.raw("#if TFC_CUDA")
 		if f.band() {
-			// a band of more than bandHalf rows takes both row tiles; one of at most bandHalf the
-			// single tile's layout, two chunks a warp a wave (the same bits either way)
-			rows = fmt.Sprintf(", TFC_MMA_TERMS, band ? %d : TFC_SMALL_ROWS", bandHalf)
-			g.line("if (band && M - m0 > %d)", bandHalf)
-			g.line("  tfc_gemm_mma_rows<%s, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? %d : TFC_SMALL_ROWS>%s", bm, bandBM, smallArgs)
-			g.line("else if (%s)", small)
-		} else {
-			g.line("if (%s)", small)
+			rows = fmt.Sprintf(", TFC_MMA_TERMS, band ? %d : TFC_SMALL_ROWS", bandBM)
 		}
+		g.raw("#if TFC_CUDA")
+		g.line("if (%s)", small)
 		g.line("  tfc_gemm_mma_rows<%s, TFC_SMALL_BN, N, K, MUT%s>%s", bm, rows, smallArgs)
 		if f.fill() {
 			_, wm := f.fillTile()
