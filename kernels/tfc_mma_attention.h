@@ -16,8 +16,9 @@
 // score or an output is within a few F32 roundings of its F32 sum. Within a key tile the hi·hi products go to one accumulator and
 // the others (smallest first) to another, both from zero; the tile's scores are their sum, and
 // a tile's P·V is added to the output in F32 (o·alpha + tile), so the tensor cores never carry a
-// long sum. The softmax is the F32 online softmax of tfc_attend: a row's running max m, scores
-// s·scale, p = exp(s - m), the sum of p and the output rescaled by exp(m_old - m_new). In BF16
+// long sum. The softmax is the F32 online softmax of tfc_attend in log2 units: a row's running
+// max m of the scores s·scale·log2(e), p = 2^(s - m) (exp2f), the sum of p and the output rescaled
+// by 2^(m_old - m_new). In BF16
 // precision Q, K, V and (rounded after its sum) P are BF16-exact, so hi·hi alone is taken
 // (TERMS 1): the same bits as the six products for a sixth of the work, the lo planes neither
 // staged nor read.
@@ -72,6 +73,27 @@ __device__ __forceinline__ float4 tfc_ld4(const T* p, int n, bool vec) {
 
 __device__ __forceinline__ bool tfc_finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 __device__ __forceinline__ unsigned tfc_pack_bf16(unsigned lo, unsigned hi) { return lo | hi << 16; }
+// tfc_finite4 says whether all four of v are finite (one compare each, no branch).
+__device__ __forceinline__ bool tfc_finite4(const float4& v) {
+  return fabsf(v.x) <= 3.40282347e38f && fabsf(v.y) <= 3.40282347e38f && fabsf(v.z) <= 3.40282347e38f && fabsf(v.w) <= 3.40282347e38f;
+}
+// tfc_hi2 packs the BF16 high halves of a (low) and b (high): the BF16 bits of two BF16-exact floats.
+__device__ __forceinline__ unsigned tfc_hi2(float a, float b) { return __float_as_uint(a) >> 16 | (__float_as_uint(b) & 0xffff0000u); }
+#ifndef TFC_MMA_EMULATED
+// tfc_rn2 packs a (low) and b (high) rounded to the nearest BF16 (ties to even), tfc_rnd's values
+// for every finite and infinite input, in one cvt.
+__device__ __forceinline__ unsigned tfc_rn2(float a, float b) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+}
+#else
+__device__ __forceinline__ unsigned tfc_rn1(float v) {  // what cvt.rn gives one value (NaN: 0x7fff)
+  const unsigned u = __float_as_uint(v);
+  return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+__device__ __forceinline__ unsigned tfc_rn2(float a, float b) { return tfc_rn1(a) | tfc_rn1(b) << 16; }
+#endif
 #ifndef TFC_MMA_EMULATED
 // tfc_ldsm_x2_trans is tfc_ldsm_x2 transposed: register j of lane l holds elements (2(l%4), l/4)
 // and (2(l%4)+1, l/4) of matrix j, whose row r comes from lane 8j + r.
@@ -122,7 +144,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   const int nq = min(QG, s1 - r0), kcol = kh * HD, qcol = h * HD;
   const int kend = tfc_bound<MUT>(s1 - s0);
   const int ldqm = tfc_stride<MUT>(ldq);
-  const float sc = tfc_scale<MUT>(scale);
+  // scores are kept in log2 units, s·scale·log2(e), so that p = 2^(s - m) is one exp2f
+  const float sc = tfc_scale<MUT>(scale) * 1.44269504f;
   const bool active = warp * 16 < nq;  // warp-uniform: a warp with no rows only stages tiles
   const int rw = warp * 16 + g;        // the lane's rows: rw and rw + 8 of the group
 
@@ -176,6 +199,19 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
   const bool vec = HD % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 && ((reinterpret_cast<size_t>(K) | reinterpret_cast<size_t>(V)) & 15) == 0;
   float4 kr[FU], vr[FU];
   auto load = [&](int t0) {
+    if (sizeof(TK) == 4 && sizeof(TV) == 4 && HDP == HD && vec && t0 + BK <= kend) {
+      // a whole tile of unpadded F32 rows: one 16-byte load a unit, nothing to check
+      const TK* const kb = K + (size_t)(s0 + t0) * ldk + kcol;
+      const TV* const vb = V + (size_t)(s0 + t0) * ldv + kcol;
+#pragma unroll
+      for (int i = 0; i < FU; ++i) {
+        const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
+        if (BK * UR % 256 != 0 && u >= BK * UR) continue;
+        kr[i] = *reinterpret_cast<const float4*>(kb + (size_t)j * ldk + d);
+        vr[i] = *reinterpret_cast<const float4*>(vb + (size_t)j * ldv + d);
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < FU; ++i) {
       const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
@@ -198,21 +234,27 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
       const int u = tid + 256 * i, j = u / UR, d = 4 * (u % UR);
       if (u >= BK * UR) continue;
       float kx[4] = {kr[i].x, kr[i].y, kr[i].z, kr[i].w}, vx[4] = {vr[i].x, vr[i].y, vr[i].z, vr[i].w};
-      unsigned kh[4], kl[4], k2[4], vh[4], vl[4], v2[4];
+      if (!tfc_finite4(kr[i])) kbad[j] = tbad[0] = t0;
+      if (!tfc_finite4(vr[i]))
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        if (!tfc_finite(kx[c])) kbad[j] = tbad[0] = t0;
-        if (!tfc_finite(vx[c])) {
-          vbad[d + c] = tbad[1] = t0;
-          vx[c] = 0.f;
-        }
-        tfc_split3(kx[c], kh[c], kl[c], k2[c]);
-        tfc_split3(vx[c], vh[c], vl[c], v2[c]);
-      }
+        for (int c = 0; c < 4; ++c)
+          if (!tfc_finite(vx[c])) {
+            vbad[d + c] = tbad[1] = t0;
+            vx[c] = 0.f;
+          }
       unsigned short* const kt = sm + j * LDK + d;
-      *reinterpret_cast<uint2*>(kt) = make_uint2(tfc_pack_bf16(kh[0], kh[1]), tfc_pack_bf16(kh[2], kh[3]));
-      *reinterpret_cast<uint2*>(kt + VP) = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
-      if (TERMS == 3) {
+      if (TERMS == 1) {  // BF16-exact: the high halves are the values
+        *reinterpret_cast<uint2*>(kt) = make_uint2(tfc_hi2(kx[0], kx[1]), tfc_hi2(kx[2], kx[3]));
+        *reinterpret_cast<uint2*>(kt + VP) = make_uint2(tfc_hi2(vx[0], vx[1]), tfc_hi2(vx[2], vx[3]));
+      } else {
+        unsigned kh[4], kl[4], k2[4], vh[4], vl[4], v2[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          tfc_split3(kx[c], kh[c], kl[c], k2[c]);
+          tfc_split3(vx[c], vh[c], vl[c], v2[c]);
+        }
+        *reinterpret_cast<uint2*>(kt) = make_uint2(tfc_pack_bf16(kh[0], kh[1]), tfc_pack_bf16(kh[2], kh[3]));
+        *reinterpret_cast<uint2*>(kt + VP) = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
         *reinterpret_cast<uint2*>(kt + PL) = make_uint2(tfc_pack_bf16(kl[0], kl[1]), tfc_pack_bf16(kl[2], kl[3]));
         *reinterpret_cast<uint2*>(kt + 2 * PL) = make_uint2(tfc_pack_bf16(k2[0], k2[1]), tfc_pack_bf16(k2[2], k2[3]));
         *reinterpret_cast<uint2*>(kt + 4 * PL) = make_uint2(tfc_pack_bf16(vl[0], vl[1]), tfc_pack_bf16(vl[2], vl[3]));
@@ -243,24 +285,30 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
             }
             tfc_mma_split6<TERMS>(sb[n], ss[n], qf[ks], bh, bl, b2);
           }
-        const bool kany = tbad[0] == t0;
 #pragma unroll
         for (int n = 0; n < NK; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = 8 * n + 2 * t + e % 2, r = rw + 8 * (e / 2);
-            float x = (sb[n][e] + ss[n][e]) * sc;
-            if (j >= nt) {
-              x = TFC_NEG_INF;
-            } else if (qbad[e / 2] || (kany && kbad[j] == t0)) {
+          for (int e = 0; e < 4; ++e) s[n][e] = (TERMS == 1 ? sb[n][e] : sb[n][e] + ss[n][e]) * sc;
+        if (nt < BK)  // the span's last tile: keys past it are -Inf
+#pragma unroll
+          for (int n = 0; n < NK; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (8 * n + 2 * t + e % 2 >= nt) s[n][e] = TFC_NEG_INF;
+        const bool kany = tbad[0] == t0;
+        if (qbad[0] | qbad[1] | kany)  // a non-finite Q or K row: its scores as plain F32 dot products
+#pragma unroll
+          for (int n = 0; n < NK; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int j = 8 * n + 2 * t + e % 2, r = rw + 8 * (e / 2);
+              if (j >= nt || !(qbad[e / 2] || (kany && kbad[j] == t0))) continue;
               float acc = 0.f;
               if (r < nq)
                 for (int d = 0; d < HD; ++d)
                   acc = fmaf(tfc_ld(Q + (size_t)(r0 + r) * ldqm + qcol + d), tfc_ld(K + (size_t)(s0 + t0 + j) * ldk + kcol + d), acc);
-              x = acc * sc;
+              s[n][e] = acc * sc;
             }
-            s[n][e] = x;
-          }
       }
       // online softmax: the row's max over the quad's lanes, then p = exp(s - m) in place
       float alpha[2];
@@ -272,15 +320,16 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mn = fmaxf(m[i], mx), mu = mn == TFC_NEG_INF ? 0.f : mn;  // all -Inf so far: p = 0
-        alpha[i] = expf(m[i] - mu);
+        alpha[i] = exp2f(m[i] - mu);
         m[i] = mn;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < NK; ++n) {
-          const float p0 = expf(s[n][2 * i] - mu), p1 = expf(s[n][2 * i + 1] - mu);
+          const float p0 = exp2f(s[n][2 * i] - mu), p1 = exp2f(s[n][2 * i + 1] - mu);
           sum += p0 + p1;
-          s[n][2 * i] = tfc_rnd(p0);  // P·V takes p rounded in BF16 precision; the sum is F32
-          s[n][2 * i + 1] = tfc_rnd(p1);
+          // P·V takes p rounded in BF16 precision (one term: rounded as it is packed); the sum is F32
+          s[n][2 * i] = TERMS == 1 ? p0 : tfc_rnd(p0);
+          s[n][2 * i + 1] = TERMS == 1 ? p1 : tfc_rnd(p1);
         }
         l[i] = l[i] * alpha[i] + sum;
       }
@@ -290,6 +339,10 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
       for (int kk = 0; kk < KK; ++kk)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
+          if (TERMS == 1) {
+            pf[kk][0][i] = tfc_rn2(s[2 * kk + i / 2][2 * (i % 2)], s[2 * kk + i / 2][2 * (i % 2) + 1]);
+            continue;
+          }
           unsigned hh[2], ll[2], l2[2];
           tfc_split3(s[2 * kk + i / 2][2 * (i % 2)], hh[0], ll[0], l2[0]);
           tfc_split3(s[2 * kk + i / 2][2 * (i % 2) + 1], hh[1], ll[1], l2[1]);
@@ -312,7 +365,7 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
           tfc_mma_split6<TERMS>(cb, cs, pf[kk], bh, bl, b2);
         }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (cb[e] + cs[e]);
+        for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (TERMS == 1 ? cb[e] : cb[e] + cs[e]);
       }
       if (tbad[1] == t0) {  // V elements that are not finite: p·v apart
         for (int d = 0; d < HD; ++d) {
@@ -321,8 +374,8 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
 #pragma unroll
           for (int j = 0; j < BK; ++j) {
             const int src = (lane & ~3) | (j % 8) / 2;
-            const float p0 = __shfl_sync(0xffffffffu, s[j / 8][j % 2], src);
-            const float p1 = __shfl_sync(0xffffffffu, s[j / 8][2 + j % 2], src);
+            const float p0 = tfc_rnd(__shfl_sync(0xffffffffu, s[j / 8][j % 2], src));
+            const float p1 = tfc_rnd(__shfl_sync(0xffffffffu, s[j / 8][2 + j % 2], src));
             if (j < nt) {
               const float v = tfc_ld(V + (size_t)(s0 + t0 + j) * ldv + kcol + d);
               if (!tfc_finite(v)) {
