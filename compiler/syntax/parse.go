@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -35,6 +36,9 @@ func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Pos, e.Msg) }
 
 // Parse reads one .graph file. On a syntax error it returns an *Error naming the position.
 func Parse(name, src string) (*File, error) {
+	if err := checkUTF8(name, src); err != nil {
+		return nil, err
+	}
 	comments, lexErr := scanComments(name, src)
 	if lexErr != nil {
 		return nil, lexErr
@@ -47,6 +51,29 @@ func Parse(name, src string) (*File, error) {
 	f.Source = src
 	f.Comments = comments
 	return f, nil
+}
+
+// checkUTF8 refuses a source that is not UTF-8 at its first bad byte (the formatter's alignment
+// takes the byte 0xff, which UTF-8 never holds, as its escape).
+func checkUTF8(name, src string) error {
+	if utf8.ValidString(src) {
+		return nil
+	}
+	pos := lexer.Position{Filename: name, Line: 1, Column: 1}
+	for i, r := range src {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(src[i:]); size == 1 {
+				pos.Offset = i
+				return &Error{Pos: pos, Msg: fmt.Sprintf("invalid UTF-8 byte %#x", src[i])}
+			}
+		}
+		if r == '\n' {
+			pos.Line, pos.Column = pos.Line+1, 1
+		} else {
+			pos.Column++
+		}
+	}
+	return nil
 }
 
 // scanComments lexes src once for its comments; a character no token matches is an error here.

@@ -135,6 +135,7 @@ func TestSyntaxErrors(t *testing.T) {
 		{"family x {\n  model_type \"x\"\n", `t.graph:1:10: unterminated block: this { has no matching }`},
 		{"graph g() -> [N] {\n  x = a @ b\n}\n", `t.graph:2:9: unexpected character '@'`},
 		{"graph g() -> [N] {\n  x = f(a,, b)\n}\n", `t.graph:2:10: unexpected "," (expected ")")`},
+		{"graph g() -> [N] {\n  // a × b \xff\xff\xff\x80\n}\n", `t.graph:2:12: invalid UTF-8 byte 0xff`},
 	}
 	for _, c := range cases {
 		_, err := Parse("t.graph", c.src)
