@@ -77,8 +77,6 @@ __device__ __forceinline__ unsigned tfc_pack_bf16(unsigned lo, unsigned hi) { re
 __device__ __forceinline__ bool tfc_finite4(const float4& v) {
   return fabsf(v.x) <= 3.40282347e38f && fabsf(v.y) <= 3.40282347e38f && fabsf(v.z) <= 3.40282347e38f && fabsf(v.w) <= 3.40282347e38f;
 }
-// tfc_hi2 packs the BF16 high halves of a (low) and b (high): the BF16 bits of two BF16-exact floats.
-__device__ __forceinline__ unsigned tfc_hi2(float a, float b) { return __float_as_uint(a) >> 16 | (__float_as_uint(b) & 0xffff0000u); }
 #ifndef TFC_MMA_EMULATED
 // tfc_rn2 packs a (low) and b (high) rounded to the nearest BF16 (ties to even), tfc_rnd's values
 // for every finite and infinite input, in one cvt.
@@ -368,35 +366,39 @@ __device__ __forceinline__ void tfc_attention_mma(const TQ* Q, int ldq, const TK
         for (int e = 0; e < 4; ++e) o[n][e] = o[n][e] * alpha[e / 2] + (TERMS == 1 ? cb[e] : cb[e] + cs[e]);
       }
       if (tbad[1] == t0) {  // V elements that are not finite: p·v apart
-        for (int d = 0; d < HD; ++d) {
-          if (vbad[d] != t0) continue;
-          float a0 = 0.f, a1 = 0.f;
+        // dim d = 8n + dd adds to element dd%2 (and 2 + dd%2) of o[n] in lane t = dd/2 of each
+        // row's quad: n unrolled and the element picked by branches, so that o is never indexed
+        // at run time (a run-time index put o in local memory, about 22 spill loads and stores
+        // a tile)
 #pragma unroll
-          for (int j = 0; j < BK; ++j) {
-            const int src = (lane & ~3) | (j % 8) / 2;
-            const float p0 = tfc_rnd(__shfl_sync(0xffffffffu, s[j / 8][j % 2], src));
-            const float p1 = tfc_rnd(__shfl_sync(0xffffffffu, s[j / 8][2 + j % 2], src));
-            if (j < nt) {
-              const float v = tfc_ld(V + (size_t)(s0 + t0 + j) * ldv + kcol + d);
-              if (!tfc_finite(v)) {
-                a0 += p0 * v;
-                a1 += p1 * v;
+        for (int n = 0; n < ND; ++n)
+          for (int dd = 0; dd < 8; ++dd) {
+            const int d = 8 * n + dd;
+            if (d >= HD || vbad[d] != t0) continue;
+            float a0 = 0.f, a1 = 0.f;
+#pragma unroll
+            for (int j = 0; j < BK; ++j) {
+              const int src = (lane & ~3) | (j % 8) / 2;
+              const float p0 = tfc_rnd(__shfl_sync(0xffffffffu, s[j / 8][j % 2], src));
+              const float p1 = tfc_rnd(__shfl_sync(0xffffffffu, s[j / 8][2 + j % 2], src));
+              if (j < nt) {
+                const float v = tfc_ld(V + (size_t)(s0 + t0 + j) * ldv + kcol + d);
+                if (!tfc_finite(v)) {
+                  a0 += p0 * v;
+                  a1 += p1 * v;
+                }
               }
             }
-          }
-          if (t == d % 8 / 2) {
-#pragma unroll
-            for (int n = 0; n < ND; ++n) {
-              if (n == d / 8 && d % 2 == 0) {  // constant indices keep o in registers
+            if (t == dd / 2) {
+              if (dd % 2 == 0) {
                 o[n][0] += a0;
                 o[n][2] += a1;
-              } else if (n == d / 8) {
+              } else {
                 o[n][1] += a0;
                 o[n][3] += a1;
               }
             }
           }
-        }
       }
     }
     __syncthreads();  // the next fill overwrites the tile

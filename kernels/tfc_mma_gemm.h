@@ -67,6 +67,8 @@ __device__ __forceinline__ unsigned tfc_bf16_hi(float x) {
   const unsigned u = __float_as_uint(x);
   return (u & 0x7f800000u) == 0x7f800000u ? (u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u) : u >> 16;
 }
+// tfc_hi2 packs the high BF16 halves of a (low) and b (high): tfc_bf16_hi of both where neither is a NaN.
+__device__ __forceinline__ unsigned tfc_hi2(float a, float b) { return __float_as_uint(a) >> 16 | (__float_as_uint(b) & 0xffff0000u); }
 
 // tfc_split3 splits x into the BF16 bits of hi, lo and lo2 (see above).
 __device__ __forceinline__ void tfc_split3(float x, unsigned& hi, unsigned& lo, unsigned& lo2) {
@@ -164,6 +166,10 @@ __device__ __forceinline__ void tfc_mma_load(float4 (&ra)[A4], uint4 (&rb)[B8], 
 // and with three terms lo and lo2 plane and 2·plane elements on, 8 bytes each.
 template <int TERMS>
 __device__ __forceinline__ void tfc_put_terms(unsigned short* d, int plane, const float4& v) {
+  if (TERMS == 1 && !((v.x != v.x) | (v.y != v.y) | (v.z != v.z) | (v.w != v.w))) {  // no NaN: the high halves
+    *reinterpret_cast<uint2*>(d) = make_uint2(tfc_hi2(v.x, v.y), tfc_hi2(v.z, v.w));
+    return;
+  }
   unsigned h[4], l[4], l2[4];
   tfc_split3(v.x, h[0], l[0], l2[0]);
   tfc_split3(v.y, h[1], l[1], l2[1]);
@@ -231,8 +237,9 @@ __device__ __forceinline__ void tfc_mma_terms(float (&phi)[4], float (&plo)[4], 
 }
 
 // tfc_mma_fold ends a TFC_KC chunk: each output's sum takes the chunk's hi + lo, and both start
-// again from zero.
-template <int MT, int NT>
+// again from zero. With one term lo stays +0, and acc + hi is acc + (hi + 0) (acc, from +0, is
+// never -0), so the add of lo is left out.
+template <int TERMS, int MT, int NT>
 __device__ __forceinline__ void tfc_mma_fold(float (&acc)[MT][NT][4], float (&phi)[MT][NT][4], float (&plo)[MT][NT][4]) {
 #pragma unroll
   for (int r = 0; r < MT; ++r)
@@ -240,7 +247,7 @@ __device__ __forceinline__ void tfc_mma_fold(float (&acc)[MT][NT][4], float (&ph
     for (int i = 0; i < NT; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        acc[r][i][e] += phi[r][i][e] + plo[r][i][e];
+        acc[r][i][e] += TERMS == 1 ? phi[r][i][e] : phi[r][i][e] + plo[r][i][e];
         phi[r][i][e] = plo[r][i][e] = 0.f;
       }
 }
@@ -332,7 +339,7 @@ __device__ __forceinline__ void tfc_gemm_mma(float* smem, const float* X, int ld
         for (int r = 0; r < MT; ++r) tfc_mma_terms<TERMS>(phi[r][i], plo[r][i], a[r], b);
       }
     }
-    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) tfc_mma_fold(acc, phi, plo);
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) tfc_mma_fold<TERMS>(acc, phi, plo);
     if (s + 1 < KT) {
       tfc_mma_store<BM, BN, A4, B8, MUT, TERMS>(sm + ((s + 1) & 1) * STAGE, ra, rb);
       tfc_fill_barrier<MUT>();
@@ -548,16 +555,31 @@ __device__ __forceinline__ void tfc_mma_rows_sums(float (&sum)[(ROWS + 15) / 16]
       for (int s = 0; s < KS; ++s) {
         if (c >= NC || c * TFC_KC + 16 * s >= KPAD) continue;
         unsigned a[3][4];  // hi, lo, lo2 of the A fragment: register q is row g + 8(q%2), k 2t + 8(q/2)
+        bool nan = false;  // with one term, a fragment without a NaN is packed from its high halves
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          unsigned h0 = 0u, l0 = 0u, z0 = 0u, h1 = 0u, l1 = 0u, z1 = 0u;
-          if (q % 2 < R) {
-            tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][0], h0, l0, z0);
-            tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][1], h1, l1, z1);
+        for (int q = 0; q < 4; ++q)
+          if (TERMS == 1 && q % 2 < R) {
+            const float* x = v[u][s][q / 2][q % 2 < R ? q % 2 : 0];
+            nan |= (x[0] != x[0]) | (x[1] != x[1]);
           }
-          a[0][q] = h0 | h1 << 16;
-          a[1][q] = l0 | l1 << 16;
-          a[2][q] = z0 | z1 << 16;
+        if (TERMS == 1 && !nan) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float* x = v[u][s][q / 2][q % 2 < R ? q % 2 : 0];
+            a[0][q] = q % 2 < R ? tfc_hi2(x[0], x[1]) : 0u;
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            unsigned h0 = 0u, l0 = 0u, z0 = 0u, h1 = 0u, l1 = 0u, z1 = 0u;
+            if (q % 2 < R) {
+              tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][0], h0, l0, z0);
+              tfc_split3(v[u][s][q / 2][q % 2 < R ? q % 2 : 0][1], h1, l1, z1);
+            }
+            a[0][q] = h0 | h1 << 16;
+            a[1][q] = l0 | l1 << 16;
+            a[2][q] = z0 | z1 << 16;
+          }
         }
 #pragma unroll
         for (int i = 0; i < T; ++i) tfc_mma_terms<TERMS>(phi[i], plo[i], a, b[u][i][s]);
@@ -798,10 +820,48 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[r][i][e] = phi[r][i][e] = plo[r][i][e] = 0.f;
 
+  // a stage of 16-byte rows whose K lies before kend is copied without checks: the thread's
+  // units (X row and k, W column and k) are the same every step, their source offsets kept
+  constexpr int XU = BM * BK / 4, WU = BN * BK / 8, XI = (XU + 255) / 256, WI = (WU + 255) / 256;
+  int xo[XI], wo[WI];  // element offsets of the units' sources at step 0 (row 0 past M, column 0 past N)
+  bool xl[XI], wl[WI];  // the unit's row or column is in the launch
+#pragma unroll
+  for (int i = 0; i < XI; ++i) {
+    const int u = threadIdx.x + 256 * i, m = m0 + u / (BK / 4);
+    xl[i] = m < M;
+    xo[i] = (xl[i] ? m : 0) * ldxm + 4 * (u % (BK / 4));
+  }
+#pragma unroll
+  for (int i = 0; i < WI; ++i) {
+    const int u = threadIdx.x + 256 * i, n = tfc_col(cols, u / (BK / 8));
+    wl[i] = n < N;
+    wo[i] = (wl[i] ? n : 0) * ldw + 8 * (u % (BK / 8));
+  }
+  const bool fast = xvec && wvec;
+  auto load = [&](int s) {  // issues step s into its stage
+    const unsigned st = s % P * S::stage;
+    if (!fast || (s + 1) * BK > kend) {
+      tfc_fill_load<BM, BN, N>(sm, st, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s, kend);
+      return;
+    }
+    const unsigned base = tfc_smem_addr(sm) + st;
+#pragma unroll
+    for (int i = 0; i < XI; ++i) {
+      const int u = threadIdx.x + 256 * i;
+      if (XU % 256 != 0 && u >= XU) break;
+      tfc_cp_async16(base + 4 * (u / (BK / 4) * S::ldx + 4 * (u % (BK / 4))), X + xo[i] + s * BK, xl[i] ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < WI; ++i) {
+      const int u = threadIdx.x + 256 * i;
+      if (WU % 256 != 0 && u >= WU) break;
+      tfc_cp_async16(base + BM * S::ldx * 4 + 2 * (u / (BK / 8) * S::ldw + 8 * (u % (BK / 8))), W + wo[i] + s * BK, wl[i] ? 16 : 0);
+    }
+  };
   tfc_fill_skew<MUT>();
 #pragma unroll
   for (int s = 0; s < P - 1; ++s) {
-    if (s < KT) tfc_fill_load<BM, BN, N>(sm, s * S::stage, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s, kend);
+    if (s < KT) load(s);
     tfc_cp_async_commit();
   }
   tfc_cp_async_wait<P - 2>();
@@ -811,7 +871,7 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
   for (int s = 0; s < KT; ++s) {
     tfc_cp_async_wait<P - 3>();
     tfc_fill_barrier<MUT>();  // step s + 1 and step s's terms are in every thread's view; step s - 1's stage and terms are free
-    if (s + P - 1 < KT) tfc_fill_load<BM, BN, N>(sm, (s + P - 1) % P * S::stage, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s + P - 1, kend);
+    if (s + P - 1 < KT) load(s + P - 1);
     tfc_cp_async_commit();
     if (s + 1 < KT) tfc_fill_terms<BM, BN, TERMS>(sm, (s + 1) % P * S::stage, terms + (s + 1) % 2 * S::terms);
     const unsigned st = s % P * S::stage, at = s % 2 * S::terms;
@@ -833,7 +893,7 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
         for (int i = 0; i < NT; ++i) tfc_mma_terms<TERMS>(phi[r][i], plo[r][i], a, b[i]);
       }
     }
-    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) tfc_mma_fold(acc, phi, plo);
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT) tfc_mma_fold<TERMS>(acc, phi, plo);
   }
   tfc_cp_async_wait<0>();
   __syncthreads();  // C overlays the stages
