@@ -349,20 +349,14 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
   if constexpr (SMALL) {
     // every block's ranges are written before any is read (the missing-barrier control drops this)
     if (MUT != TFC_MUT_BARRIER) tfc_cluster_sync();
-    const float* rm[SPLIT];
-    const float* rl[SPLIT];
-    const float* ro[SPLIT];
-#pragma unroll
-    for (int b = 0; b < SPLIT; ++b) {
-      rm[b] = tfc_cluster_map(pm, b);
-      rl[b] = tfc_cluster_map(pl, b);
-      ro[b] = tfc_cluster_map(po, b);
-    }
+    // range g's partials lie in block g / NW's LDS, mapped where they are read (arrays of the
+    // blocks' pointers, indexed at run time, sat in local memory)
     for (int e = c + SPLIT * threadIdx.x; e < HG * HD; e += SPLIT * THREADS) {  // head a's output dim d
       const int a = e / HD, d = e % HD, at = a * RANGES;
       tfc_st(Y + (size_t)r * ldy + (h + a) * HD + d,
-             tfc_attn_combine([&](int g) { return rm[g / NW][at + g % NW]; }, [&](int g) { return rl[g / NW][at + g % NW]; },
-                                 [&](int g, int d) { return ro[g / NW][(at + g % NW) * HD + d]; }, d, live));
+             tfc_attn_combine([&](int g) { return tfc_cluster_map(pm, g / NW)[at + g % NW]; },
+                              [&](int g) { return tfc_cluster_map(pl, g / NW)[at + g % NW]; },
+                              [&](int g, int d) { return tfc_cluster_map(po, g / NW)[(at + g % NW) * HD + d]; }, d, live));
     }
     tfc_cluster_sync();  // no block leaves while the others read its LDS
   } else {
