@@ -213,6 +213,9 @@ struct tfc_fill_smem {
   static constexpr int terms = 3 * BM * ldw * 2;                       // bytes of a step's BF16 terms
   static constexpr int c = BM * (BN + 1) * 4;
   static constexpr int bytes = TFC_FILL_STAGES * stage + 2 * terms > c ? TFC_FILL_STAGES * stage + 2 * terms : c;
+  // the byte offsets in a stage of X's 16-byte unit u (row u / (BK/4)) and of W's (column u / (BK/8))
+  __device__ static unsigned x_at(int u) { return 4 * (u / (TFC_MMA_BK / 4) * ldx + 4 * (u % (TFC_MMA_BK / 4))); }
+  __device__ static unsigned w_at(int u) { return BM * ldx * 4 + 2 * (u / (TFC_MMA_BK / 8) * ldw + 8 * (u % (TFC_MMA_BK / 8))); }
 };
 #ifndef TFC_MMA_EMULATED
 __device__ __forceinline__ float* tfc_fill_lds() {
@@ -751,13 +754,13 @@ __device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, co
   for (int i = 0; i < (XU + 255) / 256; ++i) {
     const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = k0 + 4 * (u % (BK / 4)), m = m0 + r;
     if (XU % 256 != 0 && u >= XU) break;
-    const unsigned dst = base + 4 * (r * S::ldx + 4 * (u % (BK / 4)));
+    const unsigned dst = base + S::x_at(u);
     const float* p = X + (size_t)(m < M ? m : 0) * ldx + k;
     if (xvec) {
       const int n = m < M ? (kend - k >= 4 ? 16 : kend > k ? 4 * (kend - k) : 0) : 0;
       tfc_cp_async16(dst, n > 0 ? p : X, n);
     } else {
-      float* d = reinterpret_cast<float*>(sm + st) + r * S::ldx + 4 * (u % (BK / 4));
+      float* d = reinterpret_cast<float*>(sm + st + S::x_at(u));
 #pragma unroll
       for (int j = 0; j < 4; ++j) d[j] = m < M && k + j < kend ? p[j] : 0.f;
     }
@@ -766,13 +769,13 @@ __device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, co
   for (int i = 0; i < (WU + 255) / 256; ++i) {
     const int u = threadIdx.x + 256 * i, c = u / (BK / 8), k = k0 + 8 * (u % (BK / 8)), n = tfc_col(cols, c);
     if (WU % 256 != 0 && u >= WU) break;
-    const unsigned dst = base + BM * S::ldx * 4 + 2 * (c * S::ldw + 8 * (u % (BK / 8)));
+    const unsigned dst = base + S::w_at(u);
     const tfc_bf16* p = W + (size_t)(n < N ? n : 0) * ldw + k;
     if (wvec) {
       const int b = n < N ? (kend - k >= 8 ? 16 : kend > k ? 2 * (kend - k) : 0) : 0;
       tfc_cp_async16(dst, b > 0 ? p : W, b);
     } else {
-      unsigned short* d = reinterpret_cast<unsigned short*>(sm + st + BM * S::ldx * 4) + c * S::ldw + 8 * (u % (BK / 8));
+      unsigned short* d = reinterpret_cast<unsigned short*>(sm + st + S::w_at(u));
 #pragma unroll
       for (int j = 0; j < 8; ++j) d[j] = n < N && k + j < kend ? p[j].bits : 0u;
     }
@@ -849,13 +852,13 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
     for (int i = 0; i < XI; ++i) {
       const int u = threadIdx.x + 256 * i;
       if (XU % 256 != 0 && u >= XU) break;
-      tfc_cp_async16(base + 4 * (u / (BK / 4) * S::ldx + 4 * (u % (BK / 4))), X + xo[i] + s * BK, xl[i] ? 16 : 0);
+      tfc_cp_async16(base + S::x_at(u), X + xo[i] + s * BK, xl[i] ? 16 : 0);
     }
 #pragma unroll
     for (int i = 0; i < WI; ++i) {
       const int u = threadIdx.x + 256 * i;
       if (WU % 256 != 0 && u >= WU) break;
-      tfc_cp_async16(base + BM * S::ldx * 4 + 2 * (u / (BK / 8) * S::ldw + 8 * (u % (BK / 8))), W + wo[i] + s * BK, wl[i] ? 16 : 0);
+      tfc_cp_async16(base + S::w_at(u), W + wo[i] + s * BK, wl[i] ? 16 : 0);
     }
   };
   tfc_fill_skew<MUT>();
