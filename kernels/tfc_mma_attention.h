@@ -517,28 +517,32 @@ struct tfc_paged_mma_shape {
 // chunk max mc and sum lc.
 __device__ __forceinline__ void tfc_paged_softmax(float (&s)[TFC_PAGED_CHUNK / 8][4], const int (&nk)[2], int c0, float sc,
                                                   unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]);
+// tfc_paged_key_block is key block j of a warp's chunk of scores from the staged K at ka (element
+// e: row g + 8(e/2), key 8j + 2t + e%2), its k steps in order from zero.
+template <int KS>
+__device__ __forceinline__ void tfc_paged_key_block(const unsigned (&qf)[KS][4], unsigned ka, int ldk, int j, float (&s)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) s[e] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks + 1 < KS; ks += 2) {  // two steps a load
+    unsigned b[4];
+    tfc_ldsm_x4(b, ka + 2 * (j * 8 * ldk + ks * 16));
+    tfc_mma_bf16(s, qf[ks], {b[0], b[1]});
+    tfc_mma_bf16(s, qf[ks + 1], {b[2], b[3]});
+  }
+  if constexpr (KS % 2 == 1) {
+    unsigned b[2];
+    tfc_ldsm_x2(b, ka + 2 * (j * 8 * ldk + (KS - 1) * 16));
+    tfc_mma_bf16(s, qf[KS - 1], b);
+  }
+}
+
 template <int KS>
 __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], unsigned ka, int ldk, const int (&nk)[2], int c0, float sc,
                                                  unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]) {
-  constexpr int NJ = TFC_PAGED_CHUNK / 8;
-  float s[NJ][4];
+  float s[TFC_PAGED_CHUNK / 8][4];
 #pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks + 1 < KS; ks += 2) {  // two steps a load
-      unsigned b[4];
-      tfc_ldsm_x4(b, ka + 2 * (j * 8 * ldk + ks * 16));
-      tfc_mma_bf16(s[j], qf[ks], {b[0], b[1]});
-      tfc_mma_bf16(s[j], qf[ks + 1], {b[2], b[3]});
-    }
-    if constexpr (KS % 2 == 1) {
-      unsigned b[2];
-      tfc_ldsm_x2(b, ka + 2 * (j * 8 * ldk + (KS - 1) * 16));
-      tfc_mma_bf16(s[j], qf[KS - 1], b);
-    }
-  }
+  for (int j = 0; j < TFC_PAGED_CHUNK / 8; ++j) tfc_paged_key_block<KS>(qf, ka, ldk, j, s[j]);
   tfc_paged_softmax(s, nk, c0, sc, pf, mc, lc);
 }
 
@@ -640,22 +644,94 @@ __device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_C
   }
 }
 
+// tfc_paged_stage passes a chunk's K and V through registers as BF16: thread tid takes key tid / 4
+// of the chunk, dims 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes
+// a step), V elements that are not finite as zero (bad says the thread's V held one).
+template <int HD, int KS, typename TC>
+struct tfc_paged_stage {
+  uint2 k[KS], v[KS];
+  bool bad;
+  // load takes the key of cache row row0 (-1: past the keys, zeros); vec: F32 rows in float4.
+  __device__ __forceinline__ void load(const TC* kb, int ldkc, const TC* vb, int ldvc, bool vec, long long row0) {
+    const bool live = row0 >= 0;
+    const size_t row = live ? (size_t)row0 : 0;
+    const int dk = 4 * (threadIdx.x % 4);
+    bad = false;
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+      const int d = dk + 16 * i;
+      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
+      if (live && d < HD) {
+        const TC* kp = kb + row * ldkc + d;
+        const TC* vp = vb + row * ldvc + d;
+        if (sizeof(TC) == 4 && HD % 4 == 0 && vec) {
+          kx = *reinterpret_cast<const float4*>(kp);
+          vx = *reinterpret_cast<const float4*>(vp);
+        } else {
+          kx = make_float4(tfc_ld(kp), d + 1 < HD ? tfc_ld(kp + 1) : 0.f, d + 2 < HD ? tfc_ld(kp + 2) : 0.f, d + 3 < HD ? tfc_ld(kp + 3) : 0.f);
+          vx = make_float4(tfc_ld(vp), d + 1 < HD ? tfc_ld(vp + 1) : 0.f, d + 2 < HD ? tfc_ld(vp + 2) : 0.f, d + 3 < HD ? tfc_ld(vp + 3) : 0.f);
+        }
+      }
+      const float v4[4] = {vx.x, vx.y, vx.z, vx.w};
+      unsigned vh[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool fin = tfc_finite(v4[e]);
+        bad |= !fin;
+        vh[e] = tfc_bf16_hi(fin ? v4[e] : 0.f);
+      }
+      k[i] = make_uint2(tfc_pack_bf16(tfc_bf16_hi(kx.x), tfc_bf16_hi(kx.y)), tfc_pack_bf16(tfc_bf16_hi(kx.z), tfc_bf16_hi(kx.w)));
+      v[i] = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
+    }
+  }
+  // store puts the thread's part into the K and V tiles (rows of ldk elements).
+  __device__ __forceinline__ void store(unsigned short* kt, unsigned short* vt, int ldk) const {
+    const int at0 = threadIdx.x / 4 * ldk + 4 * (threadIdx.x % 4);
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+      *reinterpret_cast<uint2*>(kt + at0 + 16 * i) = k[i];
+      *reinterpret_cast<uint2*>(vt + at0 + 16 * i) = v[i];
+    }
+  }
+};
+
+// TFC_PAGED_SLOTS is how many chunks a block of a lone row's cluster takes a round (a partial's LDS
+// slot each).
+#ifndef TFC_PAGED_SLOTS
+#define TFC_PAGED_SLOTS 2
+#endif
+
+// tfc_paged_lds is the LDS of tfc_attention_paged_mma: the staged chunk's K and V, and for a lone
+// row a round's partials (row max pm, sum pl and P·V po of each slot's 8 mma rows) and the
+// chunk's scores as the warps leave them (ps).
+template <int HDP, int NW>
+struct tfc_paged_lds {
+  static constexpr int ldk = HDP + 8, ch = TFC_PAGED_CHUNK, slots = TFC_PAGED_SLOTS;
+  unsigned short kv[2 * ch * ldk];  // K, then V
+  float po[slots * 8 * HDP];
+  float pm[NW * 8], pl[NW * 8];  // a lone row's slots, or the staged walk's partials in a cluster (one a warp)
+  float2 ps[NW * 32];
+  static_assert(slots <= NW, "a lone row's slots fit pm and pl");
+  int vbad;  // c + 1 when chunk c holds a V element that is not finite
+};
+
 // tfc_paged_packed takes a group of one row (a decode row) and HB query heads: mma row i is head
-// h0 + i. Warp w of cluster block c (CL blocks; one block, c = 0, without a cluster) takes chunks
-// base + CL·w + c of each round of CL·NW (a short context's chunks on as many multiprocessors),
-// reading its K and V fragments from the cache itself (no LDS stage; V elements that are not
-// finite as zero, added apart): the chunk's cache rows are looked up and asked into L2 first,
-// then a key block's K or a dim block's V loads go out together before its products. It leaves
-// the chunk's partial in its block's LDS (po, pm, pl); then the round's partials are folded in
-// chunk order, warp w of block c keeping dim blocks NW·c + w, NW·c + w + CL·NW, ... The mma rows,
-// products and sums are a row's own, as in the staged walk: the same bits.
+// h0 + i. Block c of a cluster of CL (c = 0 without one) takes chunks base + CL·i + c, i < S, of
+// each round of CL·S chunks, staged in LDS as the staged walk stages them (the next one's K and V
+// in registers meanwhile). Warp w scores key block w of the chunk for all the heads and leaves it
+// in LDS; every warp reads the chunk's scores back and takes its softmax (each the same bits),
+// then P·V of dim blocks w, w + NW, ... into the chunk's partial slot. The round's partials are
+// folded in chunk order from the cluster's LDS, warp w of block c keeping dim blocks NW·c + w,
+// + CL·NW, ... Each score, sum and product is the staged walk's: the same bits as the row in a
+// prompt chunk.
 template <int HD, int HB, int PS, int THREADS, int CL, int MUT, typename TQ, typename TC, typename TY>
-__device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC* kb, int ldkc, const TC* vb, int ldvc, TY* Y, int ldy,
-                                                 const int* pages, int r, int h0, int kend, float sc, float* po, float* pm, float* pl) {
-  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8, NW = THREADS / 32, RW = CL * NW;  // RW: chunks a round
-  constexpr int HDP = (HD + 15) / 16 * 16, KS = HDP / 16, ND = HDP / 8, NO = (ND + RW - 1) / RW;
+__device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC* kb, int ldkc, const TC* vb, int ldvc, bool vec, TY* Y,
+                                                 int ldy, const int* pages, int r, int h0, int kend, float sc,
+                                                 tfc_paged_lds<(HD + 15) / 16 * 16, THREADS / 32>& sm) {
+  constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8, NW = THREADS / 32, S = TFC_PAGED_SLOTS, RW = CL * S;  // RW: chunks a round
+  constexpr int HDP = (HD + 15) / 16 * 16, LDK = HDP + 8, KS = HDP / 16, ND = HDP / 8, NO = (ND + CL * NW - 1) / (CL * NW);
   static_assert(HB <= 8, "a block's heads are mma rows 0..7");
-  constexpr unsigned all = 0xffffffffu;
+  static_assert(NW == NJ, "warp w scores key block w");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int nk[2] = {g < HB ? kend : 0, 0};  // key counts of the lane's mma rows g and g + 8
   unsigned qf[KS][4];  // register i of step ks: head h0 + g + 8(i%2), dims 16ks + 2t + 8(i/2) and +1
@@ -668,7 +744,9 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       const float x0 = row < HB && d < HD ? tfc_ld(q) : 0.f, x1 = row < HB && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  const bool k2 = sizeof(TC) == 4 && HD % 2 == 0 && ldkc % 2 == 0 && reinterpret_cast<size_t>(kb) % 8 == 0;  // F32 K rows in float2
+  unsigned short *kt = sm.kv, *vt = sm.kv + CH * LDK;
+  const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 * 8);  // K rows as B (k = dims), two steps
+  const unsigned va = tfc_smem_addr(vt) + 2 * (lane * LDK);                      // V rows as B, transposed (k = keys), two steps
   float mt = TFC_NEG_INF, lt = 0.f, o[NO][4];
 #pragma unroll
   for (int j = 0; j < NO; ++j)
@@ -676,115 +754,65 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
     for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
   const int chunks = (kend + CH - 1) / CH;
   const int rank = CL > 1 ? tfc_cluster_rank() : 0, slot = NW * rank + warp;  // the warp's dim blocks
+  tfc_paged_stage<HD, KS, TC> st;
+  auto rowof = [&](int c) { return tfc_cache_row<PS>(pages, c * CH + tid / 4, kend); };
+  if (tid == 0) sm.vbad = 0;
+  if (rank < chunks) st.load(kb, ldkc, vb, ldvc, vec, rowof(rank));
 #pragma unroll 1
   for (int base = 0; base < chunks; base += RW) {
-    const int c = base + CL * warp + rank, c0 = c * CH;  // the warp's chunk of the round
-    tfc_fill_skew<MUT>();
-    if (c < chunks) {
-      long long kr[NJ], vr[CH / 16][2][2];  // cache rows: K keys c0 + 8j + g; V keys c0 + 16kk + 8hf + 2t + e
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) kr[j] = tfc_cache_row<PS>(pages, c0 + 8 * j + g, kend);
-#pragma unroll
-      for (int kk = 0; kk < CH / 16; ++kk)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) vr[kk][hf][e] = tfc_cache_row<PS>(pages, c0 + 16 * kk + 8 * hf + 2 * t + e, kend);
-      // the chunk's K and V rows into L2 at once: lane t takes the 128-byte lines t, t + 4, ... of
-      // its K rows, and lanes g < 4 line g, g + 4, ... of their V rows
-#pragma unroll
-      for (int j = 0; j < NJ; ++j)
-        if (kr[j] >= 0) tfc_prefetch_row<HD>(kb, ldkc, kr[j], t);
-      if (g < 4)
-#pragma unroll
-        for (int kk = 0; kk < CH / 16; ++kk)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (vr[kk][hf][e] >= 0) tfc_prefetch_row<HD>(vb, ldvc, vr[kk][hf][e], g);
-      float s[NJ][4];  // q·k of key block j: B fragments from K rows c0 + 8j + g
+#pragma unroll 1
+    for (int i = 0; i < S; ++i) {
+      const int c = base + CL * i + rank, c0 = c * CH;  // the block's chunk i of the round
+      if (c >= chunks) break;
+      __syncthreads();  // every warp is done with the last chunk's tiles and scores (and vbad is reset)
+      tfc_fill_skew<MUT>();
+      st.store(kt, vt, LDK);  // warp w stages keys 8w.., the key block it scores
+      if (st.bad) sm.vbad = c + 1;
+      if (c + CL < chunks) st.load(kb, ldkc, vb, ldvc, vec, rowof(c + CL));  // the next chunk, while this one computes
+      __syncwarp();
+      float s[NJ][4];
+      tfc_paged_key_block<KS>(qf, ka, LDK, warp, s[0]);
+      sm.ps[warp * 32 + lane] = make_float2(s[0][0], s[0][1]);  // rows g + 8 are no head's
+      tfc_fill_barrier<MUT>();  // the chunk's V, its scores and vbad are in LDS
+      const bool bad = sm.vbad == c + 1;
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
-        unsigned b[KS][2];  // K's specials go through the products, as staged
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const int d = 16 * ks + 8 * hf + 2 * t;
-            float x0 = 0.f, x1 = 0.f;
-            if (kr[j] >= 0 && d < HD) {
-              const TC* p = kb + (size_t)kr[j] * ldkc + d;
-              if (k2) {
-                const float2 f = *reinterpret_cast<const float2*>(p);
-                x0 = f.x, x1 = f.y;
-              } else {
-                x0 = tfc_ld(p), x1 = d + 1 < HD ? tfc_ld(p + 1) : 0.f;
-              }
-            }
-            b[ks][hf] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
-          }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) tfc_mma_bf16(s[j], qf[ks], b[ks]);
+        const float2 x = sm.ps[j * 32 + lane];
+        s[j][0] = x.x, s[j][1] = x.y, s[j][2] = s[j][3] = 0.f;
       }
       unsigned pf[CH / 16][4];
       float mc[2], lc[2];
       tfc_paged_softmax(s, nk, c0, sc, pf, mc, lc);
-      if (t == 0 && g < HB) pm[warp * 8 + g] = mc[0], pl[warp * 8 + g] = lc[0];
+      if (warp == 0 && t == 0 && g < HB) sm.pm[i * 8 + g] = mc[0], sm.pl[i * 8 + g] = lc[0];
 #pragma unroll
-      for (int nb = 0; nb < ND; ++nb) {
-        const int d = 8 * nb + g;  // V rows c0 + 16kk + 8hf + 2t, +1 of dim d
-        float x[CH / 16][2][2];
-#pragma unroll
-        for (int kk = 0; kk < CH / 16; ++kk)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) x[kk][hf][e] = vr[kk][hf][e] >= 0 && d < HD ? tfc_ld(vb + (size_t)vr[kk][hf][e] * ldvc + d) : 0.f;
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        bool fin = true;
-#pragma unroll
-        for (int kk = 0; kk < CH / 16; ++kk) {
-          unsigned b[2];
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            const bool f0 = tfc_finite(x[kk][hf][0]), f1 = tfc_finite(x[kk][hf][1]);
-            fin = fin && f0 && f1;
-            b[hf] = tfc_pack_bf16(f0 ? tfc_bf16_hi(x[kk][hf][0]) : 0u, f1 ? tfc_bf16_hi(x[kk][hf][1]) : 0u);
-          }
-          tfc_mma_bf16(acc, pf[kk], b);
-        }
-        if (__any_sync(all, !fin)) tfc_paged_apart<HD, PS>(pf, nb, pages, vb, ldvc, c0, kend, nk, acc);
+      for (int nb = warp; nb < ND; nb += NW) {
+        float acc[4];
+        tfc_paged_pv<HD, PS>(pf, va, LDK, nb, bad, pages, vb, ldvc, c0, kend, nk, acc);
         if (g < HB)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) po[(warp * 8 + g) * HDP + 8 * nb + 2 * t + e] = acc[e];
+          for (int e = 0; e < 2; ++e) sm.po[(i * 8 + g) * HDP + 8 * nb + 2 * t + e] = acc[e];
       }
     }
-    tfc_fill_barrier<MUT>();  // the round's partials are in LDS
+    __syncthreads();  // the block's partials of the round are in LDS
     if constexpr (CL > 1) tfc_cluster_sync();
     if (g < HB) {
 #pragma unroll 1
       for (int q = 0; q < RW && base + q < chunks; ++q) {
-        const int qb = q % CL, qw = q / CL;  // chunk base + q's block and warp
-        const float* rm = CL > 1 ? tfc_cluster_map(pm, qb) : pm;
-        const float* rl = CL > 1 ? tfc_cluster_map(pl, qb) : pl;
-        const float* ro = (CL > 1 ? tfc_cluster_map(po, qb) : po) + (qw * 8 + g) * HDP + 2 * t;
-        tfc_attn_fold_dims<NO, ND>(mt, lt, o, rm[qw * 8 + g], rl[qw * 8 + g], ro, slot, RW);
+        const int qb = q % CL, qi = q / CL;  // chunk base + q's block and slot
+        const float* rm = CL > 1 ? tfc_cluster_map(sm.pm, qb) : sm.pm;
+        const float* rl = CL > 1 ? tfc_cluster_map(sm.pl, qb) : sm.pl;
+        const float* ro = (CL > 1 ? tfc_cluster_map(sm.po, qb) : sm.po) + (qi * 8 + g) * HDP + 2 * t;
+        tfc_attn_fold_dims<NO, ND>(mt, lt, o, rm[qi * 8 + g], rl[qi * 8 + g], ro, slot, CL * NW);
       }
     }
-    if constexpr (CL > 1)
-      tfc_cluster_sync();  // no block overwrites its partials while the others read them
-    else
-      __syncthreads();  // the next round's partials overwrite these
+    if constexpr (CL > 1) tfc_cluster_sync();  // no block overwrites its partials while the others read them
   }
   if (g >= HB) return;
 #pragma unroll
   for (int j = 0; j < NO; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int d = 8 * (slot + RW * j) + 2 * t + e;
+      const int d = 8 * (slot + CL * NW * j) + 2 * t + e;
       if (d < HD) tfc_st(Y + (size_t)r * ldy + (h0 + g) * HD + d, tfc_rnd(__fdiv_rn(o[j][e], lt)));
     }
 }
@@ -799,10 +827,10 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   static_assert(THREADS == 4 * CH, "four threads stage a key");
   static_assert(HDP <= 128, "the tensor-core cached attention keeps head_dim ≤ 128");
   static_assert(CL == 1 || 8 * (THREADS / 32) * HDP * 4 <= 2 * CH * LDK * 2, "a round's partials fit in the K and V tiles");
-  __shared__ __align__(16) unsigned short kv[2 * CH * LDK];  // K, then V; with a cluster, then the round's partials
-  __shared__ float pm[THREADS / 32 * 8], pl[THREADS / 32 * 8];  // the partials' row max and sum (a cluster's, or a packed row's)
-  __shared__ int vbad;  // c + 1 when chunk c holds a V element that is not finite
-  unsigned short *kt = kv, *vt = kv + CH * LDK;
+  __shared__ __align__(16) tfc_paged_lds<HDP, THREADS / 32> sm;  // with a cluster, the staged walk's partials in the K and V tiles
+  unsigned short *kv = sm.kv, *kt = kv, *vt = kv + CH * LDK;
+  float *pm = sm.pm, *pl = sm.pl;
+  int& vbad = sm.vbad;
   if (r >= M || h0 % HB != 0) return;
   const int seq = row_seq[r];
   // the group: rows r.. of seq at consecutive positions, up to the next multiple of R
@@ -820,10 +848,10 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   const TC* vb = Vc + kh * HD;
   const int ldqm = tfc_stride<MUT>(ldq);
   const float sc = tfc_scale<MUT>(scale);
+  const bool vec = ldkc % 4 == 0 && ldvc % 4 == 0 && (kh * HD) % 4 == 0;  // F32 cache rows in float4
   if constexpr (HB > 1) {
     if (n == 1) {  // a lone row: its heads share the mma rows
-      tfc_paged_packed<HD, HB, PS, THREADS, CL, MUT>(Q, ldqm, kb, ldkc, vb, ldvc, Y, ldy, pages, r, h0, kend, sc,
-                                                     reinterpret_cast<float*>(kv), pm, pl);
+      tfc_paged_packed<HD, HB, PS, THREADS, CL, MUT>(Q, ldqm, kb, ldkc, vb, ldvc, vec, Y, ldy, pages, r, h0, kend, sc, sm);
       return;
     }
   }
@@ -848,46 +876,10 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       const float x0 = live && d < HD ? tfc_ld(q) : 0.f, x1 = live && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  // a chunk's K and V pass through registers as BF16: thread tid takes key tid / 4 of the chunk,
-  // dims 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes a step)
-  constexpr bool VEC = sizeof(TC) == 4 && HD % 4 == 0;  // F32 cache rows in float4
-  const int jk = tid / 4, dk = 4 * (tid % 4);
-  const bool vec = VEC && ldkc % 4 == 0 && ldvc % 4 == 0 && (kh * HD) % 4 == 0;
-  uint2 kr[KS], vr[KS];
-  bool vbr = false;  // the thread's staged V holds an element that is not finite
+  tfc_paged_stage<HD, KS, TC> st;
   // rowof is the cache row of the thread's key of the chunk at c0 (-1 past the keys)
-  auto rowof = [&](int c0) { return tfc_cache_row<PS>(pages, c0 + jk, kend); };
-  auto load = [&](long long row0) {
-    const bool live = row0 >= 0;
-    const size_t row = live ? (size_t)row0 : 0;
-    vbr = false;
-#pragma unroll
-    for (int i = 0; i < KS; ++i) {
-      const int d = dk + 16 * i;
-      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
-      if (live && d < HD) {
-        const TC* kp = kb + row * ldkc + d;
-        const TC* vp = vb + row * ldvc + d;
-        if (vec) {
-          kx = *reinterpret_cast<const float4*>(kp);
-          vx = *reinterpret_cast<const float4*>(vp);
-        } else {
-          kx = make_float4(tfc_ld(kp), d + 1 < HD ? tfc_ld(kp + 1) : 0.f, d + 2 < HD ? tfc_ld(kp + 2) : 0.f, d + 3 < HD ? tfc_ld(kp + 3) : 0.f);
-          vx = make_float4(tfc_ld(vp), d + 1 < HD ? tfc_ld(vp + 1) : 0.f, d + 2 < HD ? tfc_ld(vp + 2) : 0.f, d + 3 < HD ? tfc_ld(vp + 3) : 0.f);
-        }
-      }
-      const float v4[4] = {vx.x, vx.y, vx.z, vx.w};
-      unsigned vh[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool fin = tfc_finite(v4[e]);
-        vbr |= !fin;
-        vh[e] = tfc_bf16_hi(fin ? v4[e] : 0.f);
-      }
-      kr[i] = make_uint2(tfc_pack_bf16(tfc_bf16_hi(kx.x), tfc_bf16_hi(kx.y)), tfc_pack_bf16(tfc_bf16_hi(kx.z), tfc_bf16_hi(kx.w)));
-      vr[i] = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
-    }
-  };
+  auto rowof = [&](int c0) { return tfc_cache_row<PS>(pages, c0 + tid / 4, kend); };
+  auto load = [&](long long row) { st.load(kb, ldkc, vb, ldvc, vec, row); };
   // the lane's running totals: rows g + 8i; dims 8nb + 2t + e%2 of element e of dim block nb =
   // rank + CL·j of o[j] (with a cluster, block rank keeps dim blocks rank, rank + CL, ...)
   constexpr int NO = (ND + CL - 1) / CL;
@@ -916,13 +908,8 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       // stage the chunk: K and V as BF16, V elements that are not finite as zero (and vbad = c + 1)
       if (TFC_PAGED_AHEAD != 1) load(next);
       tfc_fill_skew<MUT>();
-#pragma unroll
-      for (int i = 0; i < KS; ++i) {
-        const int at = jk * LDK + dk + 16 * i;
-        *reinterpret_cast<uint2*>(kt + at) = kr[i];
-        *reinterpret_cast<uint2*>(vt + at) = vr[i];
-      }
-      if (vbr) vbad = c + 1;
+      st.store(kt, vt, LDK);
+      if (st.bad) vbad = c + 1;
       tfc_fill_barrier<MUT>();
       if (c + CL < chunks) {
         next = rowof(c0 + CL * CH);

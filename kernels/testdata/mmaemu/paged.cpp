@@ -148,13 +148,15 @@ static void suite(const char* name, int heads, int kvh, int qpad, bool alone) {
   char what[200];
   const float scale = 1.f / std::sqrt((float)HD);
   // sequences: 0 decodes at 130, 1 at 600 (ten chunks: two rounds of eight warps), 2 fills
-  // 0..69, 3 fills 500..540, 4 decodes at 0
-  Cache c = make({131, 601, 70, 541, 1}, heads, kvh, HD, 7 + HD);
+  // 0..69, 3 fills 500..540, 4 decodes at 0, 5 at 1100 (eighteen chunks: two rounds of a lone
+  // row's cluster)
+  Cache c = make({131, 601, 70, 541, 1, 1101}, heads, kvh, HD, 7 + HD);
   std::vector<Row> rows = {{0, 130}};
   for (Row r : run_of(2, 0, 70)) rows.push_back(r);
   rows.push_back({1, 600});
   for (Row r : run_of(3, 500, 41)) rows.push_back(r);
   rows.push_back({4, 0});
+  rows.push_back({5, 1100});
   const int M = (int)rows.size(), ldq = heads * HD + qpad, ldy = heads * HD;
   const auto q = queries(M, ldq, 3 + HD);
   const auto y = run<HD>(c, rows, q, ldq, scale);
@@ -170,7 +172,7 @@ static void suite(const char* name, int heads, int kvh, int qpad, bool alone) {
   struct Part {
     int lo, hi;
   };
-  std::vector<Part> parts = {{0, 1}, {1, 31}, {31, 71}, {71, 72}, {72, 77}, {77, 113}, {112, 113}, {113, 114}};
+  std::vector<Part> parts = {{0, 1}, {1, 31}, {31, 71}, {71, 72}, {72, 77}, {77, 113}, {112, 113}, {113, 114}, {114, 115}};
   if (alone)
     for (int i = 0; i < M; i += 9) parts.push_back({i, i + 1});
   for (Part p : parts) {
@@ -180,7 +182,7 @@ static void suite(const char* name, int heads, int kvh, int qpad, bool alone) {
     check(sameRows(y, z, ldy, p.lo, p.hi), what);
   }
   // decode rows and a piece of a prompt in the layout of at most 8 rows (clusters): the same bits
-  for (Part p : std::vector<Part>{{0, 1}, {71, 72}, {113, 114}, {104, 112}}) {
+  for (Part p : std::vector<Part>{{0, 1}, {71, 72}, {113, 114}, {114, 115}, {104, 112}}) {
     std::vector<Row> rs(rows.begin() + p.lo, rows.begin() + p.hi);
     const auto z = run<HD, TFC_MUT_NONE, true>(c, rs, sub(q, ldq, p.lo, p.hi), ldq, scale);
     std::snprintf(what, sizeof what, "%s: rows [%d,%d) in the clusters of a launch of at most 8 rows keep their bits", name, p.lo, p.hi);
@@ -241,6 +243,27 @@ static void controls() {
   const double ba = worst(HD, run<HD, TFC_MUT_BARRIER>(c, rows, q, ldq, scale), ref);
   std::snprintf(what, sizeof what, "hd=%d: missing-barrier control differs (worst %.3g)", HD, ba);
   check(ba < 0 || ba > 0x1p-5, what);
+  // two decode rows of two query heads a KV head, in a launch of at most 8 rows (clusters)
+  Cache d = make({300, 151}, 4, 2, HD, 6);
+  const std::vector<Row> lone = {{0, 299}, {1, 150}};
+  const auto q1 = queries(2, 4 * HD, 10);
+  const auto ref1 = reference(d, lone, q1, 4 * HD, scale);
+  const double ok1 = worst(HD, run<HD, TFC_MUT_NONE, true>(d, lone, q1, 4 * HD, scale), ref1);
+  check(ok1 >= 0 && ok1 < 0x1p-6, "the decode rows' case passes unmutated");
+  // the CUDA-core kernel's missing barrier is the cluster's, whose mutant reads a block's LDS
+  // before the emulation maps it: the tensor-core kernel's alone (a block's barrier)
+  constexpr int NM = TFC_PAGED_MMA ? 4 : 3;
+  const double mut[4] = {worst(HD, run<HD, TFC_MUT_BOUND, true>(d, lone, q1, 4 * HD, scale), ref1),
+                         worst(HD, run<HD, TFC_MUT_SCALE, true>(d, lone, q1, 4 * HD, scale), ref1),
+                         worst(HD, run<HD, TFC_MUT_STRIDE, true>(d, lone, q1, 4 * HD, scale), ref1),
+                         NM == 4 ? worst(HD, run<HD, TFC_MUT_BARRIER, true>(d, lone, q1, 4 * HD, scale), ref1) : 0.};
+  const char* names[4] = {"off-by-one", "dropped-scale", "wrong-stride", "missing-barrier"};
+  for (int i = 0; i < NM; ++i) {  // a key of 151 or 300 weighs less: the off-by-one is checked to drop it
+    std::snprintf(what, sizeof what, "hd=%d decode rows in clusters: %s control differs (worst %.3g)", HD, names[i], mut[i]);
+    check(mut[i] < 0 || mut[i] > (i == 0 ? 0x1p-7 : 0x1p-5), what);
+  }
+  check(worst(HD, run<HD, TFC_MUT_BOUND, true>(d, lone, q1, 4 * HD, scale), reference(d, lone, q1, 4 * HD, scale, 1)) < 0x1p-6,
+        "off-by-one control drops the decode rows' last key");
 }
 
 int main() {
