@@ -672,16 +672,14 @@ struct tfc_paged_stage {
           vx = make_float4(tfc_ld(vp), d + 1 < HD ? tfc_ld(vp + 1) : 0.f, d + 2 < HD ? tfc_ld(vp + 2) : 0.f, d + 3 < HD ? tfc_ld(vp + 3) : 0.f);
         }
       }
-      const float v4[4] = {vx.x, vx.y, vx.z, vx.w};
-      unsigned vh[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool fin = tfc_finite(v4[e]);
-        bad |= !fin;
-        vh[e] = tfc_bf16_hi(fin ? v4[e] : 0.f);
-      }
-      k[i] = make_uint2(tfc_pack_bf16(tfc_bf16_hi(kx.x), tfc_bf16_hi(kx.y)), tfc_pack_bf16(tfc_bf16_hi(kx.z), tfc_bf16_hi(kx.w)));
-      v[i] = make_uint2(tfc_pack_bf16(vh[0], vh[1]), tfc_pack_bf16(vh[2], vh[3]));
+      // V's elements that are not finite as zero, then both as their high halves (tfc_hi2), a NaN
+      // of K kept a NaN (the quiet bit, as tfc_bf16_hi): a few instructions an element, no branch
+      const bool f0 = fabsf(vx.x) <= 3.40282347e38f, f1 = fabsf(vx.y) <= 3.40282347e38f;
+      const bool f2 = fabsf(vx.z) <= 3.40282347e38f, f3 = fabsf(vx.w) <= 3.40282347e38f;
+      bad |= !(f0 && f1 && f2 && f3);
+      v[i] = make_uint2(tfc_hi2(f0 ? vx.x : 0.f, f1 ? vx.y : 0.f), tfc_hi2(f2 ? vx.z : 0.f, f3 ? vx.w : 0.f));
+      k[i] = make_uint2(tfc_hi2(kx.x, kx.y) | (kx.x != kx.x ? 0x40u : 0u) | (kx.y != kx.y ? 0x400000u : 0u),
+                        tfc_hi2(kx.z, kx.w) | (kx.z != kx.z ? 0x40u : 0u) | (kx.w != kx.w ? 0x400000u : 0u));
     }
   }
   // store puts the thread's part into the K and V tiles (rows of ldk elements).
