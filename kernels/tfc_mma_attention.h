@@ -515,6 +515,7 @@ struct tfc_paged_mma_shape {
 // (element e of key block j: row g + 8(e/2), key 8j + 2t + e%2), then p rounded to BF16 as A
 // fragments pf (step kk: register i row g + 8(i%2), keys 16kk + 2t + 8(i/2), +1), and each row's
 // chunk max mc and sum lc.
+template <int ROWS = 2>
 __device__ __forceinline__ void tfc_paged_softmax(float (&s)[TFC_PAGED_CHUNK / 8][4], const int (&nk)[2], int c0, float sc,
                                                   unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]);
 // tfc_paged_key_block is key block j of a warp's chunk of scores from the staged K at ka (element
@@ -548,14 +549,21 @@ __device__ __forceinline__ void tfc_paged_scores(const unsigned (&qf)[KS][4], un
 
 // tfc_paged_softmax turns a warp's chunk of products s (q·k, element e of key block j: row g +
 // 8(e/2), key 8j + 2t + e%2) into p rounded to BF16 as A fragments pf and each row's max mc and
-// sum lc (see tfc_paged_scores).
+// sum lc (see tfc_paged_scores). With ROWS 1 (a lone row's heads, rows g alone) rows g + 8 are
+// left out: their p are zeros, which adds nothing to rows g.
+template <int ROWS>
 __device__ __forceinline__ void tfc_paged_softmax(float (&s)[TFC_PAGED_CHUNK / 8][4], const int (&nk)[2], int c0, float sc,
                                                   unsigned (&pf)[TFC_PAGED_CHUNK / 16][4], float (&mc)[2], float (&lc)[2]) {
   constexpr int CH = TFC_PAGED_CHUNK, NJ = CH / 8;
   constexpr unsigned all = 0xffffffffu;
   const int t = threadIdx.x % 4;
+  if constexpr (ROWS == 1) {
+    mc[1] = TFC_NEG_INF, lc[1] = 0.f;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < NJ; ++j) s[j][2] = s[j][3] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) {
     float mx = TFC_NEG_INF;
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
@@ -584,7 +592,7 @@ __device__ __forceinline__ void tfc_paged_softmax(float (&s)[TFC_PAGED_CHUNK / 8
   for (int kk = 0; kk < CH / 16; ++kk)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      pf[kk][i] = tfc_pack_bf16(tfc_bf16_hi(tfc_rnd(s[2 * kk + i / 2][2 * (i % 2)])), tfc_bf16_hi(tfc_rnd(s[2 * kk + i / 2][2 * (i % 2) + 1])));
+      pf[kk][i] = tfc_rn2(s[2 * kk + i / 2][2 * (i % 2)], s[2 * kk + i / 2][2 * (i % 2) + 1]);  // p in [0, 1], or NaN
 }
 
 template <int HD, int PS, typename TC>
@@ -780,7 +788,7 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       }
       unsigned pf[CH / 16][4];
       float mc[2], lc[2];
-      tfc_paged_softmax(s, nk, c0, sc, pf, mc, lc);
+      tfc_paged_softmax<1>(s, nk, c0, sc, pf, mc, lc);
       if (warp == 0 && t == 0 && g < HB) sm.pm[i * 8 + g] = mc[0], sm.pl[i * 8 + g] = lc[0];
 #pragma unroll
       for (int nb = warp; nb < ND; nb += NW) {
