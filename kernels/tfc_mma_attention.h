@@ -655,10 +655,12 @@ __device__ __forceinline__ void tfc_paged_apart(const unsigned (&pf)[TFC_PAGED_C
 // tfc_paged_stage passes a chunk's K and V through registers as BF16: thread tid takes key tid / 4
 // of the chunk, dims 4(tid % 4) + 16i .. +3 of step i (four threads a key read 64 contiguous bytes
 // a step), V elements that are not finite as zero (bad says the thread's V held one).
-template <int HD, int KS, typename TC>
+template <int HD, int KS, int PS, typename TC>
 struct tfc_paged_stage {
   uint2 k[KS], v[KS];
   bool bad;
+  // key_row is the cache row of the thread's key of the chunk at key c0 (-1 past kend).
+  __device__ static long long key_row(const int* pages, int c0, int kend) { return tfc_cache_row<PS>(pages, c0 + threadIdx.x / 4, kend); }
   // load takes the key of cache row row0 (-1: past the keys, zeros); vec: F32 rows in float4.
   __device__ __forceinline__ void load(const TC* kb, int ldkc, const TC* vb, int ldvc, bool vec, long long row0) {
     const bool live = row0 >= 0;
@@ -686,8 +688,7 @@ struct tfc_paged_stage {
       const bool f2 = fabsf(vx.z) <= 3.40282347e38f, f3 = fabsf(vx.w) <= 3.40282347e38f;
       bad |= !(f0 && f1 && f2 && f3);
       v[i] = make_uint2(tfc_hi2(f0 ? vx.x : 0.f, f1 ? vx.y : 0.f), tfc_hi2(f2 ? vx.z : 0.f, f3 ? vx.w : 0.f));
-      k[i] = make_uint2(tfc_hi2(kx.x, kx.y) | (kx.x != kx.x ? 0x40u : 0u) | (kx.y != kx.y ? 0x400000u : 0u),
-                        tfc_hi2(kx.z, kx.w) | (kx.z != kx.z ? 0x40u : 0u) | (kx.w != kx.w ? 0x400000u : 0u));
+      k[i] = make_uint2(tfc_bf16_hi2(kx.x, kx.y), tfc_bf16_hi2(kx.z, kx.w));
     }
   }
   // store puts the thread's part into the K and V tiles (rows of ldk elements).
@@ -719,6 +720,12 @@ struct tfc_paged_lds {
   float2 ps[NW * 32];
   static_assert(slots <= NW, "a lone row's slots fit pm and pl");
   int vbad;  // c + 1 when chunk c holds a V element that is not finite
+  __device__ unsigned short* kt() { return kv; }
+  __device__ unsigned short* vt() { return kv + ch * ldk; }
+  // ka and va are the lane's ldmatrix addresses: K rows as B (k = dims), V rows as B transposed
+  // (k = keys), two steps a load
+  __device__ unsigned ka() { return tfc_smem_addr(kt()) + 2 * ((threadIdx.x % 8) * ldk + threadIdx.x % 32 / 8 * 8); }
+  __device__ unsigned va() { return tfc_smem_addr(vt()) + 2 * (threadIdx.x % 32 * ldk); }
 };
 
 // tfc_paged_packed takes a group of one row (a decode row) and HB query heads: mma row i is head
@@ -750,9 +757,7 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       const float x0 = row < HB && d < HD ? tfc_ld(q) : 0.f, x1 = row < HB && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  unsigned short *kt = sm.kv, *vt = sm.kv + CH * LDK;
-  const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 * 8);  // K rows as B (k = dims), two steps
-  const unsigned va = tfc_smem_addr(vt) + 2 * (lane * LDK);                      // V rows as B, transposed (k = keys), two steps
+  const unsigned ka = sm.ka(), va = sm.va();
   float mt = TFC_NEG_INF, lt = 0.f, o[NO][4];
 #pragma unroll
   for (int j = 0; j < NO; ++j)
@@ -760,10 +765,9 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
     for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
   const int chunks = (kend + CH - 1) / CH;
   const int rank = CL > 1 ? tfc_cluster_rank() : 0, slot = NW * rank + warp;  // the warp's dim blocks
-  tfc_paged_stage<HD, KS, TC> st;
-  auto rowof = [&](int c) { return tfc_cache_row<PS>(pages, c * CH + tid / 4, kend); };
+  tfc_paged_stage<HD, KS, PS, TC> st;
   if (tid == 0) sm.vbad = 0;
-  if (rank < chunks) st.load(kb, ldkc, vb, ldvc, vec, rowof(rank));
+  if (rank < chunks) st.load(kb, ldkc, vb, ldvc, vec, st.key_row(pages, rank * CH, kend));
 #pragma unroll 1
   for (int base = 0; base < chunks; base += RW) {
 #pragma unroll 1
@@ -772,19 +776,20 @@ __device__ __forceinline__ void tfc_paged_packed(const TQ* Q, int ldqm, const TC
       if (c >= chunks) break;
       __syncthreads();  // every warp is done with the last chunk's tiles and scores (and vbad is reset)
       tfc_fill_skew<MUT>();
-      st.store(kt, vt, LDK);  // warp w stages keys 8w.., the key block it scores
+      st.store(sm.kt(), sm.vt(), LDK);  // warp w stages keys 8w.., the key block it scores
       if (st.bad) sm.vbad = c + 1;
-      if (c + CL < chunks) st.load(kb, ldkc, vb, ldvc, vec, rowof(c + CL));  // the next chunk, while this one computes
+      if (c + CL < chunks) st.load(kb, ldkc, vb, ldvc, vec, st.key_row(pages, c0 + CL * CH, kend));  // the next chunk, while this one computes
       __syncwarp();
-      float s[NJ][4];
-      tfc_paged_key_block<KS>(qf, ka, LDK, warp, s[0]);
-      sm.ps[warp * 32 + lane] = make_float2(s[0][0], s[0][1]);  // rows g + 8 are no head's
+      float sw[4];  // the warp's key block
+      tfc_paged_key_block<KS>(qf, ka, LDK, warp, sw);
+      sm.ps[warp * 32 + lane] = make_float2(sw[0], sw[1]);  // rows g + 8 are no head's
       tfc_fill_barrier<MUT>();  // the chunk's V, its scores and vbad are in LDS
       const bool bad = sm.vbad == c + 1;
+      float s[NJ][4];  // rows g + 8 (elements 2, 3) are set by the softmax of one row
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
         const float2 x = sm.ps[j * 32 + lane];
-        s[j][0] = x.x, s[j][1] = x.y, s[j][2] = s[j][3] = 0.f;
+        s[j][0] = x.x, s[j][1] = x.y;
       }
       unsigned pf[CH / 16][4];
       float mc[2], lc[2];
@@ -834,7 +839,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   static_assert(HDP <= 128, "the tensor-core cached attention keeps head_dim ≤ 128");
   static_assert(CL == 1 || 8 * (THREADS / 32) * HDP * 4 <= 2 * CH * LDK * 2, "a round's partials fit in the K and V tiles");
   __shared__ __align__(16) tfc_paged_lds<HDP, THREADS / 32> sm;  // with a cluster, the staged walk's partials in the K and V tiles
-  unsigned short *kv = sm.kv, *kt = kv, *vt = kv + CH * LDK;
+  unsigned short *kv = sm.kv, *kt = sm.kt(), *vt = sm.vt();
   float *pm = sm.pm, *pl = sm.pl;
   int& vbad = sm.vbad;
   if (r >= M || h0 % HB != 0) return;
@@ -882,9 +887,8 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
       const float x0 = live && d < HD ? tfc_ld(q) : 0.f, x1 = live && d + 1 < HD ? tfc_ld(q + 1) : 0.f;
       qf[ks][i] = tfc_pack_bf16(tfc_bf16_hi(x0), tfc_bf16_hi(x1));
     }
-  tfc_paged_stage<HD, KS, TC> st;
-  // rowof is the cache row of the thread's key of the chunk at c0 (-1 past the keys)
-  auto rowof = [&](int c0) { return tfc_cache_row<PS>(pages, c0 + tid / 4, kend); };
+  tfc_paged_stage<HD, KS, PS, TC> st;
+  auto rowof = [&](int c0) { return st.key_row(pages, c0, kend); };
   auto load = [&](long long row) { st.load(kb, ldkc, vb, ldvc, vec, row); };
   // the lane's running totals: rows g + 8i; dims 8nb + 2t + e%2 of element e of dim block nb =
   // rank + CL·j of o[j] (with a cluster, block rank keeps dim blocks rank, rank + CL, ...)
@@ -894,8 +898,7 @@ __device__ __forceinline__ void tfc_attention_paged_mma(const TQ* Q, int ldq, co
   for (int b = 0; b < NO; ++b)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[b][e] = 0.f;
-  const unsigned ka = tfc_smem_addr(kt) + 2 * ((lane % 8) * LDK + lane / 8 * 8);  // K rows as B (k = dims), two steps
-  const unsigned va = tfc_smem_addr(vt) + 2 * (lane * LDK);                      // V rows as B, transposed (k = keys), two steps
+  const unsigned ka = sm.ka(), va = sm.va();
   const int chunks = (kend + CH - 1) / CH;
   const int rank = CL > 1 ? tfc_cluster_rank() : 0;
   if (tid == 0) vbad = 0;

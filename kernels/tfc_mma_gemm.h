@@ -69,6 +69,8 @@ __device__ __forceinline__ unsigned tfc_bf16_hi(float x) {
 }
 // tfc_hi2 packs the high BF16 halves of a (low) and b (high): tfc_bf16_hi of both where neither is a NaN.
 __device__ __forceinline__ unsigned tfc_hi2(float a, float b) { return __float_as_uint(a) >> 16 | (__float_as_uint(b) & 0xffff0000u); }
+// tfc_bf16_hi2 packs tfc_bf16_hi of a (low) and b (high) without a branch: tfc_hi2, a NaN given the quiet bit.
+__device__ __forceinline__ unsigned tfc_bf16_hi2(float a, float b) { return tfc_hi2(a, b) | (a != a ? 0x40u : 0u) | (b != b ? 0x400000u : 0u); }
 
 // tfc_split3 splits x into the BF16 bits of hi, lo and lo2 (see above).
 __device__ __forceinline__ void tfc_split3(float x, unsigned& hi, unsigned& lo, unsigned& lo2) {
