@@ -15,7 +15,8 @@ import (
 // mma.sync from the PTX ISA's fragment layouts with a fiber for each GPU thread, and main.cpp
 // checks the tiles and the fill layout against a float64 reference (see its comment), once for each setting of the
 // small-row layout's knobs below (tfc_mma_gemm.h's TFC_ROWS_*; TFC_ROWS_NC only compiles here, as
-// the host's load stands in for ld.global.nc), and once in BF16 precision. It needs a C++20 compiler.
+// the host's load stands in for ld.global.nc), once in BF16 precision, and once with the fill
+// layout's BF16 tiles on wgmma (TFC_FILL_WGMMA). It needs a C++20 compiler.
 func TestMMAEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about half a minute a setting")
@@ -26,6 +27,7 @@ func TestMMAEmulated(t *testing.T) {
 		{"-DTFC_ROWS_PIPE=2", "-DTFC_ROWS_NC=1"},
 		{"-DTFC_ROWS_PIPE=3", "-DTFC_ROWS_TILE_CHUNKS=2", "-DTFC_ROWS_NC=2"},
 		{"-DTFC_BF16=1"},
+		{"-DTFC_FILL_WGMMA=1"},
 	} {
 		name := strings.Join(flags, " ")
 		if name == "" {
@@ -133,7 +135,8 @@ func runEmulated(t *testing.T, main string, flags ...string) {
 // TestGeneratedCompileAsCUDA compiles every family's generated source (gen/*.hip) with TFC_CUDA
 // set against the emulating header, as nvcc's front end would see it: each function's every
 // branch instantiates its templates (a layout's static_asserts included), in each precision and
-// with the tensor-core cached attention on both its grids (TFC_PAGED_MMA 1 and 2). The
+// with the tensor-core cached attention on both its grids (TFC_PAGED_MMA 1 and 2) and the fill
+// layout on wgmma (TFC_FILL_WGMMA). The
 // compiler's sample (gen/sample.hip, F16 weights the emulation lacks) is left out.
 func TestGeneratedCompileAsCUDA(t *testing.T) {
 	t.Parallel()
@@ -145,7 +148,7 @@ func TestGeneratedCompileAsCUDA(t *testing.T) {
 		if name == "sample.hip" {
 			continue
 		}
-		for _, flags := range [][]string{{"-DTFC_BF16=0"}, {"-DTFC_BF16=1"}, {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"}, {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=2"}} {
+		for _, flags := range [][]string{{"-DTFC_BF16=0"}, {"-DTFC_BF16=1"}, {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=1"}, {"-DTFC_BF16=1", "-DTFC_PAGED_MMA=2"}, {"-DTFC_BF16=1", "-DTFC_FILL_WGMMA=1"}} {
 			t.Run(name+" "+strings.Join(flags, " "), func(t *testing.T) {
 				t.Parallel()
 				files := emutest.Read(t, filepath.Join("testdata", "mmaemu"), "tfc_hip.h")

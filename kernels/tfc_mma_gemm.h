@@ -748,10 +748,9 @@ __device__ __forceinline__ void tfc_cp_async_wait() {
 
 // tfc_fill_load issues the stage of step s (BK = TFC_MMA_BK columns of K from s·BK) into the
 // stage at byte offset st: X [BM][ldx] F32, then W [BN][ldw] BF16, zeros past M, N and kend.
-template <int BM, int BN, int N, typename COLS>
+template <int BM, int BN, int N, class S, typename COLS>
 __device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, const float* X, int ldx, bool xvec,
                                               const tfc_bf16* W, int ldw, bool wvec, int M, int m0, COLS cols, int s, int kend) {
-  using S = tfc_fill_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, XU = BM * BK / 4, WU = BN * BK / 8;  // 16-byte units of a stage
   const unsigned base = tfc_smem_addr(sm) + st;
   const int k0 = s * BK;
@@ -787,6 +786,60 @@ __device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, co
   }
 }
 
+// tfc_fill_stream is a thread's part of the copies that fill a tile's stages (S: tfc_fill_smem or
+// a layout of W of its own). A stage of 16-byte rows whose K lies before kend is copied without
+// checks: the thread's units (X row and k, W column and k) are the same every step, their source
+// offsets kept; other stages take tfc_fill_load.
+template <int BM, int BN, int N, class S, typename COLS>
+struct tfc_fill_stream {
+  static constexpr int BK = TFC_MMA_BK, XU = BM * BK / 4, WU = BN * BK / 8, XI = (XU + 255) / 256, WI = (WU + 255) / 256;
+  unsigned char* sm;
+  const float* X;
+  const tfc_bf16* W;
+  int ldx, ldw, M, m0, kend;
+  bool xvec, wvec;
+  COLS cols;
+  int xo[XI], wo[WI];   // element offsets of the units' sources at step 0 (row 0 past M, column 0 past N)
+  bool xl[XI], wl[WI];  // the unit's row or column is in the launch
+  __device__ __forceinline__ tfc_fill_stream(unsigned char* sm, const float* X, int ldx, bool xvec, const tfc_bf16* W, int ldw, bool wvec,
+                                             int M, int m0, COLS cols, int kend)
+      : sm(sm), X(X), W(W), ldx(ldx), ldw(ldw), M(M), m0(m0), kend(kend), xvec(xvec), wvec(wvec), cols(cols) {
+#pragma unroll
+    for (int i = 0; i < XI; ++i) {
+      const int u = threadIdx.x + 256 * i, m = m0 + u / (BK / 4);
+      xl[i] = m < M;
+      xo[i] = (xl[i] ? m : 0) * ldx + 4 * (u % (BK / 4));
+    }
+#pragma unroll
+    for (int i = 0; i < WI; ++i) {
+      const int u = threadIdx.x + 256 * i, n = tfc_col(cols, u / (BK / 8));
+      wl[i] = n < N;
+      wo[i] = (wl[i] ? n : 0) * ldw + 8 * (u % (BK / 8));
+    }
+  }
+  // load issues step s into its stage.
+  __device__ __forceinline__ void load(int s) {
+    const unsigned st = s % TFC_FILL_STAGES * S::stage;
+    if (!xvec || !wvec || (s + 1) * BK > kend) {
+      tfc_fill_load<BM, BN, N, S>(sm, st, X, ldx, xvec, W, ldw, wvec, M, m0, cols, s, kend);
+      return;
+    }
+    const unsigned base = tfc_smem_addr(sm) + st;
+#pragma unroll
+    for (int i = 0; i < XI; ++i) {
+      const int u = threadIdx.x + 256 * i;
+      if (XU % 256 != 0 && u >= XU) break;
+      tfc_cp_async16(base + S::x_at(u), X + xo[i] + s * BK, xl[i] ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < WI; ++i) {
+      const int u = threadIdx.x + 256 * i;
+      if (WU % 256 != 0 && u >= WU) break;
+      tfc_cp_async16(base + S::w_at(u), W + wo[i] + s * BK, wl[i] ? 16 : 0);
+    }
+  }
+};
+
 // tfc_fill_terms writes step s's X (F32, in its stage at byte st) as its BF16 terms (TERMS planes
 // of [BM][ldw]) at byte offset at: a thread 16 elements, each taken as every layout takes it.
 template <int BM, int BN, int TERMS>
@@ -802,8 +855,29 @@ __device__ __forceinline__ void tfc_fill_terms(unsigned char* sm, unsigned st, u
   }
 }
 
+// TFC_FILL_WGMMA=1 takes the fill layout's BF16 tiles of 128 rows on wgmma where the target has it
+// (TFC_WGMMA: sm_90a), tfc_gemm_wgmma_fill below.
+#ifndef TFC_FILL_WGMMA
+#define TFC_FILL_WGMMA 0
+#endif
+#if TFC_CUDA && (defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(TFC_MMA_EMULATED))
+#define TFC_WGMMA 1
+#else
+#define TFC_WGMMA 0
+#endif
+#if TFC_WGMMA
+template <int BM, int BN, int N, int K, int MUT, typename COLS>
+__device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols);
+#endif
+
 template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int WM = 2, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
+#if TFC_FILL_WGMMA && TFC_WGMMA
+  if constexpr (TERMS == 1 && BM == 128 && (BN == 64 || BN == 128)) {
+    tfc_gemm_wgmma_fill<BM, BN, N, K, MUT>(smem, X, ldx, W, ldw, M, m0, cols);
+    return;
+  }
+#endif
   using S = tfc_fill_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, P = TFC_FILL_STAGES;
   constexpr int WN = 8 / WM, MT = BM / WM / 16, NT = BN / WN / 8;  // a warp's row tiles of 16 and column tiles of 8
@@ -828,48 +902,11 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[r][i][e] = phi[r][i][e] = plo[r][i][e] = 0.f;
 
-  // a stage of 16-byte rows whose K lies before kend is copied without checks: the thread's
-  // units (X row and k, W column and k) are the same every step, their source offsets kept
-  constexpr int XU = BM * BK / 4, WU = BN * BK / 8, XI = (XU + 255) / 256, WI = (WU + 255) / 256;
-  int xo[XI], wo[WI];  // element offsets of the units' sources at step 0 (row 0 past M, column 0 past N)
-  bool xl[XI], wl[WI];  // the unit's row or column is in the launch
-#pragma unroll
-  for (int i = 0; i < XI; ++i) {
-    const int u = threadIdx.x + 256 * i, m = m0 + u / (BK / 4);
-    xl[i] = m < M;
-    xo[i] = (xl[i] ? m : 0) * ldxm + 4 * (u % (BK / 4));
-  }
-#pragma unroll
-  for (int i = 0; i < WI; ++i) {
-    const int u = threadIdx.x + 256 * i, n = tfc_col(cols, u / (BK / 8));
-    wl[i] = n < N;
-    wo[i] = (wl[i] ? n : 0) * ldw + 8 * (u % (BK / 8));
-  }
-  const bool fast = xvec && wvec;
-  auto load = [&](int s) {  // issues step s into its stage
-    const unsigned st = s % P * S::stage;
-    if (!fast || (s + 1) * BK > kend) {
-      tfc_fill_load<BM, BN, N>(sm, st, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, s, kend);
-      return;
-    }
-    const unsigned base = tfc_smem_addr(sm) + st;
-#pragma unroll
-    for (int i = 0; i < XI; ++i) {
-      const int u = threadIdx.x + 256 * i;
-      if (XU % 256 != 0 && u >= XU) break;
-      tfc_cp_async16(base + S::x_at(u), X + xo[i] + s * BK, xl[i] ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < WI; ++i) {
-      const int u = threadIdx.x + 256 * i;
-      if (WU % 256 != 0 && u >= WU) break;
-      tfc_cp_async16(base + S::w_at(u), W + wo[i] + s * BK, wl[i] ? 16 : 0);
-    }
-  };
+  tfc_fill_stream<BM, BN, N, S, COLS> in(sm, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, kend);
   tfc_fill_skew<MUT>();
 #pragma unroll
   for (int s = 0; s < P - 1; ++s) {
-    if (s < KT) load(s);
+    if (s < KT) in.load(s);
     tfc_cp_async_commit();
   }
   tfc_cp_async_wait<P - 2>();
@@ -879,7 +916,7 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
   for (int s = 0; s < KT; ++s) {
     tfc_cp_async_wait<P - 3>();
     tfc_fill_barrier<MUT>();  // step s + 1 and step s's terms are in every thread's view; step s - 1's stage and terms are free
-    if (s + P - 1 < KT) load(s + P - 1);
+    if (s + P - 1 < KT) in.load(s + P - 1);
     tfc_cp_async_commit();
     if (s + 1 < KT) tfc_fill_terms<BM, BN, TERMS>(sm, (s + 1) % P * S::stage, terms + (s + 1) % 2 * S::terms);
     const unsigned st = s % P * S::stage, at = s % 2 * S::terms;
@@ -911,4 +948,139 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
     for (int i = 0; i < NT; ++i) tfc_mma_put(smem + (wm * (BM / WM) + 16 * r + g) * (BN + 1) + wn * (BN / WN) + 8 * i + 2 * t, BN + 1, acc[r][i]);
   __syncthreads();
 }
+// ---------------------------------------------------------------------------------------------
+// The fill layout on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), TFC_FILL_WGMMA=1 (off by
+// default until measured; TFC_WGMMA above): tfc_gemm_wgmma_fill takes a 128-row fill tile's products in BF16
+// precision as two warpgroups of 64 rows, each a m64nBNk16 wgmma a k16 step with both operands
+// in LDS. The chain an output takes is the mma.sync one (k16 steps in order from zero within a
+// TFC_KC chunk, the chunk's sum added to the output's in chunk order), so its bits are the other
+// layouts' wherever the two instructions round alike, which the contract's gate 3 checks on the
+// GPU. The stages, their copies and the split into BF16 are the fill layout's; only W's place in a
+// stage and the terms' differ: both lie in 8×8 core matrices (8 rows of 16 bytes of K, 128 bytes),
+// K-major without swizzling, as wgmma reads them.
+#if TFC_WGMMA
+// tfc_core_at is the byte offset of element (r, k) of a K-major BF16 operand of TFC_MMA_BK
+// columns laid in core matrices: core (r/8, k/8) at 128 bytes each, K's first.
+__device__ __forceinline__ unsigned tfc_core_at(int r, int k) { return (r / 8 * (TFC_MMA_BK / 8) + k / 8) * 128 + r % 8 * 16 + k % 8 * 2; }
+// tfc_wgmma_desc is the shared-memory descriptor of such an operand at shared address a: the next
+// core matrix along K 128 bytes on (leading byte offset), the next 8 rows TFC_MMA_BK/8·128 on
+// (stride byte offset), no swizzle.
+__device__ __forceinline__ unsigned long long tfc_wgmma_desc(unsigned a) {
+  return (unsigned long long)((a & 0x3ffff) >> 4) | (unsigned long long)(128 >> 4) << 16 | (unsigned long long)(TFC_MMA_BK / 8 * 128 >> 4) << 32;
+}
+// tfc_wgmma_smem is tfc_fill_smem with W's 16-byte unit u (column u/(BK/8), k 8(u%(BK/8))) in core matrices.
+template <int BM, int BN>
+struct tfc_wgmma_smem : tfc_fill_smem<BM, BN> {
+  static constexpr unsigned w0 = BM * tfc_fill_smem<BM, BN>::ldx * 4;  // W's offset in a stage
+  __device__ static unsigned w_at(int u) { return w0 + tfc_core_at(u / (TFC_MMA_BK / 8), 8 * (u % (TFC_MMA_BK / 8))); }
+};
+#ifndef TFC_MMA_EMULATED  // a host test supplies these
+// tfc_wgmma_fence orders the registers' and LDS's earlier writes before the next wgmma;
+// tfc_wgmma_commit closes a group of wgmma; tfc_wgmma_wait waits until at most N groups are in
+// flight; tfc_proxy_fence makes this thread's LDS writes visible to wgmma's reads (another proxy).
+__device__ __forceinline__ void tfc_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void tfc_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tfc_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void tfc_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// tfc_wgmma_hold keeps the compiler from moving reads or writes of d across the asm around it.
+template <int NT>
+__device__ __forceinline__ void tfc_wgmma_hold(float (&d)[NT][4]) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+// tfc_wgmma_bf16: d += a·b on the warpgroup's 64×N tile, a 64×16 and b 16×N BF16 K-major in LDS
+// (descriptors); d's element (i, e) is row 16·warp + g + 8(e/2), column 8i + 2t + e%2, as mma.sync's.
+template <int N>
+__device__ __forceinline__ void tfc_wgmma_bf16(float (&d)[N / 8][4], unsigned long long a, unsigned long long b);
+template <>
+__device__ __forceinline__ void tfc_wgmma_bf16<128>(float (&d)[16][4], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "l"(a), "l"(b), "n"(1));
+}
+template <>
+__device__ __forceinline__ void tfc_wgmma_bf16<64>(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(a), "l"(b), "n"(1));
+}
+#endif
+
+template <int BM, int BN, int N, int K, int MUT, typename COLS>
+__device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
+  using S = tfc_wgmma_smem<BM, BN>;
+  constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, P = TFC_FILL_STAGES, NT = BN / 8, XU = BM * BK / 4;
+  static_assert(BM == 128 && (BN == 64 || BN == 128), "two warpgroups of 64 rows by 64 or 128 columns");
+  static_assert(TFC_KC % BK == 0 && P >= 3 && BM * BK * 2 <= S::terms, "chunks hold whole steps; three stages; a step's BF16 fits its buffer");
+  unsigned char* const sm = reinterpret_cast<unsigned char*>(smem);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int kend = tfc_bound<MUT>(K);
+  const int ldxm = tfc_stride<MUT>(ldx);
+  tfc_fill_stream<BM, BN, N, S, COLS> in(sm, X, ldxm, tfc_aligned16(X, ldxm, 4), W, ldw, tfc_aligned16(W, ldw, 2), M, m0, cols, kend);
+  // the steps' BF16 X lies past the stages, two steps by turns; this warpgroup's 64 rows there
+  const unsigned terms = P * S::stage, base = tfc_smem_addr(sm), rows = warp / 4 * 64 / 8 * (BK / 8) * 128;
+  auto split = [&](int s) {  // step s's X (F32, in its stage) as BF16 in core matrices
+#pragma unroll
+    for (int i = 0; i < (XU + 255) / 256; ++i) {
+      const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
+      if (XU % 256 != 0 && u >= XU) break;
+      tfc_put_terms<1, true>(reinterpret_cast<unsigned short*>(sm + terms + s % 2 * S::terms + tfc_core_at(r, k)), 0,
+                             *reinterpret_cast<const float4*>(sm + s % P * S::stage + 4 * (r * S::ldx + k)));
+    }
+  };
+  float acc[NT][4], phi[NT][4];
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = phi[i][e] = 0.f;
+  tfc_fill_skew<MUT>();
+#pragma unroll
+  for (int s = 0; s < P - 1; ++s) {
+    if (s < KT) in.load(s);
+    tfc_cp_async_commit();
+  }
+  tfc_cp_async_wait<P - 2>();
+  tfc_fill_barrier<MUT>();  // step 0 is in every thread's view
+  split(0);
+#pragma unroll 1
+  for (int s = 0; s < KT; ++s) {
+    tfc_cp_async_wait<P - 3>();
+    tfc_proxy_fence();
+    tfc_fill_barrier<MUT>();  // step s + 1 and step s's BF16 X are in every thread's view (and wgmma's); step s - 1's are free
+    if (s + P - 1 < KT) in.load(s + P - 1);
+    tfc_cp_async_commit();
+    if (s + 1 < KT) split(s + 1);
+    const unsigned a = base + terms + s % 2 * S::terms + rows, b = base + s % P * S::stage + S::w0;
+    tfc_wgmma_hold(phi);
+    tfc_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) tfc_wgmma_bf16<BN>(phi, tfc_wgmma_desc(a + kk / 8 * 128), tfc_wgmma_desc(b + kk / 8 * 128));
+    tfc_wgmma_commit();
+    tfc_wgmma_wait<0>();
+    tfc_wgmma_hold(phi);
+    if (((s + 1) * BK) % TFC_KC == 0 || s + 1 == KT)
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[i][e] += phi[i][e];
+          phi[i][e] = 0.f;
+        }
+  }
+  tfc_cp_async_wait<0>();
+  __syncthreads();  // C overlays the stages
+#pragma unroll
+  for (int i = 0; i < NT; ++i) tfc_mma_put(smem + (16 * warp + g) * (BN + 1) + 8 * i + 2 * t, BN + 1, acc[i]);
+  __syncthreads();
+}
+#endif
 #endif

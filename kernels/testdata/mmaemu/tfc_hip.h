@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -333,6 +334,45 @@ inline void tfc_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (
   }
   emu_wait(w.bar);
 }
+
+// wgmma.mma_async.m64nNk16.f32.bf16.bf16 with both operands in LDS, K-major, no swizzle (the PTX
+// ISA's shared-memory descriptor: start address, leading byte offset to the next core matrix along
+// K, stride byte offset to the next 8 rows, each in 16-byte units; swizzle and base offset must be
+// 0). Warp w of the warpgroup holds D's rows 16w..16w+15 as mma.sync's 16×8 tiles side by side:
+// element (i, e) is row 16w + g + 8(e/2), column 8i + 2t + e%2. The products are summed exactly (in
+// double) and rounded once to F32 with d, as tfc_mma_bf16 does; the group runs at once, so fence,
+// commit and wait have nothing to order.
+inline unsigned emu_core(unsigned long long desc, int r, int k) {
+  if ((desc >> 49 & 7) != 0 || (desc >> 62) != 0) {
+    std::fprintf(stderr, "wgmma descriptor with a swizzle or base offset: %llx\n", desc);
+    std::abort();
+  }
+  const unsigned start = (desc & 0x3fff) << 4, lbo = (desc >> 16 & 0x3fff) << 4, sbo = (desc >> 32 & 0x3fff) << 4;
+  return start + r / 8 * sbo + k / 8 * lbo + r % 8 * 16 + k % 8 * 2;
+}
+template <int N>
+inline void tfc_wgmma_bf16(float (&d)[N / 8][4], unsigned long long a, unsigned long long b) {
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32 % 4;
+  auto at = [](unsigned long long desc, int r, int k) {
+    unsigned short h;
+    std::memcpy(&h, emu->smem + emu_core(desc, r, k), 2);
+    return (double)__uint_as_float((unsigned)h << 16);
+  };
+  for (int i = 0; i < N / 8; ++i)
+    for (int e = 0; e < 4; ++e) {
+      const int row = 16 * w + lane / 4 + 8 * (e / 2), col = 8 * i + 2 * (lane % 4) + e % 2;
+      double sum = d[i][e];
+      for (int k = 0; k < 16; ++k) sum += at(a, row, k) * at(b, col, k);
+      d[i][e] = (float)sum;
+    }
+}
+inline void tfc_wgmma_fence() {}
+inline void tfc_wgmma_commit() {}
+template <int N>
+inline void tfc_wgmma_wait() {}
+inline void tfc_proxy_fence() {}
+template <int NT>
+inline void tfc_wgmma_hold(float (&)[NT][4]) {}
 
 // __shfl_sync and __shfl_xor_sync: lane l gets v of lane src (l ^ d), for 32-bit T.
 template <class T>

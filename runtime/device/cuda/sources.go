@@ -21,8 +21,12 @@ type nvccBuild struct {
 
 // nvccArgs is the command line that builds a family's source into a cubin; extra comes from
 // $TFC_NVCC_FLAGS, for kernel experiments (e.g. --maxrregcount=96, or -D of a macro a header
-// leaves open).
+// leaves open). Hopper (sm_90) builds for sm_90a, whose cubins load on sm_90 alone and may use
+// its warpgroup MMA (CUDA 12 or later).
 func nvccArgs(arch, src, out string, extra []string) []string {
+	if arch == "sm_90" {
+		arch = "sm_90a"
+	}
 	return append([]string{"-arch=" + arch, "-cubin", "-O3", "-std=c++17", "-o", out}, append(extra, "-x", "cu", src)...)
 }
 

@@ -16,14 +16,19 @@ import (
 
 func TestNVCCArgs(t *testing.T) {
 	got := strings.Join(nvccArgs("sm_90", "/tmp/x/qwen2vl.hip", "/tmp/x/kernels.cubin", nil), " ")
-	want := "-arch=sm_90 -cubin -O3 -std=c++17 -o /tmp/x/kernels.cubin -x cu /tmp/x/qwen2vl.hip"
+	want := "-arch=sm_90a -cubin -O3 -std=c++17 -o /tmp/x/kernels.cubin -x cu /tmp/x/qwen2vl.hip"
 	if got != want {
 		t.Fatalf("nvcc %s\nwant %s", got, want)
 	}
 	got = strings.Join(nvccArgs("sm_90", "/tmp/x/qwen2vl.hip", "/tmp/x/kernels.cubin", []string{"-DTFC_ROWS_BLOCKS=4"}), " ")
-	want = "-arch=sm_90 -cubin -O3 -std=c++17 -o /tmp/x/kernels.cubin -DTFC_ROWS_BLOCKS=4 -x cu /tmp/x/qwen2vl.hip"
+	want = "-arch=sm_90a -cubin -O3 -std=c++17 -o /tmp/x/kernels.cubin -DTFC_ROWS_BLOCKS=4 -x cu /tmp/x/qwen2vl.hip"
 	if got != want {
 		t.Fatalf("nvcc with TFC_NVCC_FLAGS %s\nwant %s", got, want)
+	}
+	got = strings.Join(nvccArgs("sm_80", "a.hip", "a.cubin", nil), " ")
+	want = "-arch=sm_80 -cubin -O3 -std=c++17 -o a.cubin -x cu a.hip"
+	if got != want {
+		t.Fatalf("nvcc for sm_80 %s\nwant %s", got, want)
 	}
 }
 
