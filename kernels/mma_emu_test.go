@@ -103,6 +103,22 @@ func TestArgmaxEmulated(t *testing.T) {
 	runEmulated(t, "argmax.cpp", "-DEMU_PORTABLE")
 }
 
+// TestBlockSumEmulated runs tfc_block_sum, the norms' row sums, the same way
+// (testdata/mmaemu/sum.cpp) on waves of 32 and of 64: the documented order's bits in every
+// thread, the same for both waves, and the missing-barrier control red.
+func TestBlockSumEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulation takes a few seconds")
+	}
+	t.Parallel()
+	for _, wave := range []string{"32", "64"} {
+		t.Run("wave "+wave, func(t *testing.T) {
+			t.Parallel()
+			runEmulated(t, "sum.cpp", "-DEMU_PORTABLE", "-DEMU_WAVE="+wave)
+		})
+	}
+}
+
 // TestAMDMatrixEmulated runs tfc_gemm_amd, the AMD matrix-core GEMM, the same way: on CDNA's MFMA
 // with waves of 64 and on RDNA3's WMMA with waves of 32 (testdata/mmaemu/amd.cpp): products
 // against a float64 reference, a row's bits in the full, mid and decode tiles, one term against

@@ -57,6 +57,14 @@ __device__ __forceinline__ T* tfc_cluster_map(T* p, int rank) {
 // through LDS and never assume a width; this is for code that must size by waves.
 #define TFC_WAVE warpSize
 
+// tfc_shfl_xor is v of lane l ^ d to lane l; with d < 32 the lanes trade within groups of 32 on
+// waves of 32 and of 64 alike.
+#if TFC_HIP
+__device__ __forceinline__ float tfc_shfl_xor(float v, int d) { return __shfl_xor(v, d); }
+#else
+__device__ __forceinline__ float tfc_shfl_xor(float v, int d) { return __shfl_xor_sync(0xffffffffu, v, d); }
+#endif
+
 // TFC_NEG_INF is -infinity without depending on math.h's INFINITY.
 #define TFC_NEG_INF __uint_as_float(0xff800000u)
 

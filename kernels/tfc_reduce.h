@@ -1,22 +1,32 @@
-// tfc_reduce.h: block reductions in a fixed tree order through LDS (the same code for wave32 and
-// wave64).
+// tfc_reduce.h: block reductions in a fixed order (the same bits for wave32 and wave64).
 #pragma once
 #include "tfc_mutations.h"
 
-// tfc_block_sum adds v over the block's THREADS threads (a power of two) through LDS red[THREADS]
-// in a fixed tree order; every thread gets the sum.
+// tfc_block_sum adds v over the block's THREADS threads (a multiple of 32) in one fixed order, the
+// same for waves of 32 and 64: each group of 32 lanes by a tree of shuffles (lane l takes l ^ 16,
+// then l ^ 8, ... l ^ 1: every lane of the group holds the group's sum in one order, as a + b is
+// b + a), then the groups' sums through LDS red[THREADS/32] in group order; every thread gets the
+// sum. One barrier where a tree through LDS took one a level.
+// The missing-barrier control fills red with NaN first and holds back every wave but the first,
+// so the race it plants reads NaN on every launch.
 template <int THREADS, int MUT>
 __device__ __forceinline__ float tfc_block_sum(float v, float* red) {
-  static_assert((THREADS & (THREADS - 1)) == 0, "THREADS must be a power of two");
-  red[threadIdx.x] = v;
-  tfc_fill_barrier<MUT>();
-  for (int s = THREADS / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+  static_assert(THREADS % 32 == 0, "THREADS must be whole groups of 32");
+  constexpr int G = THREADS / 32;
+  if (MUT == TFC_MUT_BARRIER) {
+    if ((int)threadIdx.x < G) red[threadIdx.x] = __uint_as_float(0x7fc00000u);
     __syncthreads();
   }
-  const float r = red[0];
-  __syncthreads();
-  return r;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v += tfc_shfl_xor(v, d);
+  tfc_fill_skew<MUT>();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  tfc_fill_barrier<MUT>();
+  float s = red[0];
+#pragma unroll
+  for (int g = 1; g < G; ++g) s += red[g];
+  __syncthreads();  // red is free for the next sum
+  return s;
 }
 
 // tfc_argmax_see keeps column c of value v as the best so far where it is larger, or equal at a

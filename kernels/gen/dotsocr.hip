@@ -162,7 +162,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 32;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -820,7 +820,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_vision_layernorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 32;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1186,7 +1186,7 @@ extern "C" __global__ __launch_bounds__(256) void dotsocr_decode_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 32;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {

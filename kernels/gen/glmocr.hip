@@ -162,7 +162,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 40;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -351,7 +351,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_rmsnorm_q_norm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 20;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1198,7 +1198,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_layernorm_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 24;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1571,7 +1571,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_decode_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 24;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {

@@ -159,7 +159,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 40;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -733,7 +733,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_vision_rmsnorm_norm
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 40;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1246,7 +1246,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 48;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1521,7 +1521,7 @@ extern "C" __global__ __launch_bounds__(256) void lightonocr_decode_rmsnorm_q_no
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 16;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {

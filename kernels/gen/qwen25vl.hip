@@ -176,7 +176,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_vision_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 40;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1111,7 +1111,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen25vl_decode_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 32;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {

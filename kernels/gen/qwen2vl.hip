@@ -160,7 +160,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_layernorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 32;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1155,7 +1155,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_decode_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 64;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {

@@ -264,7 +264,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_norm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 1280;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1424,7 +1424,7 @@ extern "C" __global__ __launch_bounds__(256) void merger_norm_gelu(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 1280;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1515,7 +1515,7 @@ extern "C" __global__ __launch_bounds__(256) void add_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 1536;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -1546,7 +1546,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 1536;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {
@@ -3481,7 +3481,7 @@ extern "C" __global__ __launch_bounds__(256) void final_norm(
   constexpr int MUT = TFC_MUT_NONE;
   constexpr int D = 1536;
   __shared__ float row[D];
-  __shared__ float red[256];
+  __shared__ float red[8];
   const int m = blockIdx.x;
   if (m >= M) return;
   for (int c = threadIdx.x; c < D; c += 256) {

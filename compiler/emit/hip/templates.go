@@ -670,7 +670,7 @@ func (f *rowNorm) body(g *gen) error {
 	}
 	g.line("constexpr int D = %d;", f.d)
 	g.line("__shared__ float row[D];")
-	g.line("__shared__ float red[%d];", threads)
+	g.line("__shared__ float red[%d];", threads/32)
 	g.line("const int m = blockIdx.x;")
 	g.line("if (m >= M) return;")
 	g.open("for (int c = threadIdx.x; c < D; c += %d)", threads)

@@ -395,6 +395,8 @@ template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int d) {
   return emu_shfl(v, (int)(threadIdx.x % EMU_WAVE) ^ d);
 }
+// tfc_shfl_xor: the portability header's, on the emulated shuffle.
+inline float tfc_shfl_xor(float v, int d) { return __shfl_xor_sync(0xffffffffu, v, d); }
 // __any_sync: whether p holds on any lane of the warp (an or-butterfly of shuffles).
 inline int __any_sync(unsigned m, int p) {
   int v = p != 0;
