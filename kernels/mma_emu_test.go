@@ -68,7 +68,7 @@ func TestAttentionEmulated(t *testing.T) {
 }
 
 // TestPagedAttentionEmulated runs tfc_attention_paged the same way (testdata/mmaemu/paged.cpp):
-// the tensor-core cached attention CUDA takes with TFC_PAGED_MMA (off by default) in BF16
+// the tensor-core cached attention CUDA takes in BF16 (TFC_PAGED_MMA; the backend turns it on)
 // precision, on the CUDA-core kernel's grid (1) and on its own (2), and the CUDA-core kernel it takes by default (its layout for more than 8 rows) in
 // both precisions and with ranges of at least 64 keys (TFC_PAGED_MINPER) and two query heads a
 // decode row's cluster (TFC_PAGED_HEADS), over decode rows,

@@ -369,11 +369,12 @@ __device__ __forceinline__ void tfc_attention_paged_warps(const TQ* Q, int ldq, 
 }
 
 // TFC_PAGED_MMA 1 takes the tensor-core kernel below on the grid above; 2 (which the CUDA backend
-// sets, with the schedule's paged_mma_grid_y, where TFC_PAGED_MMA=1 is in its environment) on
-// its own grid for launches of many rows, (M, heads / tfc_paged_heads), a block a row and the
-// heads it takes. It is off by default: it fills prompts 1.5
-// to 2 times faster, but its decode rows are slower than the CUDA-core kernel's (batch 1 3.02 ->
-// 3.45 ms a round, batch 16 7.01 -> 8.37; docs/receipts/2026-12-06-h100-paged-attention-mma.md).
+// sets in BF16 precision, with the schedule's paged_mma_grid_y, unless TFC_PAGED_MMA=0 is in its
+// environment) on its own grid for launches of many rows, (M, heads / tfc_paged_heads), a block a
+// row and the heads it takes. On an H100 it fills a 2,048-token prompt 2.2 times and a 512-token
+// one 1.7 times as fast as the CUDA-core kernel, decodes batch 8 1.28 times as fast, and batch 1
+// 0.96 times (docs/receipts/2026-12-07-h100-wgmma-fill-paged-default.md). The headers' default, 0,
+// is the CUDA-core kernel (the F32 precision's, and other targets').
 #ifndef TFC_PAGED_MMA
 #define TFC_PAGED_MMA 0
 #endif

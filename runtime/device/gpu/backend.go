@@ -29,10 +29,11 @@ type Config struct {
 	// with TFC_BF16 defined to 1 (the kernels' rounding points and one-term tensor-core
 	// products) and every F32 value written is rounded to BF16.
 	Precision device.Precision
-	// PagedMMA builds every family's source with TFC_PAGED_MMA 2 (the cached attention on tensor
-	// cores in BF16, with its own grid) and launches the cached attentions on that grid; CUDA in
-	// BF16Precision alone. TFC_PAGED_MMA=1 in the environment turns it on there.
-	PagedMMA bool
+	// NoPagedMMA keeps the cached attention off the tensor cores. Otherwise CUDA in BF16Precision
+	// builds every family's source with TFC_PAGED_MMA 2 (the cached attention on tensor cores, with
+	// its own grid) and launches the cached attentions on that grid; TFC_PAGED_MMA=0 in the
+	// environment sets it.
+	NoPagedMMA bool
 	// Fill launches the linears of many rows on their fill functions (tiles streamed through
 	// dynamic LDS by cp.async, kernels/tfc_mma_gemm.h's tfc_gemm_mma_fill); CUDA alone.
 	// TFC_GPU_FILL=1 in the environment turns it on there.
@@ -58,11 +59,12 @@ type Config struct {
 // other runs are launched kernel by kernel. With graphs off, or while profiling, each launch
 // goes to the driver at once.
 type Backend struct {
-	cfg    Config
-	drv    Driver
-	th     *Thread
-	lib    *Library
-	stream uintptr
+	cfg      Config
+	pagedMMA bool // the cached attention on tensor cores (Config.NoPagedMMA)
+	drv      Driver
+	th       *Thread
+	lib      *Library
+	stream   uintptr
 
 	mu      sync.Mutex // guards pending, held and closed, and orders what is queued on th
 	pending run
@@ -96,10 +98,10 @@ func NewBackend(c Config) (*Backend, error) {
 	if c.RunLen <= 0 {
 		c.RunLen = defaultRunLen
 	}
-	if os.Getenv("TFC_PAGED_MMA") == "1" {
-		c.PagedMMA = true
+	if os.Getenv("TFC_PAGED_MMA") == "0" {
+		c.NoPagedMMA = true
 	}
-	c.PagedMMA = c.PagedMMA && c.Name == "cuda" && c.Precision == device.BF16Precision
+	pagedMMA := !c.NoPagedMMA && c.Name == "cuda" && c.Precision == device.BF16Precision
 	if os.Getenv("TFC_GPU_FILL") == "1" {
 		c.Fill = true
 	}
@@ -108,10 +110,10 @@ func NewBackend(c Config) (*Backend, error) {
 		c.NoBands = true
 	}
 	if c.Library != nil {
-		c.Library.layouts = device.Layouts{PagedMMA: c.PagedMMA, Fill: c.Fill, Bands: !c.NoBands && c.Name == "cuda"}
+		c.Library.layouts = device.Layouts{PagedMMA: pagedMMA, Fill: c.Fill, Bands: !c.NoBands && c.Name == "cuda"}
 	}
 	c.RunLen = min(c.RunLen, maxRun)
-	be := &Backend{cfg: c, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
+	be := &Backend{cfg: c, pagedMMA: pagedMMA, drv: c.Driver, th: c.Thread, lib: c.Library, graphs: newGraphCache(graphCacheSize), profile: map[string]*device.KernelTime{}}
 	err := be.wrap(be.th.Do(func() error {
 		s, err := be.drv.NewStream()
 		be.stream = s
@@ -124,8 +126,8 @@ func NewBackend(c Config) (*Backend, error) {
 }
 
 // PagedMMA says whether the backend builds the tensor-core cached attention with its own grid
-// (Config.PagedMMA).
-func (be *Backend) PagedMMA() bool { return be.cfg.PagedMMA }
+// (on unless Config.NoPagedMMA, on CUDA in BF16 precision).
+func (be *Backend) PagedMMA() bool { return be.pagedMMA }
 
 var (
 	_ device.Backend     = (*Backend)(nil)
@@ -471,7 +473,7 @@ func (l *loader) LoadModule(srcs fs.FS, family string) (uintptr, error) {
 	}
 	if be.cfg.Precision != device.F32Precision {
 		var err error
-		if srcs, err = WithPrecision(srcs, family, be.cfg.Precision, be.cfg.PagedMMA); err != nil {
+		if srcs, err = WithPrecision(srcs, family, be.cfg.Precision, be.pagedMMA); err != nil {
 			return 0, fmt.Errorf("%s: %w", be.cfg.Name, err)
 		}
 	}

@@ -21,7 +21,7 @@ type Library struct {
 	modules  map[string]uintptr // family file → module
 	funcs    map[string]uintptr // launch symbol → function
 	verified map[string]bool    // kernels whose ops carried the operands their schedule passes
-	layouts  device.Layouts     // the optional layouts launches take (the sources are built with TFC_PAGED_MMA 2 for PagedMMA)
+	layouts  device.Layouts     // the optional layouts launches take (the sources are built with TFC_PAGED_MMA 2 for Layouts.PagedMMA)
 }
 
 // Loader builds and loads a family's module from the sources, and finds a kernel in a module.

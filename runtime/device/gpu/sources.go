@@ -263,7 +263,7 @@ func PrecisionMacro(p device.Precision) string {
 }
 
 // PagedMMAMacro is the line that builds the tensor-core cached attention with its own grid
-// (Config.PagedMMA; kernels/tfc_attention.h).
+// (Backend.PagedMMA; kernels/tfc_attention.h).
 const PagedMMAMacro = "#define TFC_PAGED_MMA 2\n"
 
 // WithPrecision returns srcs with the family file starting with p's macro line (and
