@@ -16,7 +16,7 @@ import (
 // checks the tiles and the fill layout against a float64 reference (see its comment), once for each setting of the
 // small-row layout's knobs below (tfc_mma_gemm.h's TFC_ROWS_*; TFC_ROWS_NC only compiles here, as
 // the host's load stands in for ld.global.nc), once in BF16 precision, and once with the fill
-// layout's BF16 tiles on wgmma (TFC_FILL_WGMMA), pipelined and not (TFC_WGMMA_PIPE). It needs a C++20 compiler.
+// layout's BF16 tiles on wgmma (TFC_FILL_WGMMA; its fill checks alone, EMU_FILL_ONLY). It needs a C++20 compiler.
 func TestMMAEmulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the emulation takes about half a minute a setting")
@@ -27,8 +27,7 @@ func TestMMAEmulated(t *testing.T) {
 		{"-DTFC_ROWS_PIPE=2", "-DTFC_ROWS_NC=1"},
 		{"-DTFC_ROWS_PIPE=3", "-DTFC_ROWS_TILE_CHUNKS=2", "-DTFC_ROWS_NC=2"},
 		{"-DTFC_BF16=1"},
-		{"-DTFC_FILL_WGMMA=1"},
-		{"-DTFC_FILL_WGMMA=1", "-DTFC_WGMMA_PIPE=0"},
+		{"-DTFC_FILL_WGMMA=1", "-DEMU_FILL_ONLY"},
 	} {
 		name := strings.Join(flags, " ")
 		if name == "" {

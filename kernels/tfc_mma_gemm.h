@@ -786,11 +786,11 @@ __device__ __forceinline__ void tfc_fill_load(unsigned char* sm, unsigned st, co
   }
 }
 
-// tfc_fill_stream is a thread's part of the copies that fill a tile's P stages (S: tfc_fill_smem or
+// tfc_fill_stream is a thread's part of the copies that fill a tile's stages (S: tfc_fill_smem or
 // a layout of W of its own). A stage of 16-byte rows whose K lies before kend is copied without
 // checks: the thread's units (X row and k, W column and k) are the same every step, their source
 // offsets kept; other stages take tfc_fill_load.
-template <int BM, int BN, int N, class S, typename COLS, int P = TFC_FILL_STAGES>
+template <int BM, int BN, int N, class S, typename COLS>
 struct tfc_fill_stream {
   static constexpr int BK = TFC_MMA_BK, XU = BM * BK / 4, WU = BN * BK / 8, XI = (XU + 255) / 256, WI = (WU + 255) / 256;
   unsigned char* sm;
@@ -819,7 +819,7 @@ struct tfc_fill_stream {
   }
   // load issues step s into its stage.
   __device__ __forceinline__ void load(int s) {
-    const unsigned st = s % P * S::stage;
+    const unsigned st = s % TFC_FILL_STAGES * S::stage;
     if (!xvec || !wvec || (s + 1) * BK > kend) {
       tfc_fill_load<BM, BN, N, S>(sm, st, X, ldx, xvec, W, ldw, wvec, M, m0, cols, s, kend);
       return;
@@ -949,13 +949,17 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
   __syncthreads();
 }
 // ---------------------------------------------------------------------------------------------
-// The fill layout on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), TFC_FILL_WGMMA=1 (off by
-// default until measured; TFC_WGMMA above): tfc_gemm_wgmma_fill takes a 128-row fill tile's products in BF16
-// precision as two warpgroups of 64 rows, each a m64nBNk16 wgmma a k16 step with both operands
-// in LDS. The chain an output takes is the mma.sync one (k16 steps in order from zero within a
-// TFC_KC chunk, the chunk's sum added to the output's in chunk order), so its bits are the other
-// layouts' wherever the two instructions round alike, which the contract's gate 3 checks on the
-// GPU. The stages, their copies and the split into BF16 are the fill layout's; only W's place in a
+// The fill layout on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), TFC_FILL_WGMMA=1 (TFC_WGMMA
+// above; off by default, as the fill layout is): tfc_gemm_wgmma_fill takes a 128-row fill tile's
+// products in BF16 precision as two warpgroups of 64 rows, each a m64nBNk16 wgmma a k16 step with
+// both operands in LDS, waiting for a step's wgmma before the next barrier. On an H100 it gives the
+// mma.sync layout's bits (the contract's gate 3 at the fixture's and the 2B-shaped checkpoint's
+// shapes) and the same speed within 10%: a 128×128 tile of F32 X is bound by its copies' latency,
+// not by the tensor cores (docs/receipts/2026-12-07-h100-wgmma-fill-paged-default.md). Keeping a
+// step's wgmma in flight past the next barrier (two sets of chunk sums, a fifth stage) was
+// serialized by ptxas (C7514) and no faster. The chain an output takes is the mma.sync one (k16
+// steps in order from zero within a TFC_KC chunk, the chunk's sum added to the output's in chunk
+// order), so its bits are the other layouts' wherever the two instructions round alike. The stages, their copies and the split into BF16 are the fill layout's; only W's place in a
 // stage and the terms' differ: both lie in 8×8 core matrices (8 rows of 16 bytes of K, 128 bytes),
 // K-major without swizzling, as wgmma reads them.
 #if TFC_WGMMA
@@ -1033,98 +1037,66 @@ __device__ __forceinline__ void tfc_wgmma_bf16<64>(float (&d)[8][4], unsigned lo
 }
 #endif
 
-// TFC_WGMMA_PIPE=1 keeps a step's wgmma in flight while the next step's are issued: a fifth
-// stage and a third BF16 buffer let the copies and the split run two steps behind the wgmma that
-// read their place, and a TFC_KC chunk's sums are added to the outputs' a step after the chunk
-// ends, from the second of two sets (the next chunk runs on the other). 0 waits for each step.
-#ifndef TFC_WGMMA_PIPE
-#define TFC_WGMMA_PIPE 1
-#endif
 template <int BM, int BN, int N, int K, int MUT, typename COLS>
 __device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_wgmma_smem<BM, BN>;
-  constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, NT = BN / 8, XU = BM * BK / 4, CS = TFC_KC / BK;  // CS: steps a chunk
-  constexpr bool PIPE = TFC_WGMMA_PIPE;
-  constexpr int P = TFC_FILL_STAGES + PIPE, D = P - 1 - PIPE, T = 2 + PIPE, TB = BM * BK * 2;  // stages, steps copied ahead, BF16 buffers and their bytes
+  constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, NT = BN / 8, XU = BM * BK / 4, P = TFC_FILL_STAGES, TB = BM * BK * 2;  // TB: a step's BF16 X
   static_assert(BM == 128 && (BN == 64 || BN == 128), "two warpgroups of 64 rows by 64 or 128 columns");
-  static_assert(TFC_KC % BK == 0 && D >= 2 && P * S::stage + T * TB <= S::bytes, "chunks hold whole steps; the stages and buffers fit the fill's LDS");
+  static_assert(TFC_KC % BK == 0 && P >= 3 && P * S::stage + 2 * TB <= S::bytes, "chunks hold whole steps; three stages; the stages and two steps' BF16 fit the fill's LDS");
   unsigned char* const sm = reinterpret_cast<unsigned char*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int kend = tfc_bound<MUT>(K);
   const int ldxm = tfc_stride<MUT>(ldx);
-  tfc_fill_stream<BM, BN, N, S, COLS, P> in(sm, X, ldxm, tfc_aligned16(X, ldxm, 4), W, ldw, tfc_aligned16(W, ldw, 2), M, m0, cols, kend);
-  // the steps' BF16 X lies past the stages, T steps by turns; this warpgroup's 64 rows there
+  tfc_fill_stream<BM, BN, N, S, COLS> in(sm, X, ldxm, tfc_aligned16(X, ldxm, 4), W, ldw, tfc_aligned16(W, ldw, 2), M, m0, cols, kend);
+  // the steps' BF16 X lies past the stages, two steps by turns; this warpgroup's 64 rows there
   const unsigned terms = P * S::stage, base = tfc_smem_addr(sm), rows = warp / 4 * 64 / 8 * (BK / 8) * 128;
   auto split = [&](int s) {  // step s's X (F32, in its stage) as BF16 in core matrices
 #pragma unroll
     for (int i = 0; i < (XU + 255) / 256; ++i) {
       const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
       if (XU % 256 != 0 && u >= XU) break;
-      tfc_put_terms<1, true>(reinterpret_cast<unsigned short*>(sm + terms + s % T * TB + tfc_core_at(r, k)), 0,
+      tfc_put_terms<1, true>(reinterpret_cast<unsigned short*>(sm + terms + s % 2 * TB + tfc_core_at(r, k)), 0,
                              *reinterpret_cast<const float4*>(sm + s % P * S::stage + 4 * (r * S::ldx + k)));
     }
   };
-  float acc[NT][4], phi0[NT][4], phi1[NT][4];  // the outputs' sums; chunk sums, even and odd chunks
+  float acc[NT][4], phi[NT][4];  // the outputs' sums; the chunk's
 #pragma unroll
   for (int i = 0; i < NT; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] = phi0[i][e] = phi1[i][e] = 0.f;
-  auto fold = [&](float (&ph)[NT][4]) {  // a chunk's sums to the outputs', then from zero again
-    tfc_wgmma_hold(ph);
-#pragma unroll
-    for (int i = 0; i < NT; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        acc[i][e] += ph[i][e];
-        ph[i][e] = 0.f;
-      }
-  };
-  // step s into ph, its chunk's sums; po holds the other chunk's
-  auto step = [&](int s, float (&ph)[NT][4], float (&po)[NT][4]) {
-    tfc_cp_async_wait<D - 2>();
-    tfc_proxy_fence();
-    tfc_fill_barrier<MUT>();  // step s + 1 and step s's BF16 X are in every thread's (and wgmma's) view; the place step s + D and s + 1's BF16 take is free
-    if (s + D < KT) in.load(s + D);
-    tfc_cp_async_commit();
-    if (s + 1 < KT) split(s + 1);
-    const unsigned a = base + terms + s % T * TB + rows, b = base + s % P * S::stage + S::w0;
-    tfc_wgmma_hold(ph);
-    tfc_wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) tfc_wgmma_bf16<BN>(ph, tfc_wgmma_desc(a + kk / 8 * 128), tfc_wgmma_desc(b + kk / 8 * 128));
-    tfc_wgmma_commit();
-    if (PIPE) {
-      tfc_wgmma_wait<1>();                  // step s - 1's wgmma are done
-      if (s > 0 && s % CS == 0) fold(po);  // it ended its chunk
-    } else {
-      tfc_wgmma_wait<0>();
-      if ((s + 1) % CS == 0 || s + 1 == KT) fold(ph);
-    }
-  };
+    for (int e = 0; e < 4; ++e) acc[i][e] = phi[i][e] = 0.f;
   tfc_fill_skew<MUT>();
 #pragma unroll
-  for (int s = 0; s < D; ++s) {
+  for (int s = 0; s < P - 1; ++s) {
     if (s < KT) in.load(s);
     tfc_cp_async_commit();
   }
-  tfc_cp_async_wait<D - 1>();
+  tfc_cp_async_wait<P - 2>();
   tfc_fill_barrier<MUT>();  // step 0 is in every thread's view
   split(0);
 #pragma unroll 1
-  for (int s0 = 0; s0 < KT; s0 += 2 * CS) {  // an even chunk on phi0, an odd one on phi1
+  for (int s = 0; s < KT; ++s) {
+    tfc_cp_async_wait<P - 3>();
+    tfc_proxy_fence();
+    tfc_fill_barrier<MUT>();  // step s + 1 and step s's BF16 X are in every thread's (and wgmma's) view; step s - 1's places are free
+    if (s + P - 1 < KT) in.load(s + P - 1);
+    tfc_cp_async_commit();
+    if (s + 1 < KT) split(s + 1);
+    const unsigned a = base + terms + s % 2 * TB + rows, b = base + s % P * S::stage + S::w0;
+    tfc_wgmma_hold(phi);
+    tfc_wgmma_fence();
 #pragma unroll
-    for (int u = 0; u < CS; ++u)
-      if (s0 + u < KT) step(s0 + u, phi0, phi1);
-#pragma unroll
-    for (int u = 0; u < CS; ++u)
-      if (s0 + CS + u < KT) step(s0 + CS + u, phi1, phi0);
-  }
-  if (PIPE) {
+    for (int kk = 0; kk < BK; kk += 16) tfc_wgmma_bf16<BN>(phi, tfc_wgmma_desc(a + kk / 8 * 128), tfc_wgmma_desc(b + kk / 8 * 128));
+    tfc_wgmma_commit();
     tfc_wgmma_wait<0>();
-    if ((KT - 1) / CS % 2 == 0)
-      fold(phi0);
-    else
-      fold(phi1);
+    tfc_wgmma_hold(phi);
+    if ((s + 1) * BK % TFC_KC == 0 || s + 1 == KT)  // the chunk ends: its sums to the outputs', then from zero again
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[i][e] += phi[i][e];
+          phi[i][e] = 0.f;
+        }
   }
   tfc_cp_async_wait<0>();
   __syncthreads();  // C overlays the stages
