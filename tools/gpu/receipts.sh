@@ -39,17 +39,18 @@
 #                                    of a text prompt both ways, which must be equal
 #   tools/gpu/receipts.sh speed OUT  decode speed on the Qwen2-VL-2B-shaped checkpoint with graph
 #                                    replay, without it (TFC_GPU_GRAPHS=0), and profiled (--profile)
-#   tools/gpu/receipts.sh paged-mma OUT the tensor-core cached attention (TFC_PAGED_MMA=1 in the
-#                                    environment: on its own grid): every family's BF16 contracts
-#                                    with it, decode (batch 1-64) and prompt fill against the default
-#                                    build and against it on the CUDA-core kernel's grid
+#   tools/gpu/receipts.sh paged-mma OUT the tensor-core cached attention (the default in BF16, on
+#                                    its own grid): every family's BF16 contracts with it, decode
+#                                    (batch 1-64) and prompt fill against the CUDA-core kernel
+#                                    (TFC_PAGED_MMA=0) and against it on the CUDA-core kernel's grid
 #                                    (TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1), and Nsight Compute on one
 #                                    prompt launch and one decode launch of it
 #   tools/gpu/receipts.sh fill OUT   the linears' fill layout (TFC_GPU_FILL=1) and the tensor-core
-#                                    cached attention (TFC_PAGED_MMA=1): every family's BF16
+#                                    cached attention (the default in BF16): every family's BF16
 #                                    contracts with both, decode at batch 1/16/64, a 2,048-token
-#                                    fill and the tower on the default (A), on the attention (B),
-#                                    and on both in rounds of 2,048 rows (C), the contracts in F32
+#                                    fill and the tower on the CUDA-core attention (A,
+#                                    TFC_PAGED_MMA=0), on the default (B), and on the fill layout
+#                                    too in rounds of 2,048 rows (C), the contracts in F32
 #                                    and the default's tower kernel by kernel (QUICK=1 stops there),
 #                                    then a prompt fill's kernel table with both, the 2B-shaped
 #                                    checkpoint's BF16 contracts with both, and Nsight Compute on
@@ -225,17 +226,17 @@ paged-mma)
 	dw=/tmp/tfc-full-qwen
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
-	step 150 contracts-bf16-mma env TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
-	# A the default build, B the tensor-core kernel on the CUDA-core kernel's grid, C on its own grid
-	side A ""
-	side B TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1
-	side C TFC_PAGED_MMA=1
+	step 150 contracts-bf16-mma bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	# A the CUDA-core kernel, B the tensor-core kernel on the CUDA-core kernel's grid, C on its own grid (the default)
+	side A TFC_PAGED_MMA=0
+	side B "TFC_PAGED_MMA=0 TFC_NVCC_FLAGS=-DTFC_PAGED_MMA=1"
+	side C ""
 	step 400 ab env AB_ROUNDS=1 AB_BATCH=1,8,16,64 AB_PROMPT=512 AB_NEW=160 AB_FILL="8x512 1x2048" \
 		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/ab"
 	rm -rf "$out/bin"
 	# one prompt launch (many rows) and one decode launch (the cluster layout) under Nsight Compute
 	for k in 'qwen2vl_decode_attention$' 'qwen2vl_decode_attention_rows'; do
-		step 60 "ncu-${k%\$}" env TFC_GPU_TAPES=0 TFC_PAGED_MMA=1 ncu -k "regex:$k" -s 60 -c 1 \
+		step 60 "ncu-${k%\$}" env TFC_GPU_TAPES=0 ncu -k "regex:$k" -s 60 -c 1 \
 			--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
 			bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 --new-tokens 8
 	done
@@ -244,13 +245,13 @@ fill)
 	dw=/tmp/tfc-full-qwen
 	mkdir -p "$out/receipts"
 	step 150 checkpoint python3 tools/oracle/full_size.py reference --work "$dw" --out "$out/checkpoint" --checkpoint-only
-	step 150 contracts-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
+	step 150 contracts-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --receipt "$out/receipts"
 	step 120 contracts-f32 bin/tfc contract --backend "$backend" --precision f32 --receipt "$out/receipts"
-	# A the default, B the tensor-core cached attention, C that and the fill layout in rounds of
-	# 2,048 rows; the decode bench fills its 512-token prompts first (prefill_ms)
-	side A ""
-	side B TFC_PAGED_MMA=1
-	side C "TFC_PAGED_MMA=1 TFC_GPU_FILL=1" --max-num-batched-tokens 2048
+	# A the CUDA-core cached attention, B the default (tensor cores), C that and the fill layout in
+	# rounds of 2,048 rows; the decode bench fills its 512-token prompts first (prefill_ms)
+	side A TFC_PAGED_MMA=0
+	side B ""
+	side C TFC_GPU_FILL=1 --max-num-batched-tokens 2048
 	step 330 ab env AB_ROUNDS=1 AB_BATCH=1,16,64 AB_PROMPT=512 AB_NEW=128 AB_FILL="1x2048" AB_TOWER=1 \
 		bash tools/gpu/ab-speed.sh "$out/bin/tfc-A" "$out/bin/tfc-B" "$out/bin/tfc-C" "$out/ab"
 	rm -rf "$out/bin"
@@ -258,9 +259,9 @@ fill)
 	step 90 profile-tower bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch "" --image "$dw/images/page-1000x1400.png" \
 		--repeat 1 --profile --out "$out/profile-tower.json"
 	[ "${QUICK:-0}" = 1 ] && { log "done"; exit 0; }
-	step 60 profile-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
+	step 60 profile-fill env TFC_GPU_FILL=1 bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 \
 		--new-tokens 8 --max-num-batched-tokens 2048 --profile --out "$out/profile-fill.json"
-	step 120 contracts-full-bf16-fill env TFC_GPU_FILL=1 TFC_PAGED_MMA=1 bin/tfc contract --backend "$backend" --precision bf16 --model "$dw/checkpoint" --receipt "$out/receipts"
+	step 120 contracts-full-bf16-fill env TFC_GPU_FILL=1 bin/tfc contract --backend "$backend" --precision bf16 --model "$dw/checkpoint" --receipt "$out/receipts"
 	step 60 ncu-fill env TFC_GPU_TAPES=0 TFC_GPU_FILL=1 ncu -k "regex:silu_glu_fill" -s 10 -c 1 \
 		--section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
 		bin/tfc bench "$dw/checkpoint" --backend "$backend" --batch 1 --prompt-tokens 2048 --new-tokens 8
