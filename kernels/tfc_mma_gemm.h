@@ -744,6 +744,13 @@ template <int N>
 __device__ __forceinline__ void tfc_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// tfc_proxy_fence makes this thread's LDS writes visible to wgmma's reads (another proxy); empty
+// where wgmma is not built.
+__device__ __forceinline__ void tfc_proxy_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
 #endif
 
 // tfc_fill_load issues the stage of step s (BK = TFC_MMA_BK columns of K from s·BK) into the
@@ -838,20 +845,49 @@ struct tfc_fill_stream {
       tfc_cp_async16(base + S::w_at(u), W + wo[i] + s * BK, wl[i] ? 16 : 0);
     }
   }
+  // begin issues steps 0 to P-2 of KT and waits until step 0 is in every thread's view.
+  template <int MUT>
+  __device__ __forceinline__ void begin(int KT) {
+    tfc_fill_skew<MUT>();
+#pragma unroll
+    for (int s = 0; s < TFC_FILL_STAGES - 1; ++s) {
+      if (s < KT) load(s);
+      tfc_cp_async_commit();
+    }
+    tfc_cp_async_wait<TFC_FILL_STAGES - 2>();
+    tfc_fill_barrier<MUT>();
+  }
+  // step starts step s of KT: step s + 1 and what threads wrote for step s are then in every
+  // thread's view (wgmma's too under PROXY), step s - 1's places are free, and step s + P - 1 is issued.
+  template <int MUT, bool PROXY = false>
+  __device__ __forceinline__ void step(int s, int KT) {
+    tfc_cp_async_wait<TFC_FILL_STAGES - 3>();
+    if constexpr (PROXY) tfc_proxy_fence();
+    tfc_fill_barrier<MUT>();
+    if (s + TFC_FILL_STAGES - 1 < KT) load(s + TFC_FILL_STAGES - 1);
+    tfc_cp_async_commit();
+  }
+};
+
+// tfc_fill_row is the byte offset of BF16 element (r, k) in a plane of [BM][ldw].
+template <int BM, int BN>
+struct tfc_fill_row {
+  __device__ unsigned operator()(int r, int k) const { return 2 * (r * tfc_fill_smem<BM, BN>::ldw + k); }
 };
 
 // tfc_fill_terms writes step s's X (F32, in its stage at byte st) as its BF16 terms (TERMS planes
-// of [BM][ldw]) at byte offset at: a thread 16 elements, each taken as every layout takes it.
-template <int BM, int BN, int TERMS>
-__device__ __forceinline__ void tfc_fill_terms(unsigned char* sm, unsigned st, unsigned at) {
+// of BM·ldw elements, element (r, k) at byte where(r, k) of a plane) from byte offset at: a thread
+// 16 elements, each taken as every layout takes it.
+template <int BM, int BN, int TERMS, class WHERE>
+__device__ __forceinline__ void tfc_fill_terms(unsigned char* sm, unsigned st, unsigned at, WHERE where) {
   using S = tfc_fill_smem<BM, BN>;
   constexpr int BK = TFC_MMA_BK, XU = BM * BK / 4;  // float4s of a step
 #pragma unroll
   for (int i = 0; i < (XU + 255) / 256; ++i) {
     const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
     if (XU % 256 != 0 && u >= XU) break;
-    tfc_put_terms<TERMS, true>(reinterpret_cast<unsigned short*>(sm + at) + r * S::ldw + k, BM * S::ldw,
-                         *reinterpret_cast<const float4*>(sm + st + 4 * (r * S::ldx + k)));
+    tfc_put_terms<TERMS, true>(reinterpret_cast<unsigned short*>(sm + at + where(r, k)), BM * S::ldw,
+                               *reinterpret_cast<const float4*>(sm + st + 4 * (r * S::ldx + k)));
   }
 }
 
@@ -903,22 +939,13 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
       for (int e = 0; e < 4; ++e) acc[r][i][e] = phi[r][i][e] = plo[r][i][e] = 0.f;
 
   tfc_fill_stream<BM, BN, N, S, COLS> in(sm, X, ldxm, xvec, W, ldw, wvec, M, m0, cols, kend);
-  tfc_fill_skew<MUT>();
-#pragma unroll
-  for (int s = 0; s < P - 1; ++s) {
-    if (s < KT) in.load(s);
-    tfc_cp_async_commit();
-  }
-  tfc_cp_async_wait<P - 2>();
-  tfc_fill_barrier<MUT>();  // step 0 is in every thread's view
-  tfc_fill_terms<BM, BN, TERMS>(sm, 0, terms);
+  const tfc_fill_row<BM, BN> row;
+  in.template begin<MUT>(KT);
+  tfc_fill_terms<BM, BN, TERMS>(sm, 0, terms, row);
 #pragma unroll 1
   for (int s = 0; s < KT; ++s) {
-    tfc_cp_async_wait<P - 3>();
-    tfc_fill_barrier<MUT>();  // step s + 1 and step s's terms are in every thread's view; step s - 1's stage and terms are free
-    if (s + P - 1 < KT) in.load(s + P - 1);
-    tfc_cp_async_commit();
-    if (s + 1 < KT) tfc_fill_terms<BM, BN, TERMS>(sm, (s + 1) % P * S::stage, terms + (s + 1) % 2 * S::terms);
+    in.template step<MUT>(s, KT);  // step s's terms are in view; step s - 1's are free
+    if (s + 1 < KT) tfc_fill_terms<BM, BN, TERMS>(sm, (s + 1) % P * S::stage, terms + (s + 1) % 2 * S::terms, row);
     const unsigned st = s % P * S::stage, at = s % 2 * S::terms;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
@@ -981,14 +1008,13 @@ struct tfc_wgmma_smem : tfc_fill_smem<BM, BN> {
 #ifndef TFC_MMA_EMULATED  // a host test supplies these
 // tfc_wgmma_fence orders the registers' and LDS's earlier writes before the next wgmma;
 // tfc_wgmma_commit closes a group of wgmma; tfc_wgmma_wait waits until at most N groups are in
-// flight; tfc_proxy_fence makes this thread's LDS writes visible to wgmma's reads (another proxy).
+// flight.
 __device__ __forceinline__ void tfc_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void tfc_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void tfc_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void tfc_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // tfc_wgmma_hold keeps the compiler from moving reads or writes of d across the asm around it.
 template <int NT>
 __device__ __forceinline__ void tfc_wgmma_hold(float (&d)[NT][4]) {
@@ -1040,7 +1066,7 @@ __device__ __forceinline__ void tfc_wgmma_bf16<64>(float (&d)[8][4], unsigned lo
 template <int BM, int BN, int N, int K, int MUT, typename COLS>
 __device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_wgmma_smem<BM, BN>;
-  constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, NT = BN / 8, XU = BM * BK / 4, P = TFC_FILL_STAGES, TB = BM * BK * 2;  // TB: a step's BF16 X
+  constexpr int BK = TFC_MMA_BK, KT = (K + BK - 1) / BK, NT = BN / 8, P = TFC_FILL_STAGES, TB = BM * BK * 2;  // TB: a step's BF16 X
   static_assert(BM == 128 && (BN == 64 || BN == 128), "two warpgroups of 64 rows by 64 or 128 columns");
   static_assert(TFC_KC % BK == 0 && P >= 3 && P * S::stage + 2 * TB <= S::bytes, "chunks hold whole steps; three stages; the stages and two steps' BF16 fit the fill's LDS");
   unsigned char* const sm = reinterpret_cast<unsigned char*>(smem);
@@ -1050,36 +1076,18 @@ __device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X,
   tfc_fill_stream<BM, BN, N, S, COLS> in(sm, X, ldxm, tfc_aligned16(X, ldxm, 4), W, ldw, tfc_aligned16(W, ldw, 2), M, m0, cols, kend);
   // the steps' BF16 X lies past the stages, two steps by turns; this warpgroup's 64 rows there
   const unsigned terms = P * S::stage, base = tfc_smem_addr(sm), rows = warp / 4 * 64 / 8 * (BK / 8) * 128;
-  auto split = [&](int s) {  // step s's X (F32, in its stage) as BF16 in core matrices
-#pragma unroll
-    for (int i = 0; i < (XU + 255) / 256; ++i) {
-      const int u = threadIdx.x + 256 * i, r = u / (BK / 4), k = 4 * (u % (BK / 4));
-      if (XU % 256 != 0 && u >= XU) break;
-      tfc_put_terms<1, true>(reinterpret_cast<unsigned short*>(sm + terms + s % 2 * TB + tfc_core_at(r, k)), 0,
-                             *reinterpret_cast<const float4*>(sm + s % P * S::stage + 4 * (r * S::ldx + k)));
-    }
-  };
+  // step s's X (F32, in its stage) as BF16 in core matrices
+  auto split = [&](int s) { tfc_fill_terms<BM, BN, 1>(sm, s % P * S::stage, terms + s % 2 * TB, tfc_core_at); };
   float acc[NT][4], phi[NT][4];  // the outputs' sums; the chunk's
 #pragma unroll
   for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[i][e] = phi[i][e] = 0.f;
-  tfc_fill_skew<MUT>();
-#pragma unroll
-  for (int s = 0; s < P - 1; ++s) {
-    if (s < KT) in.load(s);
-    tfc_cp_async_commit();
-  }
-  tfc_cp_async_wait<P - 2>();
-  tfc_fill_barrier<MUT>();  // step 0 is in every thread's view
+  in.template begin<MUT>(KT);
   split(0);
 #pragma unroll 1
   for (int s = 0; s < KT; ++s) {
-    tfc_cp_async_wait<P - 3>();
-    tfc_proxy_fence();
-    tfc_fill_barrier<MUT>();  // step s + 1 and step s's BF16 X are in every thread's (and wgmma's) view; step s - 1's places are free
-    if (s + P - 1 < KT) in.load(s + P - 1);
-    tfc_cp_async_commit();
+    in.template step<MUT, true>(s, KT);  // step s's BF16 X is in wgmma's view; step s - 1's is free
     if (s + 1 < KT) split(s + 1);
     const unsigned a = base + terms + s % 2 * TB + rows, b = base + s % P * S::stage + S::w0;
     tfc_wgmma_hold(phi);
