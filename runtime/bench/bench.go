@@ -265,6 +265,7 @@ func Run(o Options) (*Report, error) {
 				if d.Profile, d.PrefillProfile, err = profileDecode(sched, tm, prof, vocab, b, o); err != nil {
 					return nil, fmt.Errorf("decode profile at batch %d: %w", b, err)
 				}
+				d.Profile, d.PrefillProfile = d.Profile.withPeak(rep.Device), d.PrefillProfile.withPeak(rep.Device)
 				if o.Log != nil {
 					d.PrefillProfile.WriteTable(o.Log, fmt.Sprintf("prefill batch %d × %d tokens", b, o.PromptTokens))
 					d.Profile.WriteTable(o.Log, fmt.Sprintf("decode batch %d", b))
@@ -281,6 +282,7 @@ func Run(o Options) (*Report, error) {
 			return nil, fmt.Errorf("vision on %s: %w", o.Image, err)
 		}
 		v.Image = o.Image
+		v.Profile = v.Profile.withPeak(rep.Device)
 		logf("vision: grid %v, %d patches: %.2f ms (preprocess %.2f ms)", v.Grid, v.Patches, v.Ms, v.PreprocessMs)
 		if v.Profile != nil && o.Log != nil {
 			v.Profile.WriteTable(o.Log, "vision")

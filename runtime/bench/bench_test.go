@@ -90,12 +90,12 @@ func infoOf(vocab, image, start int) model.Info {
 // round, largest device time first, with shares that sum to one.
 func TestKernelProfile(t *testing.T) {
 	us := func(n float64) time.Duration { return time.Duration(n * 1e3) }
-	before := []device.KernelTime{{Name: "prefill_only", Launches: 3, Total: us(30)}, {Name: "linear", Launches: 10, Total: us(50)}}
-	after := []device.KernelTime{{Name: "prefill_only", Launches: 3, Total: us(30)}, {Name: "linear", Launches: 30, Total: us(170)},
+	before := []device.KernelTime{{Name: "prefill_only", Launches: 3, Total: us(30)}, {Name: "linear", Launches: 10, Total: us(50), Flops: 1e10, Bytes: 1e8}}
+	after := []device.KernelTime{{Name: "prefill_only", Launches: 3, Total: us(30)}, {Name: "linear", Launches: 30, Total: us(170), Flops: 2.2e10, Bytes: 3.4e8},
 		{Name: "attention_kvstore", Launches: 4, Total: us(8)}, {Name: "attention", Launches: 4, Total: us(32)}}
-	p := kernelProfile(before, after, 4)
+	p := kernelProfile(before, after, 4).withPeak("cuda/NVIDIA H100 80GB HBM3/sm_90a")
 	want := []KernelShare{
-		{Name: "linear", LaunchesPerRound: 5, UsPerLaunch: 6, Share: 0.75},
+		{Name: "linear", LaunchesPerRound: 5, UsPerLaunch: 6, Share: 0.75, TFLOPS: 100, GBps: 2000, OfPeak: 100.0 / 989},
 		{Name: "attention", LaunchesPerRound: 1, UsPerLaunch: 8, Share: 0.2},
 		{Name: "attention_kvstore", LaunchesPerRound: 1, UsPerLaunch: 2, Share: 0.05},
 	}
@@ -104,7 +104,8 @@ func TestKernelProfile(t *testing.T) {
 	}
 	for i, w := range want {
 		g := p.Kernels[i]
-		if g.Name != w.Name || math.Abs(g.LaunchesPerRound-w.LaunchesPerRound) > 1e-9 || math.Abs(g.UsPerLaunch-w.UsPerLaunch) > 1e-9 || math.Abs(g.Share-w.Share) > 1e-9 {
+		if g.Name != w.Name || math.Abs(g.LaunchesPerRound-w.LaunchesPerRound) > 1e-9 || math.Abs(g.UsPerLaunch-w.UsPerLaunch) > 1e-9 || math.Abs(g.Share-w.Share) > 1e-9 ||
+			math.Abs(g.TFLOPS-w.TFLOPS) > 1e-6 || math.Abs(g.GBps-w.GBps) > 1e-6 || math.Abs(g.OfPeak-w.OfPeak) > 1e-9 {
 			t.Errorf("kernel %d: %+v, want %+v", i, g, w)
 		}
 	}
@@ -114,7 +115,19 @@ func TestKernelProfile(t *testing.T) {
 	var out strings.Builder
 	p.WriteTable(&out, "decode batch 2")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 5 || !strings.Contains(lines[0], "decode batch 2") || !strings.Contains(lines[2], "linear") || !strings.HasSuffix(lines[2], "75.0%") {
+	if len(lines) != 5 || !strings.Contains(lines[0], "decode batch 2") || !strings.Contains(lines[1], "of H100 SXM") ||
+		!strings.Contains(lines[2], "linear") || !strings.Contains(lines[2], " 75.0%") || !strings.HasSuffix(lines[2], "10.1%") || !strings.HasSuffix(lines[3], "20.0%") {
 		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// TestPeakOf: a device's listed rates by its name, the most specific first; none for others.
+func TestPeakOf(t *testing.T) {
+	for desc, want := range map[string]string{"cuda/NVIDIA H100 80GB HBM3/sm_90a": "H100 SXM", "cuda/NVIDIA H100 PCIe/sm_90a": "H100 PCIe",
+		"cuda/NVIDIA H200/sm_90a": "H200", "hip/AMD Instinct MI300X/gfx942": "MI300X", "cpu/go": ""} {
+		p, ok := peakOf(desc)
+		if p.Card != want || ok != (want != "") {
+			t.Errorf("peakOf(%q) = %+v, %v; want %q", desc, p, ok, want)
+		}
 	}
 }

@@ -17,7 +17,9 @@ const ProfileMethod = "After the decode measure, the same batch runs again with 
 	"measure's). The backend's profile is read after each round; profile holds the decode window's rounds, " +
 	"prefill_profile the rounds before it (the prompts' chunks), and the vision profile one more run of the " +
 	"tower after its measure: launches_per_round = launches / rounds, us_per_launch = device time / launches, " +
-	"share = the kernel's device time over all kernels' device time in the window."
+	"share = the kernel's device time over all kernels' device time in the window; tflops and gb_per_s = the " +
+	"floating-point operations and bytes its schedule gives a launch at its rows (a linear: 2·N·K a row; its weights " +
+	"once and its rows' X, residual and Y) over its device time, of_peak = tflops over the card's listed dense BF16 rate."
 
 // KernelProfile is the device time of the kernels of a window of rounds.
 type KernelProfile struct {
@@ -25,6 +27,7 @@ type KernelProfile struct {
 	KernelMsPerRound float64       `json:"kernel_ms_per_round"` // all kernels' device time a round
 	MsPerRound       float64       `json:"ms_per_round"`        // wall time a round of the timed run
 	Kernels          []KernelShare `json:"kernels"`             // by device time, largest first
+	Peak             *Peak         `json:"peak,omitempty"`      // the card's listed rates, when known
 	Method           string        `json:"method"`
 }
 
@@ -34,6 +37,9 @@ type KernelShare struct {
 	LaunchesPerRound float64 `json:"launches_per_round"`
 	UsPerLaunch      float64 `json:"us_per_launch"`
 	Share            float64 `json:"share"`
+	TFLOPS           float64 `json:"tflops,omitempty"`   // where the schedule gives the launch's work
+	GBps             float64 `json:"gb_per_s,omitempty"` //
+	OfPeak           float64 `json:"of_peak,omitempty"`  // TFLOPS over the card's listed BF16 rate
 }
 
 // launchCounter is a backend that counts graph-replayed and plain launches.
@@ -89,13 +95,15 @@ func kernelProfile(before, after []device.KernelTime, rounds int) *KernelProfile
 	p := &KernelProfile{Rounds: rounds, Kernels: []KernelShare{}, Method: ProfileMethod}
 	var total time.Duration
 	type gain struct {
-		name     string
-		launches int
-		t        time.Duration
+		name         string
+		launches     int
+		t            time.Duration
+		flops, bytes float64
 	}
 	var gains []gain
 	for _, k := range after {
-		g := gain{k.Name, k.Launches - base[k.Name].Launches, k.Total - base[k.Name].Total}
+		b := base[k.Name]
+		g := gain{k.Name, k.Launches - b.Launches, k.Total - b.Total, k.Flops - b.Flops, k.Bytes - b.Bytes}
 		if g.launches > 0 {
 			gains = append(gains, g)
 			total += g.t
@@ -108,9 +116,23 @@ func kernelProfile(before, after []device.KernelTime, rounds int) *KernelProfile
 		if total > 0 {
 			ks.Share = float64(g.t) / float64(total)
 		}
+		if s := g.t.Seconds(); s > 0 {
+			ks.TFLOPS, ks.GBps = g.flops/s/1e12, g.bytes/s/1e9
+		}
 		p.Kernels = append(p.Kernels, ks)
 	}
 	p.KernelMsPerRound = ms(total) / float64(rounds)
+	return p
+}
+
+// withPeak sets the card's listed rates and each kernel's share of its BF16 rate.
+func (p *KernelProfile) withPeak(desc string) *KernelProfile {
+	if pk, ok := peakOf(desc); ok && p != nil {
+		p.Peak = &pk
+		for i := range p.Kernels {
+			p.Kernels[i].OfPeak = p.Kernels[i].TFLOPS / pk.TFLOPS
+		}
+	}
 	return p
 }
 
@@ -122,8 +144,19 @@ func (p *KernelProfile) WriteTable(w io.Writer, what string) {
 	for _, k := range p.Kernels {
 		width = max(width, len(k.Name))
 	}
-	fmt.Fprintf(w, "  %-*s  %14s  %10s  %6s\n", width, "kernel", "launches/round", "us/launch", "share")
+	peak := ""
+	if p.Peak != nil {
+		peak = fmt.Sprintf("of %s", p.Peak.Card)
+	}
+	fmt.Fprintf(w, "  %-*s  %14s  %10s  %6s  %8s  %8s  %s\n", width, "kernel", "launches/round", "us/launch", "share", "TFLOP/s", "GB/s", peak)
 	for _, k := range p.Kernels {
-		fmt.Fprintf(w, "  %-*s  %14.2f  %10.2f  %5.1f%%\n", width, k.Name, k.LaunchesPerRound, k.UsPerLaunch, 100*k.Share)
+		rates := ""
+		if k.TFLOPS > 0 {
+			rates = fmt.Sprintf("  %8.1f  %8.0f", k.TFLOPS, k.GBps)
+			if p.Peak != nil {
+				rates += fmt.Sprintf("  %5.1f%%", 100*k.OfPeak)
+			}
+		}
+		fmt.Fprintf(w, "  %-*s  %14.2f  %10.2f  %5.1f%%%s\n", width, k.Name, k.LaunchesPerRound, k.UsPerLaunch, 100*k.Share, rates)
 	}
 }

@@ -221,4 +221,6 @@ type KernelTime struct {
 	Name     string // kernel symbol with the launch's suffix, e.g. k_attention_kvstore
 	Launches int
 	Total    time.Duration
+	Flops    float64 // the launches' floating-point operations, where their schedule says
+	Bytes    float64 // the bytes they read and wrote, where their schedule says
 }

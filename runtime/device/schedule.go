@@ -76,6 +76,17 @@ type Launch struct {
 	BandRows         int    `json:"band_rows,omitempty"`
 	BandRowsPerBlock int    `json:"band_rows_per_block,omitempty"`
 	BandSymbol       string `json:"band_symbol,omitempty"`
+	// The launch's work, for profiles (a GEMM's TFLOP/s and bytes a second; 0 where the schedule
+	// does not say): FlopsPerRow floating-point operations a row of M, WeightBytes read once a
+	// launch (weights and bias), RowBytes read and written a row (activations in and out).
+	FlopsPerRow int64 `json:"flops_per_row,omitempty"`
+	WeightBytes int64 `json:"weight_bytes,omitempty"`
+	RowBytes    int64 `json:"row_bytes,omitempty"`
+}
+
+// Work is the launch's floating-point operations and bytes moved at M rows (see FlopsPerRow).
+func (l Launch) Work(m int) (flops, bytes float64) {
+	return float64(l.FlopsPerRow) * float64(m), float64(l.WeightBytes) + float64(l.RowBytes)*float64(m)
 }
 
 // Layouts are the optional layouts a backend runs: they change a launch's function and grid,

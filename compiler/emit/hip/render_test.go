@@ -120,8 +120,9 @@ func TestParams(t *testing.T) {
 
 func TestLaunches(t *testing.T) {
 	want := [][]device.Launch{
-		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band"}}, // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
-		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}},            // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
+		{{Symbol: "qkv", Threads: 256, RowsPerBlock: 32, GridY: 4, SmallRows: 8, SmallRowsGridY: 8, SmallSymbol: "qkv_rows", MidRows: 64, MidRowsPerBlock: 16, MidSymbol: "qkv_mid", BandRows: 64, BandRowsPerBlock: 32, BandSymbol: "qkv_band",
+			FlopsPerRow: 2 * 128 * 64, WeightBytes: 128*64*2 + 128*4, RowBytes: (64 + 128) * 4}}, // 16-column tiles of rotary pairs at M ≤ 8, 16-row tiles at M ≤ 64, or bands of 32 rows of the M ≤ 8 layout
+		{{Symbol: "attn_kvstore", Threads: 256, RowsPerBlock: 1, GridY: 1}, {Symbol: "attn", Threads: 256, RowsPerBlock: 1, GridY: 4, SmallRows: 8, SmallRowsGridY: 32, SmallSymbol: "attn_rows", SmallClusterY: 8, PagedMMAGridY: 2}}, // a block a query head; a cluster of 8 at M ≤ 8; on tensor cores a block a KV head's 2 query heads
 		{{Symbol: "norm", Threads: 256, RowsPerBlock: 1, GridY: 1}},
 	}
 	for i, k := range handMade {

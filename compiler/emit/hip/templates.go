@@ -257,6 +257,7 @@ func (f *gemm) launches() []device.Launch {
 	if f.band() {
 		l.BandRows, l.BandRowsPerBlock, l.BandSymbol = bandRows, bandBM, f.k.Name+bandSuffix
 	}
+	l.FlopsPerRow, l.WeightBytes, l.RowBytes = f.work()
 	if f.fill() {
 		bn, _ := f.fillTile()
 		l.FillRows, l.FillRowsPerBlock, l.FillGridY, l.FillLDS, l.FillSymbol = fillRows, fillBM, ceilDiv(f.n, bn), fillLDS(fillBM, bn), f.k.Name+fillSuffix
@@ -265,6 +266,26 @@ func (f *gemm) launches() []device.Launch {
 		}
 	}
 	return []device.Launch{l}
+}
+
+// work is the linear's floating-point operations a row (a multiply and an add a weight), the
+// bytes of its weights and bias, and the bytes a row reads and writes: X, the residual, Y.
+func (f *gemm) work() (flopsPerRow, weightBytes, rowBytes int64) {
+	lin := f.k.Ops[0]
+	n, k, out := int64(f.n), int64(lin.int("K")), int64(f.n)
+	if f.glu > 0 {
+		out = int64(f.glu)
+	}
+	size := map[string]int64{"": 4, "F32": 4, "BF16": 2, "F16": 2}
+	weightBytes = n * k * size[lin.DTypes["W"]]
+	if lin.Flags["has_bias"] {
+		weightBytes += n * size[lin.DTypes["B"]]
+	}
+	rowBytes = k*size[lin.DTypes["X"]] + out*size[lin.DTypes["Y"]]
+	if lin.Flags["has_res"] {
+		rowBytes += out * size[lin.DTypes["Res"]]
+	}
+	return 2 * n * k, weightBytes, rowBytes
 }
 
 func (f *gemm) tile() string {

@@ -22,6 +22,8 @@ type Grid struct {
 	X, Y    int
 	Threads int
 	LDS     int
+	// Flops and Bytes are the launch's work at its M, for profiles (Launch.Work).
+	Flops, Bytes float64
 }
 
 // Marshal lays out a launch's parameter values as the kernel's schedule lists them, each passed
@@ -64,7 +66,8 @@ func Marshal(ops []device.Op, s *device.Schedule, addr func(device.Buffer) (uint
 	grids := make([]Grid, len(s.Launches))
 	for i, l := range s.Launches {
 		x, y := l.GridFor(m, spans, on)
-		grids[i] = Grid{Symbol: l.FunctionFor(m, on), X: x, Y: y, Threads: l.Threads, LDS: l.LDSFor(m, on)}
+		flops, bytes := l.Work(m)
+		grids[i] = Grid{Symbol: l.FunctionFor(m, on), X: x, Y: y, Threads: l.Threads, LDS: l.LDSFor(m, on), Flops: flops, Bytes: bytes}
 	}
 	return vals, grids, nil
 }

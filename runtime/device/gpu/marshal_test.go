@@ -102,7 +102,8 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 					} else if l.MidSymbol != "" && m <= l.MidRows {
 						sym = l.MidSymbol
 					}
-					if g := grids[j]; g != (Grid{Symbol: sym, X: x, Y: y, Threads: l.Threads}) {
+					flops, bytes := l.Work(m)
+					if g := grids[j]; g != (Grid{Symbol: sym, X: x, Y: y, Threads: l.Threads, Flops: flops, Bytes: bytes}) {
 						t.Errorf("launch %d: %+v, want %s (%d,%d)×%d", j, g, sym, x, y, l.Threads)
 					}
 				}
@@ -115,7 +116,7 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 				for j, l := range s.Launches {
 					want := grids[j]
 					if l.FillSymbol != "" && m > l.FillRows {
-						want = Grid{Symbol: l.FillSymbol, X: (m + l.FillRowsPerBlock - 1) / l.FillRowsPerBlock, Y: l.FillGridY, Threads: l.Threads, LDS: l.FillLDS}
+						want = Grid{Symbol: l.FillSymbol, X: (m + l.FillRowsPerBlock - 1) / l.FillRowsPerBlock, Y: l.FillGridY, Threads: l.Threads, LDS: l.FillLDS, Flops: want.Flops, Bytes: want.Bytes}
 					}
 					if fg[j] != want {
 						t.Errorf("launch %d in the fill layout: %+v, want %+v", j, fg[j], want)
@@ -130,7 +131,7 @@ func TestMarshalFollowsSchedule(t *testing.T) {
 				for j, l := range s.Launches {
 					want := grids[j]
 					if l.BandSymbol != "" && m > l.SmallRows && m <= l.BandRows {
-						want = Grid{Symbol: l.BandSymbol, X: (m + l.BandRowsPerBlock - 1) / l.BandRowsPerBlock, Y: l.SmallRowsGridY, Threads: l.Threads}
+						want = Grid{Symbol: l.BandSymbol, X: (m + l.BandRowsPerBlock - 1) / l.BandRowsPerBlock, Y: l.SmallRowsGridY, Threads: l.Threads, Flops: want.Flops, Bytes: want.Bytes}
 						bands++
 					}
 					if bg[j] != want {

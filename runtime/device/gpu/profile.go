@@ -10,8 +10,9 @@ import (
 
 // timedLaunch is a launch between two recorded events, not yet read.
 type timedLaunch struct {
-	name        string
-	start, stop uintptr
+	name         string
+	start, stop  uintptr
+	flops, bytes float64
 }
 
 // Profile turns per-launch timing on, starting a fresh profile, or off, keeping the profile.
@@ -77,7 +78,7 @@ func (be *Backend) launchTimed(r *run, ptrs []uintptr) error {
 			be.events = append(be.events, start)
 			return err
 		}
-		be.timed = append(be.timed, timedLaunch{l.name, start, stop})
+		be.timed = append(be.timed, timedLaunch{l.name, start, stop, l.flops, l.bytes})
 		if err := be.drv.RecordEvent(start, be.stream); err != nil {
 			return err
 		}
@@ -112,6 +113,8 @@ func (be *Backend) collect() error {
 		}
 		k.Launches++
 		k.Total += time.Duration(float64(ms) * 1e6)
+		k.Flops += t.flops
+		k.Bytes += t.bytes
 	}
 	be.timed = be.timed[:0]
 	return first

@@ -37,6 +37,7 @@ type pendingLaunch struct {
 	gridX, gridY uint32
 	threads, lds uint32
 	off, n       int
+	flops, bytes float64 // the launch's work, for profiles
 }
 
 // run is a sequence of launches not yet handed to the driver, and its signature: the bytes of
@@ -70,7 +71,7 @@ func (r *run) add(c *Call) {
 		if g.X <= 0 || g.Y <= 0 {
 			continue
 		}
-		l := pendingLaunch{g.Symbol, c.Funcs[i], uint32(g.X), uint32(g.Y), uint32(g.Threads), uint32(g.LDS), off, len(c.Values)}
+		l := pendingLaunch{g.Symbol, c.Funcs[i], uint32(g.X), uint32(g.Y), uint32(g.Threads), uint32(g.LDS), off, len(c.Values), g.Flops, g.Bytes}
 		r.launches = append(r.launches, l)
 		r.sig = binary.LittleEndian.AppendUint64(r.sig, uint64(l.fn))
 		r.sig = binary.LittleEndian.AppendUint32(r.sig, l.gridX)
