@@ -30,8 +30,9 @@ Vision: --image FILE runs the vision tower on that image, once to warm up and th
 times (median); decoding and preprocessing the image are timed apart.
 Profile: --profile (cuda, hip) runs each batch again with every kernel launch timed on the
 device and prints, after the batch's measure, tables of the prefill rounds' and the decode
-rounds' kernels (launches a round, µs a launch, share of the kernel time), and with --image
-one of the vision tower's; the JSON report carries them too.
+rounds' kernels (launches a round, µs a launch, share of the kernel time, and for linears
+TFLOP/s, GB/s and the share of the card's listed BF16 rate), and with --image one of the
+vision tower's; the JSON report carries them too.
 On GPU backends the report counts the launches graphs replayed; TFC_GPU_GRAPHS=0 turns graph
 replay off.`,
 		Args: cobra.ExactArgs(1),
