@@ -33,3 +33,7 @@ func TestSweepCUDA(t *testing.T) {
 		return be, err
 	})
 }
+
+// TestSweepBF16CUDA is TestSweepBF16CPU on the cuda backend: the publisher's BF16 ids on the same
+// kind of card.
+func TestSweepBF16CUDA(t *testing.T) { gateSweepBF16(t, "cuda") }

@@ -20,6 +20,9 @@
 #   tools/gpu/receipts.sh sweep-gpu OUT every sweep config on the GPU: TestSweepCUDA (and the tiny
 #                                    gates) against testdata/sweep/refs, and tfc contract --model on
 #                                    each config's checkpoint, six at a time
+#   tools/gpu/receipts.sh sweep-bf16 OUT the publisher's BF16 run of each BF16 sweep config on this
+#                                    card (OUT/refs-bf16; copy to testdata/sweep/refs-bf16), then
+#                                    TestSweepBF16CUDA against it (SWEEP_NAMES limits both)
 #   tools/gpu/receipts.sh bf16 OUT   kernel contracts of every family in BF16 precision, and every
 #                                    tiny checkpoint's BF16 ids on the GPU against the CPU's
 #   FAMILY=F tools/gpu/receipts.sh family OUT  one family's gates on the GPU: its kernel contracts
@@ -56,7 +59,7 @@
 #                                    checkpoint's BF16 contracts with both, and Nsight Compute on
 #                                    one gate/up launch of the fill layout
 set -uo pipefail
-part=${1:?tiny, bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes, speed, paged-mma or fill}
+part=${1:?tiny, bf16, sweep-bf16, family, published, pages, qwen, dots, decode, backend, sweep, sweep-gpu, tapes, speed, paged-mma or fill}
 out=${2:-${OUT:-out/receipts}}
 backend=${BACKEND:-cuda}
 mkdir -p "$out"
@@ -129,6 +132,13 @@ sweep-gpu)
 	step 430 sweep-gates bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestSweepCUDA|TestFixtureGatesCUDA'"
 	wait $cpid
 	log "sweep-contracts: $(grep -c 'exit 0' "$out/contracts/exits.log") of $(ls /tmp/tfc-sweep | wc -l) exit 0; $(grep -h '^SUMMARY' "$out"/contracts/*.log | sort | uniq -c | tr '\n' ' ')"
+	;;
+sweep-bf16)
+	step 60 sweep-write bin/tfc sweep --out /tmp/tfc-sweep
+	names=${SWEEP_NAMES:-$(python3 -c "import json; print(' '.join(c['name'] for c in json.load(open('testdata/sweep/sweep.json'))['configs'] if c.get('dtype', 'BF16') == 'BF16'))")}
+	step 330 sweep-oracle-bf16 python3 tools/oracle/sweep.py --bf16 --dir /tmp/tfc-sweep --refs "$out/refs-bf16" --budget 300 $names
+	cp "$out"/refs-bf16/*.json testdata/sweep/refs-bf16/
+	step 430 sweep-gates-bf16 bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestSweepBF16CUDA'"
 	;;
 tiny)
 	mkdir -p "$out/receipts"

@@ -11,6 +11,11 @@ pixels' sha256, the greedy ids through EOS or the cap, every step's top-5 logits
 all in float64 on the CPU, and whether float32 on the CPU gives the same ids. Pictures go to the
 processor as they were opened (grey and RGBA too), as a user's would.
 
+With --bf16 it records the publisher's BF16 run on CUDA instead (configs of BF16 weights only):
+transformers' generate with its cache (dots.ocr: its forward over the whole sequence a step),
+the greedy ids and every step's top-5 logits and top-2 margin as that run computed them, into
+testdata/sweep/refs-bf16 (cmd/tfc's TestSweepBF16CUDA gates tfc's BF16 ids against them).
+
 Writes --refs/<config>.json (committed) and, under --debug, each chat's pixel values, vision rows
 and decoder hidden states as safetensors (for finding a difference, never committed).
 """
@@ -28,6 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qwen2_vl as common  # noqa: E402
 
 TOP_K = 5
+# what a run loads: float64 and float32 on the CPU (the default), or bfloat16 on CUDA (--bf16)
+RUN = {"dtypes": ("float64", "float32"), "device": "cpu"}
 
 
 def log(*a):
@@ -99,14 +106,14 @@ class Qwen2VL:
         gen = json.load(open(os.path.join(d, "generation_config.json")))
         self.eos = gen["eos_token_id"] if isinstance(gen["eos_token_id"], list) else [gen["eos_token_id"]]
         self.models = {}
-        for dtype in (torch.float64, torch.float32):
+        for dtype in (getattr(torch, n) for n in RUN["dtypes"]):
             m, info = Qwen2VLForConditionalGeneration.from_pretrained(d, dtype=dtype, output_loading_info=True)
             missing = [k for k in info.get("missing_keys", []) if not k.endswith("lm_head.weight")]
             if missing or info.get("unexpected_keys") or info.get("mismatched_keys"):
                 raise SystemExit(f"sweep: {d}: loading info {info}")
             m.eval()
-            self.models[dtype] = m
-        m = self.models[torch.float64]
+            self.models[dtype] = m.to(RUN["device"])
+        m = next(iter(self.models.values()))
         self.tied = m.lm_head.weight.data_ptr() == m.get_input_embeddings().weight.data_ptr()
 
     def load_processor(self, d):
@@ -140,18 +147,18 @@ class Qwen2VL:
                 continue
             if k == "pixel_values":
                 v = v.to(dtype)
-            out[k] = v
+            out[k] = v.to(RUN["device"])
         if extra:
             n = len(extra)
             ids = out["input_ids"]
             for k in list(out):
                 v = out[k]
                 if k == "input_ids":
-                    out[k] = torch.cat([v, torch.tensor([extra], dtype=v.dtype)], dim=1)
+                    out[k] = torch.cat([v, torch.tensor([extra], dtype=v.dtype, device=v.device)], dim=1)
                 elif k == "attention_mask":
-                    out[k] = torch.cat([v, torch.ones((1, n), dtype=v.dtype)], dim=1)
+                    out[k] = torch.cat([v, torch.ones((1, n), dtype=v.dtype, device=v.device)], dim=1)
                 elif v.shape == ids.shape:
-                    out[k] = torch.cat([v, torch.zeros((1, n), dtype=v.dtype)], dim=1)
+                    out[k] = torch.cat([v, torch.zeros((1, n), dtype=v.dtype, device=v.device)], dim=1)
         return out
 
     def reset(self, m):
@@ -169,6 +176,19 @@ class Qwen2VL:
             res = m.generate(**x, max_new_tokens=max_new, do_sample=False, eos_token_id=list(self.eos),
                              pad_token_id=self.eos[-1])
         return res[0, x["input_ids"].shape[1]:].tolist()
+
+    def greedy_steps(self, inputs, dtype, max_new):
+        """generate's greedy ids and each step's logits as it computed them (its cache)."""
+        import torch
+
+        m = self.models[dtype]
+        self.reset(m)
+        x = self.inputs(inputs, dtype)
+        with torch.inference_mode():
+            res = m.generate(**x, max_new_tokens=max_new, do_sample=False, eos_token_id=list(self.eos),
+                             pad_token_id=self.eos[-1], output_logits=True, return_dict_in_generate=True)
+        ids = res.sequences[0, x["input_ids"].shape[1]:].tolist()
+        return ids, torch.stack([r[0] for r in res.logits])
 
     def forward(self, inputs, dtype, output_ids):
         """Logits after prompt + output[:s] for s = 0..len(output), hidden states, vision rows."""
@@ -228,7 +248,7 @@ class DotsOCR:
         self.mods = mods
         state = load_file(os.path.join(d, "model.safetensors"))
         self.models = {}
-        for dtype in (torch.float64, torch.float32):
+        for dtype in (getattr(torch, n) for n in RUN["dtypes"]):
             torch.manual_seed(0)
             m = mods.ocr.DotsOCRForCausalLM(config)
             m.to(torch.float32)
@@ -240,10 +260,11 @@ class DotsOCR:
                 m.tie_weights()
                 if m.lm_head.weight.data_ptr() != m.get_input_embeddings().weight.data_ptr():
                     raise SystemExit(f"sweep: {d}: tie_word_embeddings is true but lm_head is not tied")
-            m.vision_tower.forward = types.MethodType(dots_ocr.vision_forward_without_bf16, m.vision_tower)
+            if dtype != torch.bfloat16:  # the publisher's tower casts to BF16, which is right only there
+                m.vision_tower.forward = types.MethodType(dots_ocr.vision_forward_without_bf16, m.vision_tower)
             m.requires_grad_(False)
             m.eval()
-            self.models[dtype] = m.to(dtype)
+            self.models[dtype] = m.to(dtype).to(RUN["device"])
         gen = json.load(open(os.path.join(d, "generation_config.json")))
         self.eos = gen["eos_token_id"] if isinstance(gen["eos_token_id"], list) else [gen["eos_token_id"]]
         decoder = json.load(open(os.path.join(d, "tokenizer_config.json")))["added_tokens_decoder"]
@@ -286,6 +307,20 @@ class DotsOCR:
     def greedy(self, inputs, dtype, max_new):
         ids, _, _ = self.dots.greedy(self.models[dtype], {"inputs": inputs}, dtype, "cpu", max_new, self.eos)
         return ids
+
+    def greedy_steps(self, inputs, dtype, max_new):
+        """Greedy ids and each step's logits, the whole sequence each step (the publisher's forward, no cache)."""
+        import torch
+
+        m, ids, rows = self.models[dtype], [], []
+        with torch.inference_mode():
+            for _ in range(max_new):
+                x = self.dots.case_inputs({"inputs": inputs}, dtype, RUN["device"], ids)
+                rows.append(m(**x, use_cache=False, return_dict=True, logits_to_keep=1).logits[0, -1])
+                ids.append(int(rows[-1].argmax()))
+                if ids[-1] in self.eos:
+                    break
+        return ids, torch.stack(rows)
 
     def forward(self, inputs, dtype, output_ids):
         import torch
@@ -393,6 +428,9 @@ def run_config(d, pub, debug, only_cases):
     check_files(d, spec["sha256"])
     cfg = json.load(open(os.path.join(d, "config.json")))
     c = spec["config"]
+    if RUN["device"] != "cpu" and c.get("dtype", "BF16") != "BF16":
+        log(f"{c['name']}: {c['dtype']} weights, which a BF16 run would round; left out")
+        return None
     if c["family"] == "dots_ocr":
         fam = DotsOCR(d, cfg, pub)
     elif c["family"] == "lighton_ocr":
@@ -402,6 +440,8 @@ def run_config(d, pub, debug, only_cases):
     else:
         fam = Qwen2VL(d, cfg, TRANSFORMERS_CLASS[c["family"]])
     max_new = c["max_new_tokens"]
+    if RUN["device"] != "cpu":
+        return run_config_bf16(fam, spec, c, only_cases)
     record = {"config": c["name"], "family": c["family"], "sha256": spec["sha256"], "tied": fam.tied,
               "max_new_tokens": max_new, "reference": "float64 on the CPU", "cases": []}
     tensors_out = {}
@@ -445,20 +485,52 @@ def run_config(d, pub, debug, only_cases):
     return record
 
 
+def run_config_bf16(fam, spec, c, only_cases):
+    """The publisher's BF16 run on CUDA: generate's greedy ids (dots.ocr: its forward a step) and
+    each step's top-5 logits and top-2 margin as that run computed them."""
+    import torch
+
+    how = "its forward over the whole sequence a step" if c["family"] == "dots_ocr" else "generate with its cache"
+    record = {"config": c["name"], "family": c["family"], "sha256": spec["sha256"], "tied": fam.tied,
+              "max_new_tokens": c["max_new_tokens"], "reference": f"bfloat16 on {torch.cuda.get_device_name()}, {how}",
+              "cases": []}
+    for name in c["cases"]:
+        if only_cases and name not in only_cases:
+            continue
+        t0 = time.time()
+        prompt, inputs = fam.prepare(spec["cases"][name])
+        ids, rows = fam.greedy_steps(inputs, torch.bfloat16, c["max_new_tokens"])
+        top, margins = steps_record(rows.float().cpu())
+        finish = "stop" if ids and ids[-1] in fam.eos else "length"
+        case = spec["cases"][name]
+        record["cases"].append({"case": name, "messages": case["messages"], "images": case["images"],
+                                "prompt_ids": inputs["input_ids"][0].tolist(), "output_ids": ids,
+                                "finish_reason": finish, "top5": top, "margins": margins,
+                                "min_margin": min(margins) if margins else None})
+        log(f"{c['name']}/{name} (bf16): {len(ids)} out ({finish}), min margin {record['cases'][-1]['min_margin']}, "
+            f"{time.time() - t0:.1f}s")
+    return record
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True, help="the folder tfc sweep --out wrote")
-    ap.add_argument("--refs", default="testdata/sweep/refs")
+    ap.add_argument("--refs", default=None, help="where the records go (testdata/sweep/refs)")
     ap.add_argument("--publisher", default="tools/oracle/publisher/dots_ocr")
     ap.add_argument("--debug", default=None, help="where to write each chat's tensors")
     ap.add_argument("--budget", type=float, default=0, help="seconds; stop starting configs after this")
     ap.add_argument("--case", action="append", default=[], help="only these chats")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--bf16", action="store_true", help="the publisher's BF16 run on CUDA (--refs defaults to testdata/sweep/refs-bf16)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     versions = common.check_versions(args.force)
     import torch
 
+    if args.bf16:
+        RUN.update(dtypes=("bfloat16",), device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False
+    args.refs = args.refs or ("testdata/sweep/refs-bf16" if args.bf16 else "testdata/sweep/refs")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     os.makedirs(args.refs, exist_ok=True)
     names = args.names or sorted(n for n in os.listdir(args.dir) if os.path.exists(os.path.join(args.dir, n, "sweep.json")))
@@ -474,6 +546,8 @@ def main():
             log(f"{n} FAILED: {e!r}")
             traceback.print_exc()
             failed.append(n)
+            continue
+        if rec is None:
             continue
         rec["versions"] = versions
         common.write_json(os.path.join(args.refs, n + ".json"), rec)
