@@ -11,6 +11,7 @@ import (
 
 	"tfc/contracts"
 	"tfc/contracts/sweep"
+	"tfc/runtime/device"
 	"tfc/runtime/engine"
 	"tfc/runtime/sample"
 )
@@ -34,22 +35,13 @@ func gateSweepBF16(t *testing.T, backend string) {
 		t.Run(c.Name, func(t *testing.T) {
 			var ref sweepRef
 			readJSON(t, path, &ref)
-			dir := t.TempDir()
-			sums, err := f.Write(c, testdata, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(ref.SHA256, sums); d != "" {
-				t.Fatalf("the checkpoint written from the seed is not the one the oracle ran (-oracle +now):\n%s", d)
-			}
-			b, err := newBackend(backend, "bf16")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c, ok := b.(interface{ Close() error }); ok {
-				t.Cleanup(func() { c.Close() })
-			}
-			fe, e := openEngine(t, dir, b, gateLimits)
+			dir, fe, e := openSweepConfig(t, f, c, ref, func() (device.Backend, error) {
+				b, err := newBackend(backend, "bf16")
+				if c, ok := b.(interface{ Close() error }); ok && err == nil {
+					t.Cleanup(func() { c.Close() })
+				}
+				return b, err
+			})
 			for _, sc := range ref.Cases {
 				t.Run(sc.Case, func(t *testing.T) {
 					p := chatPrompt(t, fe, e, filepath.Join(dir, "images"), sc.Images, sc.Messages)

@@ -69,27 +69,35 @@ func gateSweep(t *testing.T, open func() (device.Backend, error)) {
 		t.Run(c.Name, func(t *testing.T) {
 			var ref sweepRef
 			readJSON(t, filepath.Join(sweepRefs, c.Name+".json"), &ref)
-			dir := t.TempDir()
-			sums, err := f.Write(c, testdata, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(ref.SHA256, sums); d != "" {
-				t.Fatalf("the checkpoint written from the seed is not the one the oracle ran (-oracle +now):\n%s", d)
-			}
-			b, err := open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-				t.Fatalf("%s has no tokenizer.json: run make testdata", c.Fixture)
-			}
-			fe, e := openEngine(t, dir, b, gateLimits)
+			dir, fe, e := openSweepConfig(t, f, c, ref, open)
 			for _, sc := range ref.Cases {
 				t.Run(sc.Case, func(t *testing.T) { gateSweepCase(t, fe, e, dir, ref.MaxNewTokens, sc) })
 			}
 		})
 	}
+}
+
+// openSweepConfig writes config c's checkpoint from its seed into a temporary folder, checks it
+// is the one the oracle ran (ref's sha256), and opens it on a backend made by open.
+func openSweepConfig(t *testing.T, f *sweep.File, c sweep.Config, ref sweepRef, open func() (device.Backend, error)) (string, *engine.Frontend, *engine.Engine) {
+	t.Helper()
+	dir := t.TempDir()
+	sums, err := f.Write(c, testdata, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(ref.SHA256, sums); d != "" {
+		t.Fatalf("the checkpoint written from the seed is not the one the oracle ran (-oracle +now):\n%s", d)
+	}
+	b, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatalf("%s has no tokenizer.json: run make testdata", c.Fixture)
+	}
+	fe, e := openEngine(t, dir, b, gateLimits)
+	return dir, fe, e
 }
 
 func gateSweepCase(t *testing.T, fe *engine.Frontend, e *engine.Engine, dir string, maxNew int, sc sweepCase) {
