@@ -990,14 +990,16 @@ __device__ __forceinline__ void tfc_gemm_mma_fill(float* smem, const float* X, i
 // stage and the terms' differ: both lie in 8×8 core matrices (8 rows of 16 bytes of K, 128 bytes),
 // K-major without swizzling, as wgmma reads them.
 #if TFC_WGMMA
-// tfc_core_at is the byte offset of element (r, k) of a K-major BF16 operand of TFC_MMA_BK
-// columns laid in core matrices: core (r/8, k/8) at 128 bytes each, K's first.
-__device__ __forceinline__ unsigned tfc_core_at(int r, int k) { return (r / 8 * (TFC_MMA_BK / 8) + k / 8) * 128 + r % 8 * 16 + k % 8 * 2; }
+// tfc_core_at is the byte offset of element (r, k) of a K-major BF16 operand of BK columns laid
+// in core matrices: core (r/8, k/8) at 128 bytes each, K's first.
+template <int BK = TFC_MMA_BK>
+__device__ __forceinline__ unsigned tfc_core_at(int r, int k) { return (r / 8 * (BK / 8) + k / 8) * 128 + r % 8 * 16 + k % 8 * 2; }
 // tfc_wgmma_desc is the shared-memory descriptor of such an operand at shared address a: the next
-// core matrix along K 128 bytes on (leading byte offset), the next 8 rows TFC_MMA_BK/8·128 on
-// (stride byte offset), no swizzle.
+// core matrix along K 128 bytes on (leading byte offset), the next 8 rows BK/8·128 on (stride
+// byte offset), no swizzle.
+template <int BK = TFC_MMA_BK>
 __device__ __forceinline__ unsigned long long tfc_wgmma_desc(unsigned a) {
-  return (unsigned long long)((a & 0x3ffff) >> 4) | (unsigned long long)(128 >> 4) << 16 | (unsigned long long)(TFC_MMA_BK / 8 * 128 >> 4) << 32;
+  return (unsigned long long)((a & 0x3ffff) >> 4) | (unsigned long long)(128 >> 4) << 16 | (unsigned long long)(BK / 8 * 128 >> 4) << 32;
 }
 // tfc_wgmma_smem is tfc_fill_smem with W's 16-byte unit u (column u/(BK/8), k 8(u%(BK/8))) in core matrices.
 template <int BM, int BN>
@@ -1063,6 +1065,30 @@ __device__ __forceinline__ void tfc_wgmma_bf16<64>(float (&d)[8][4], unsigned lo
 }
 #endif
 
+// tfc_wgmma_step adds a step of BK columns to the warpgroup's chunk sums phi (64×BN): a (its
+// rows) and b in core matrices at shared addresses a and b, k16 wgmma in order, waited for.
+template <int BN, int BK = TFC_MMA_BK>
+__device__ __forceinline__ void tfc_wgmma_step(float (&phi)[BN / 8][4], unsigned a, unsigned b) {
+  tfc_wgmma_hold(phi);
+  tfc_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK; kk += 16) tfc_wgmma_bf16<BN>(phi, tfc_wgmma_desc<BK>(a + kk / 8 * 128), tfc_wgmma_desc<BK>(b + kk / 8 * 128));
+  tfc_wgmma_commit();
+  tfc_wgmma_wait<0>();
+  tfc_wgmma_hold(phi);
+}
+// tfc_wgmma_fold ends a TFC_KC chunk: its sums go to the outputs', then start from zero again.
+template <int NT>
+__device__ __forceinline__ void tfc_wgmma_fold(float (&acc)[NT][4], float (&phi)[NT][4]) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc[i][e] += phi[i][e];
+      phi[i][e] = 0.f;
+    }
+}
+
 template <int BM, int BN, int N, int K, int MUT, typename COLS>
 __device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_wgmma_smem<BM, BN>;
@@ -1077,7 +1103,7 @@ __device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X,
   // the steps' BF16 X lies past the stages, two steps by turns; this warpgroup's 64 rows there
   const unsigned terms = P * S::stage, base = tfc_smem_addr(sm), rows = warp / 4 * 64 / 8 * (BK / 8) * 128;
   // step s's X (F32, in its stage) as BF16 in core matrices
-  auto split = [&](int s) { tfc_fill_terms<BM, BN, 1>(sm, s % P * S::stage, terms + s % 2 * TB, tfc_core_at); };
+  auto split = [&](int s) { tfc_fill_terms<BM, BN, 1>(sm, s % P * S::stage, terms + s % 2 * TB, tfc_core_at<>); };
   float acc[NT][4], phi[NT][4];  // the outputs' sums; the chunk's
 #pragma unroll
   for (int i = 0; i < NT; ++i)
@@ -1089,22 +1115,8 @@ __device__ __forceinline__ void tfc_gemm_wgmma_fill(float* smem, const float* X,
   for (int s = 0; s < KT; ++s) {
     in.template step<MUT, true>(s, KT);  // step s's BF16 X is in wgmma's view; step s - 1's is free
     if (s + 1 < KT) split(s + 1);
-    const unsigned a = base + terms + s % 2 * TB + rows, b = base + s % P * S::stage + S::w0;
-    tfc_wgmma_hold(phi);
-    tfc_wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) tfc_wgmma_bf16<BN>(phi, tfc_wgmma_desc(a + kk / 8 * 128), tfc_wgmma_desc(b + kk / 8 * 128));
-    tfc_wgmma_commit();
-    tfc_wgmma_wait<0>();
-    tfc_wgmma_hold(phi);
-    if ((s + 1) * BK % TFC_KC == 0 || s + 1 == KT)  // the chunk ends: its sums to the outputs', then from zero again
-#pragma unroll
-      for (int i = 0; i < NT; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          acc[i][e] += phi[i][e];
-          phi[i][e] = 0.f;
-        }
+    tfc_wgmma_step<BN>(phi, base + terms + s % 2 * TB + rows, base + s % P * S::stage + S::w0);
+    if ((s + 1) * BK % TFC_KC == 0 || s + 1 == KT) tfc_wgmma_fold(acc, phi);
   }
   tfc_cp_async_wait<0>();
   __syncthreads();  // C overlays the stages

@@ -5,26 +5,9 @@
 // split step. Every layout must give the first one's bits (the same chunk order). cuBLAS's BF16
 // GEMM (F32 out, its own order) is timed as a peer.
 //   nvcc -arch=sm_90a -O3 -std=c++17 -DTFC_BF16=1 -Ikernels -o fill_bf16x tools/gpu/fill_bf16x.cu -lcublas
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <random>
-#include <vector>
-
 #include <cublas_v2.h>
 
-#include "tfc_kernels.h"
-
-#define CHECK(x)                                                                 \
-  do {                                                                           \
-    cudaError_t e = (x);                                                         \
-    if (e != cudaSuccess) {                                                      \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "probe.h"
 
 // out writes a block's C tile (smem, BN + 1 a row) to Y [M, N].
 template <int BM, int BN, int N>
@@ -54,14 +37,6 @@ __global__ void to_bf16(const float* X, tfc_bf16* B, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) B[i] = tfc_bf16{(unsigned short)tfc_bf16_hi(X[i])};
 }
 
-// core_at is element (r, k)'s byte in a K-major operand of BK columns in 8×8 core matrices.
-template <int BK>
-__device__ __forceinline__ unsigned core_at(int r, int k) { return (r / 8 * (BK / 8) + k / 8) * 128 + r % 8 * 16 + k % 8 * 2; }
-template <int BK>
-__device__ __forceinline__ unsigned long long desc(unsigned a) {
-  return (unsigned long long)((a & 0x3ffff) >> 4) | (unsigned long long)(128 >> 4) << 16 | (unsigned long long)(BK / 8 * 128 >> 4) << 32;
-}
-
 // probe_bytes is the probe's LDS: P stages of X and W in core matrices, or the C tile.
 template <int BM, int BN, int BK, int P>
 constexpr int probe_bytes() { return P * (BM + BN) * BK * 2 > BM * (BN + 1) * 4 ? P * (BM + BN) * BK * 2 : BM * (BN + 1) * 4; }
@@ -80,12 +55,12 @@ __global__ __launch_bounds__(256) void fill_bf16x(const tfc_bf16* X, const tfc_b
 #pragma unroll
     for (int u = threadIdx.x; u < BM * BK / 8; u += 256) {
       const int r = u / (BK / 8), k = 8 * (u % (BK / 8)), m = m0 + r;
-      tfc_cp_async16(st + core_at<BK>(r, k), X + (size_t)(m < M ? m : 0) * K + s * BK + k, m < M ? 16 : 0);
+      tfc_cp_async16(st + tfc_core_at<BK>(r, k), X + (size_t)(m < M ? m : 0) * K + s * BK + k, m < M ? 16 : 0);
     }
 #pragma unroll
     for (int u = threadIdx.x; u < BN * BK / 8; u += 256) {
       const int r = u / (BK / 8), k = 8 * (u % (BK / 8)), n = n0 + r;
-      tfc_cp_async16(st + XB + core_at<BK>(r, k), W + (size_t)(n < N ? n : 0) * K + s * BK + k, n < N ? 16 : 0);
+      tfc_cp_async16(st + XB + tfc_core_at<BK>(r, k), W + (size_t)(n < N ? n : 0) * K + s * BK + k, n < N ? 16 : 0);
     }
   };
   float acc[NT][4], phi[NT][4];
@@ -105,22 +80,8 @@ __global__ __launch_bounds__(256) void fill_bf16x(const tfc_bf16* X, const tfc_b
     __syncthreads();  // step s is in wgmma's view; step s - 1's stage is free
     if (s + P - 1 < KT) load(s + P - 1);
     tfc_cp_async_commit();
-    const unsigned a = base + s % P * ST + warp / 4 * 64 / 8 * (BK / 8) * 128, b = base + s % P * ST + XB;
-    tfc_wgmma_hold(phi);
-    tfc_wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) tfc_wgmma_bf16<BN>(phi, desc<BK>(a + kk / 8 * 128), desc<BK>(b + kk / 8 * 128));
-    tfc_wgmma_commit();
-    tfc_wgmma_wait<0>();
-    tfc_wgmma_hold(phi);
-    if ((s + 1) * BK % TFC_KC == 0 || s + 1 == KT)
-#pragma unroll
-      for (int i = 0; i < NT; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          acc[i][e] += phi[i][e];
-          phi[i][e] = 0.f;
-        }
+    tfc_wgmma_step<BN, BK>(phi, base + s % P * ST + warp / 4 * 64 / 8 * (BK / 8) * 128, base + s % P * ST + XB);
+    if ((s + 1) * BK % TFC_KC == 0 || s + 1 == KT) tfc_wgmma_fold(acc, phi);
   }
   tfc_cp_async_wait<0>();
   __syncthreads();
@@ -129,11 +90,6 @@ __global__ __launch_bounds__(256) void fill_bf16x(const tfc_bf16* X, const tfc_b
   for (int i = 0; i < NT; ++i) tfc_mma_put(smem + (16 * warp + g) * (BN + 1) + 8 * i + 2 * t, BN + 1, acc[i]);
   __syncthreads();
   out<BM, BN, N>(smem, Y, M, m0, n0);
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // timed runs f n times a sample, 7 samples: the median µs of one.
@@ -167,23 +123,9 @@ static void report(const char* shape, const char* what, int M, int N, int K, flo
 
 template <int N, int K>
 static void shape(const char* name, int M, cublasHandle_t h) {
-  std::mt19937 rng(N * 7 + K);
-  std::normal_distribution<float> nd;
-  std::vector<float> hx((size_t)M * K);
-  std::vector<tfc_bf16> hw((size_t)N * K);
-  for (auto& v : hx) {
-    const float f = nd(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u &= 0xffff0000u;
-    std::memcpy(&v, &u, 4);
-  }
-  for (auto& v : hw) {
-    const float f = nd(rng) * 0.05f;
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    v = tfc_bf16{(unsigned short)(u >> 16)};
-  }
+  std::vector<float> hx;
+  std::vector<tfc_bf16> hw;
+  operands(N, K, M, true, hx, hw);
   float *X, *Y;
   tfc_bf16 *W, *XB;
   CHECK(cudaMalloc(&X, hx.size() * 4));

@@ -3,24 +3,7 @@
 // are the first layout's bit for bit (every layout must give the same bits).
 //   nvcc -arch=sm_90 -O3 -std=c++17 -DTFC_BF16=1 -Ikernels -o gemm_tiles tools/gpu/gemm_tiles.cu
 //   ./gemm_tiles      (tools/gpu/gemm-tiles.sh builds and runs it in both precisions)
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <random>
-#include <vector>
-
-#include "tfc_kernels.h"
-
-#define CHECK(x)                                                                 \
-  do {                                                                           \
-    cudaError_t e = (x);                                                         \
-    if (e != cudaSuccess) {                                                      \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "probe.h"
 
 // gemm runs one BM×BN tile a block (warps WM along its rows) and writes its C tile to Y [M, N].
 template <int BM, int BN, int WM, int N, int K>
@@ -38,11 +21,6 @@ struct Shape {
   const char* name;
   int M;
 };
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Bench times one layout on M rows and compares its outputs with ref (filled by the first layout).
 template <int BM, int BN, int WM, int N, int K>
@@ -89,23 +67,9 @@ template <int N, int K>
 static void shapes(const char* name, std::initializer_list<int> ms) {
   int maxM = 0;
   for (int m : ms) maxM = m > maxM ? m : maxM;
-  std::mt19937 rng(N * 7 + K);
-  std::normal_distribution<float> nd;
-  std::vector<float> hx((size_t)maxM * K);
-  std::vector<tfc_bf16> hw((size_t)N * K);
-  for (auto& v : hx) {
-    const float f = nd(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (TFC_BF16) u &= 0xffff0000u;  // BF16-exact activations in BF16 precision
-    std::memcpy(&v, &u, 4);
-  }
-  for (auto& v : hw) {
-    const float f = nd(rng) * 0.05f;
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    v = tfc_bf16{(unsigned short)(u >> 16)};
-  }
+  std::vector<float> hx;
+  std::vector<tfc_bf16> hw;
+  operands(N, K, maxM, TFC_BF16, hx, hw);  // BF16-exact activations in BF16 precision
   float* X;
   tfc_bf16* W;
   float* Y;
