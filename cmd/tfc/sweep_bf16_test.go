@@ -29,7 +29,7 @@ func gateSweepBF16(t *testing.T, backend string) {
 	for _, c := range f.Configs {
 		path := filepath.Join(sweepRefsBF16, c.Name+".json")
 		if _, err := os.Stat(path); os.IsNotExist(err) {
-			continue // F32 and F16 weights (a BF16 run rounds them) and configs not yet recorded
+			continue // a config not yet recorded
 		}
 		ran++
 		t.Run(c.Name, func(t *testing.T) {

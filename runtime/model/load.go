@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -102,6 +103,8 @@ func (a *Buffers) Free() {
 // Upload reads each weight through get, checks its size against its shape (family and graph name
 // the source it must match) and writes it into a buffer of its own dtype as a 2-D view whose rows
 // are the first dimension. A stacked weight's parts, of one dtype, are written one after another.
+// In BF16 precision F16 weights load as BF16, rounded to nearest even (the backend's write
+// rounds F32 weights alike), which is what a BF16 run of the publisher's model computes with.
 func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType, error), family, graph string) error {
 	for _, w := range ws {
 		parts := w.tensors()
@@ -119,6 +122,12 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 				return fmt.Errorf("tensor %s is %s and %s is %s; %s loads them as one stacked weight of one dtype", parts[0].Name, dt, p.Name, pdt, family)
 			}
 			data[i], dt = d, pdt
+		}
+		if dt == device.F16 && device.PrecisionOf(a.b) == device.BF16Precision {
+			for i, d := range data { // as torch's .to(bfloat16) rounds them
+				data[i] = F16ToBF16(d)
+			}
+			dt = device.BF16
 		}
 		n := Elements(w.Shape)
 		buf, err := a.Alloc(dt, n)
@@ -162,6 +171,16 @@ func Upload(a *Buffers, ws []Weight, get func(name string) ([]byte, device.DType
 		}
 	}
 	return nil
+}
+
+// F16ToBF16 rounds little-endian F16 elements to BF16 (nearest, ties to even), in a new slice.
+func F16ToBF16(data []byte) []byte {
+	out := make([]byte, len(data))
+	for i := 0; i+1 < len(data); i += 2 {
+		h := binary.LittleEndian.Uint16(data[i:])
+		binary.LittleEndian.PutUint16(out[i:], device.F32ToBF16(device.F16ToF32(h)))
+	}
+	return out
 }
 
 // Unfold permutes the columns of a rows×cols matrix of size-byte elements from torch unfold's

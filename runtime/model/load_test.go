@@ -184,3 +184,35 @@ func TestDeinterleave(t *testing.T) {
 		t.Error("heads of 3 rows (an odd count) deinterleaved")
 	}
 }
+
+// TestUploadF16InBF16: in BF16 precision an F16 weight loads as BF16 rounded to nearest even
+// (ties to even, 65504 to 65536); in F32 precision it stays F16 as stored.
+func TestUploadF16InBF16(t *testing.T) {
+	halves := []float32{1 + 1.0/256, 1 + 3.0/256, 1 + 1.0/128 + 1.0/1024, 65504, -6.1035156e-05, 5.9604645e-08}
+	want := []float32{1, 1 + 1.0/64, 1 + 1.0/128, 65536, -6.1035156e-05, 5.9604645e-08}
+	data := make([]byte, 2*len(halves))
+	for i, v := range halves {
+		binary.LittleEndian.PutUint16(data[2*i:], device.F32ToF16(v))
+	}
+	get := func(string) ([]byte, device.DType, error) { return data, device.F16, nil }
+	for _, prec := range []device.Precision{device.F32Precision, device.BF16Precision} {
+		be := cpu.New(cpu.Precision(prec))
+		var dst device.Tensor
+		if err := Upload(NewBuffers(be), []Weight{WeightAt("w", []int{len(halves)}, &dst)}, get, "f", "g"); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, len(halves))
+		if err := be.Read(dst, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			w := halves[i]
+			if prec == device.BF16Precision {
+				w = want[i]
+			}
+			if got[i] != w {
+				t.Fatalf("%s: weight %d loads as %g, want %g (stored %g)", prec, i, got[i], w, halves[i])
+			}
+		}
+	}
+}

@@ -11,7 +11,8 @@ pixels' sha256, the greedy ids through EOS or the cap, every step's top-5 logits
 all in float64 on the CPU, and whether float32 on the CPU gives the same ids. Pictures go to the
 processor as they were opened (grey and RGBA too), as a user's would.
 
-With --bf16 it records the publisher's BF16 run on CUDA instead (configs of BF16 weights only):
+With --bf16 it records the publisher's BF16 run on CUDA instead (F32 and F16 weights rounded to
+BF16 by .to(bfloat16), as tfc's BF16 precision loads them):
 transformers' generate with its cache (dots.ocr: its forward over the whole sequence a step),
 the greedy ids and every step's top-5 logits and top-2 margin as that run computed them, into
 testdata/sweep/refs-bf16 (cmd/tfc's TestSweepBF16CUDA gates tfc's BF16 ids against them).
@@ -428,9 +429,6 @@ def run_config(d, pub, debug, only_cases):
     check_files(d, spec["sha256"])
     cfg = json.load(open(os.path.join(d, "config.json")))
     c = spec["config"]
-    if RUN["device"] != "cpu" and c.get("dtype", "BF16") != "BF16":
-        log(f"{c['name']}: {c['dtype']} weights, which a BF16 run would round; left out")
-        return None
     if c["family"] == "dots_ocr":
         fam = DotsOCR(d, cfg, pub)
     elif c["family"] == "lighton_ocr":

@@ -200,9 +200,9 @@ func (be *Backend) Write(t device.Tensor, src any, srcType device.DType) error {
 				if v.dt == srcType {
 					v.b.u16[at(i)] = h // same format: bits copied as they are
 				} else if srcType == device.BF16 {
-					v.set(at(i), BF16ToF32(h))
+					v.set(at(i), device.BF16ToF32(h))
 				} else {
-					v.set(at(i), F16ToF32(h))
+					v.set(at(i), device.F16ToF32(h))
 				}
 			}
 		}

@@ -46,13 +46,13 @@ func TestBF16Rounding(t *testing.T) {
 		edges = append(edges, randomF32(r))
 	}
 	for _, f := range edges {
-		got := float64(cpu.BF16ToF32(cpu.F32ToBF16(f)))
+		got := float64(device.BF16ToF32(device.F32ToBF16(f)))
 		want := contracts.Round(device.BF16, float64(f))
 		if got != want && !(got == 0 && want == 0) {
 			t.Fatalf("bf16(%g) = %g, want %g", f, got, want)
 		}
 	}
-	if h := cpu.F32ToBF16(float32(math.NaN())); !math.IsNaN(float64(cpu.BF16ToF32(h))) {
+	if h := device.F32ToBF16(float32(math.NaN())); !math.IsNaN(float64(device.BF16ToF32(h))) {
 		t.Fatalf("bf16(NaN) = %#x is not NaN", h)
 	}
 }
@@ -60,14 +60,14 @@ func TestBF16Rounding(t *testing.T) {
 func TestF16RoundTrip(t *testing.T) {
 	r := rng(t)
 	for h := 0; h < 1<<16; h++ {
-		f := cpu.F16ToF32(uint16(h))
+		f := device.F16ToF32(uint16(h))
 		if math.IsNaN(float64(f)) {
-			if !math.IsNaN(float64(cpu.F16ToF32(cpu.F32ToF16(f)))) {
+			if !math.IsNaN(float64(device.F16ToF32(device.F32ToF16(f)))) {
 				t.Fatalf("f16 NaN %#x lost", h)
 			}
 			continue
 		}
-		if back := cpu.F32ToF16(f); back != uint16(h) {
+		if back := device.F32ToF16(f); back != uint16(h) {
 			t.Fatalf("f16 %#x → %g → %#x", h, f, back)
 		}
 	}
@@ -76,7 +76,7 @@ func TestF16RoundTrip(t *testing.T) {
 		if i%2 == 0 {
 			f = float32(r.NormFloat64() * math.Pow(2, float64(r.Intn(40)-25)))
 		}
-		got := float64(cpu.F16ToF32(cpu.F32ToF16(f)))
+		got := float64(device.F16ToF32(device.F32ToF16(f)))
 		if want := contracts.Round(device.F16, float64(f)); got != want {
 			t.Fatalf("f16(%g) = %g, want %g", f, got, want)
 		}

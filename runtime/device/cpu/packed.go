@@ -104,9 +104,9 @@ func packPanel(v view, j0, cols, nr int, panel []float32) {
 				o := v.off + (j0+c)*v.stride
 				for i, h := range v.b.u16[o+t0 : o+t1] {
 					if v.dt == device.BF16 {
-						tmp[i] = BF16ToF32(h)
+						tmp[i] = device.BF16ToF32(h)
 					} else {
-						tmp[i] = F16ToF32(h)
+						tmp[i] = device.F16ToF32(h)
 					}
 				}
 				src = tmp[:t1-t0]

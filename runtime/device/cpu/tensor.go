@@ -86,9 +86,9 @@ func (v view) set(i int, x float32) {
 	case device.F32:
 		v.b.f32[i] = x
 	case device.BF16:
-		v.b.u16[i] = F32ToBF16(x)
+		v.b.u16[i] = device.F32ToBF16(x)
 	case device.F16:
-		v.b.u16[i] = F32ToF16(x)
+		v.b.u16[i] = device.F32ToF16(x)
 	}
 }
 
@@ -110,11 +110,11 @@ func (v view) loadRow(r int, dst []float32) {
 		copy(dst, v.b.f32[o:o+v.cols])
 	case device.BF16:
 		for i, h := range v.b.u16[o : o+v.cols] {
-			dst[i] = BF16ToF32(h)
+			dst[i] = device.BF16ToF32(h)
 		}
 	case device.F16:
 		for i, h := range v.b.u16[o : o+v.cols] {
-			dst[i] = F16ToF32(h)
+			dst[i] = device.F16ToF32(h)
 		}
 	}
 }
@@ -128,12 +128,12 @@ func (v view) storeRow(r int, src []float32) {
 	case device.BF16:
 		d := v.b.u16[o : o+v.cols]
 		for i, x := range src[:v.cols] {
-			d[i] = F32ToBF16(x)
+			d[i] = device.F32ToBF16(x)
 		}
 	case device.F16:
 		d := v.b.u16[o : o+v.cols]
 		for i, x := range src[:v.cols] {
-			d[i] = F32ToF16(x)
+			d[i] = device.F32ToF16(x)
 		}
 	}
 }
@@ -203,12 +203,12 @@ func (v view) storeSeg(r, c0 int, src []float32) {
 	case device.BF16:
 		d := v.b.u16[o : o+len(src)]
 		for i, x := range src {
-			d[i] = F32ToBF16(x)
+			d[i] = device.F32ToBF16(x)
 		}
 	case device.F16:
 		d := v.b.u16[o : o+len(src)]
 		for i, x := range src {
-			d[i] = F32ToF16(x)
+			d[i] = device.F32ToF16(x)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"tfc/runtime/device"
-	"tfc/runtime/device/cpu"
 )
 
 // littleEndian reports whether this host lays out values as the devices do (every host tfc runs
@@ -144,11 +143,11 @@ func decodeFloats(dt device.DType, host []byte, d []float32) {
 		}
 	case dt == device.BF16:
 		for i := range d {
-			d[i] = cpu.BF16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
+			d[i] = device.BF16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
 		}
 	case dt == device.F16:
 		for i := range d {
-			d[i] = cpu.F16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
+			d[i] = device.F16ToF32(binary.LittleEndian.Uint16(host[2*i:]))
 		}
 	}
 }
@@ -165,11 +164,11 @@ func putFloats(dt device.DType, out []byte, v []float32) {
 		}
 	case dt == device.BF16:
 		for i, x := range v {
-			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToBF16(x))
+			binary.LittleEndian.PutUint16(out[2*i:], device.F32ToBF16(x))
 		}
 	case dt == device.F16:
 		for i, x := range v {
-			binary.LittleEndian.PutUint16(out[2*i:], cpu.F32ToF16(x))
+			binary.LittleEndian.PutUint16(out[2*i:], device.F32ToF16(x))
 		}
 	}
 }
