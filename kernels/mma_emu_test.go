@@ -15,7 +15,8 @@ import (
 // mma.sync from the PTX ISA's fragment layouts with a fiber for each GPU thread, and main.cpp
 // checks the tiles and the fill layout against a float64 reference (see its comment), once for each setting of the
 // small-row layout's knobs below (tfc_mma_gemm.h's TFC_ROWS_*; TFC_ROWS_NC only compiles here, as
-// the host's load stands in for ld.global.nc), once in BF16 precision, and once with the fill
+// the host's load stands in for ld.global.nc; the fill layout's checks, which they do not touch,
+// left out by EMU_ROWS_ONLY), once in BF16 precision, and once with the fill
 // layout's BF16 tiles on wgmma (TFC_FILL_WGMMA; its fill checks alone, EMU_FILL_ONLY). It needs a C++20 compiler.
 func TestMMAEmulated(t *testing.T) {
 	if testing.Short() {
@@ -24,8 +25,8 @@ func TestMMAEmulated(t *testing.T) {
 	t.Parallel()
 	for _, flags := range [][]string{
 		nil,
-		{"-DTFC_ROWS_PIPE=2", "-DTFC_ROWS_NC=1"},
-		{"-DTFC_ROWS_PIPE=3", "-DTFC_ROWS_TILE_CHUNKS=2", "-DTFC_ROWS_NC=2"},
+		{"-DTFC_ROWS_PIPE=2", "-DTFC_ROWS_NC=1", "-DEMU_ROWS_ONLY"},
+		{"-DTFC_ROWS_PIPE=3", "-DTFC_ROWS_TILE_CHUNKS=2", "-DTFC_ROWS_NC=2", "-DEMU_ROWS_ONLY"},
 		{"-DTFC_BF16=1"},
 		{"-DTFC_FILL_WGMMA=1", "-DEMU_FILL_ONLY"},
 	} {
