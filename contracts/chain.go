@@ -14,19 +14,10 @@ import (
 // last non-rope output, and a glu after a linear reads its gate and up columns of the linear's
 // output, as compiler/emit/hip chains them.
 func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
-	dt := func(o hip.Op, field string) device.DType {
-		switch o.DTypes[field] {
-		case "BF16":
-			return device.BF16
-		case "F16":
-			return device.F16
-		}
-		return device.F32
-	}
 	acts := map[string]device.Act{"": device.ActNone, "none": device.ActNone, "silu": device.ActSiLU, "gelu": device.ActGELU,
 		"gelu_tanh": device.ActGELUTanh, "quick_gelu": device.ActQuickGELU}
 	weight := func(o hip.Op, field string, rows, cols int) device.Tensor {
-		return b.Normal(dt(o, field), rows, cols, 1/math.Sqrt(float64(cols)))
+		return b.Normal(o.DType(field), rows, cols, 1/math.Sqrt(float64(cols)))
 	}
 	var ops []device.Op
 	var last device.Tensor // output of the last op that is not a rope
@@ -34,7 +25,7 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 		if len(ops) > 0 {
 			return last
 		}
-		return b.Act(dt(o, field), m, cols)
+		return b.Act(o.DType(field), m, cols)
 	}
 	ints := func(n, limit int) []int32 {
 		v := make([]int32, n)
@@ -57,12 +48,12 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 				l.B = weight(o, "B", 1, n)
 			}
 			if o.Flags["has_res"] {
-				l.Res = b.Act(dt(o, "Res"), m, n)
+				l.Res = b.Act(o.DType("Res"), m, n)
 			}
 			if o.Flags["round_product"] {
 				l.Round = device.RoundProduct
 			}
-			l.Y = b.Out(dt(o, "Y"), m, n)
+			l.Y = b.Out(o.DType("Y"), m, n)
 			op, last = l, l.Y
 		case "rope":
 			hd, heads, ns := o.Ints["head_dim"], o.Ints["heads"], o.Ints["sections"]
@@ -80,7 +71,7 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 				col := o.Ints["col"]
 				r.X = last.ColSlice(col, col+heads*hd)
 			} else {
-				r.X = b.Act(dt(o, "X"), m, heads*hd)
+				r.X = b.Act(o.DType("X"), m, heads*hd)
 			}
 			r.Pos = b.Ints(m, ns, ints(m*ns, ropePositions))
 			op = r
@@ -88,11 +79,11 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			d := o.Ints["D"]
 			r := device.RMSNorm{X: input(o, "X", d), Eps: float32(o.Floats["eps"])}
 			if o.Flags["has_res"] {
-				r.Res = b.Act(dt(o, "Res"), m, d)
-				r.Sum = b.Out(dt(o, "Sum"), m, d)
+				r.Res = b.Act(o.DType("Res"), m, d)
+				r.Sum = b.Out(o.DType("Sum"), m, d)
 			}
 			r.W = weight(o, "W", 1, d)
-			r.Y = b.Out(dt(o, "Y"), m, d)
+			r.Y = b.Out(o.DType("Y"), m, d)
 			op, last = r, r.Y
 		case "layernorm":
 			d := o.Ints["D"]
@@ -100,18 +91,18 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			if o.Flags["has_bias"] {
 				l.B = weight(o, "B", 1, d)
 			}
-			l.Y = b.Out(dt(o, "Y"), m, d)
+			l.Y = b.Out(o.DType("Y"), m, d)
 			op, last = l, l.Y
 		case "attention":
 			h, kv, hd := o.Ints["heads"], o.Ints["kv_heads"], o.Ints["head_dim"]
 			a := device.Attention{Heads: h, KVHeads: kv, HeadDim: hd, Scale: float32(o.Floats["scale"]),
-				Q: b.Act(dt(o, "Q"), m, h*hd), K: b.Act(dt(o, "K"), m, kv*hd), V: b.Act(dt(o, "V"), m, kv*hd)}
-			a.Y = b.Out(dt(o, "Y"), m, h*hd)
+				Q: b.Act(o.DType("Q"), m, h*hd), K: b.Act(o.DType("K"), m, kv*hd), V: b.Act(o.DType("V"), m, kv*hd)}
+			a.Y = b.Out(o.DType("Y"), m, h*hd)
 			if o.Flags["cache"] {
 				ps := o.Ints["page_size"]
 				// two sequences, their rows after a cached prefix of cachedPrefix keys, their pages interleaved
 				pages := (cachedPrefix + m/2 + ps - 1) / ps
-				a.Cache = &device.KVCache{K: b.Normal(dt(o, "Cache.K"), 2*pages*ps, kv*hd, 1), V: b.Normal(dt(o, "Cache.V"), 2*pages*ps, kv*hd, 1)}
+				a.Cache = &device.KVCache{K: b.Normal(o.DType("Cache.K"), 2*pages*ps, kv*hd, 1), V: b.Normal(o.DType("Cache.V"), 2*pages*ps, kv*hd, 1)}
 				seq, pos := make([]int32, m), make([]int32, m)
 				for r := range seq {
 					j := r
@@ -131,8 +122,8 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			op, last = a, a.Y
 		case "add", "mul":
 			n := o.Ints["N"]
-			x, y := input(o, "A", n), b.Act(dt(o, "B"), m, n)
-			out := b.Out(dt(o, "Y"), m, n)
+			x, y := input(o, "A", n), b.Act(o.DType("B"), m, n)
+			out := b.Out(o.DType("Y"), m, n)
 			if o.Kind == "add" {
 				op = device.Add{A: x, B: y, Y: out}
 			} else {
@@ -142,29 +133,29 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 		case "activate":
 			n := o.Ints["N"]
 			a := device.Activate{X: input(o, "X", n), Act: act}
-			a.Y = b.Out(dt(o, "Y"), m, n)
+			a.Y = b.Out(o.DType("Y"), m, n)
 			op, last = a, a.Y
 		case "glu":
 			n := o.Ints["N"]
-			g := device.GLU{Gate: input(o, "Gate", n), Up: b.Act(dt(o, "Up"), m, n), Act: act}
+			g := device.GLU{Gate: input(o, "Gate", n), Up: b.Act(o.DType("Up"), m, n), Act: act}
 			if up, ok := o.Ints["up_col"]; ok && len(ops) > 0 { // the halves of a stacked linear's output
 				gate := o.Ints["gate_col"]
 				g.Gate, g.Up = last.ColSlice(gate, gate+n), last.ColSlice(up, up+n)
 			}
-			g.Y = b.Out(dt(o, "Y"), m, n)
+			g.Y = b.Out(o.DType("Y"), m, n)
 			op, last = g, g.Y
 		case "copy":
 			n := o.Ints["N"]
 			c := device.Copy{X: input(o, "X", n)}
-			c.Y = b.Out(dt(o, "Y"), m, n)
+			c.Y = b.Out(o.DType("Y"), m, n)
 			op, last = c, c.Y
 		case "embed":
 			d, v := o.Ints["D"], o.Ints["V"]
-			e := device.Embed{Ids: b.Ints(1, m, ints(m, v)), Table: b.Act(dt(o, "Table"), v, d), Y: b.Out(dt(o, "Y"), m, d)}
+			e := device.Embed{Ids: b.Ints(1, m, ints(m, v)), Table: b.Act(o.DType("Table"), v, d), Y: b.Out(o.DType("Y"), m, d)}
 			op, last = e, e.Y
 		case "gather":
 			d := o.Ints["D"]
-			g := device.Gather{X: b.Act(dt(o, "X"), m+3, d), Index: b.Ints(1, m, ints(m, m+3)), Y: b.Out(dt(o, "Y"), m, d)}
+			g := device.Gather{X: b.Act(o.DType("X"), m+3, d), Index: b.Ints(1, m, ints(m, m+3)), Y: b.Out(o.DType("Y"), m, d)}
 			op, last = g, g.Y
 		case "scatter":
 			d := o.Ints["D"]
@@ -172,7 +163,7 @@ func Chain(b *Builder, k hip.Kernel, m int) ([]device.Op, error) {
 			for j, p := range b.Rng.Perm(m + 3)[:m] {
 				idx[j] = int32(p)
 			}
-			s := device.Scatter{Src: b.Act(dt(o, "Src"), m, d), Index: b.Ints(1, m, idx), Y: b.Act(dt(o, "Y"), m+3, d)}
+			s := device.Scatter{Src: b.Act(o.DType("Src"), m, d), Index: b.Ints(1, m, idx), Y: b.Act(o.DType("Y"), m+3, d)}
 			op, last = s, s.Y
 		case "argmax":
 			v := o.Ints["V"]

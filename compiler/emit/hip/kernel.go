@@ -113,6 +113,17 @@ func (o Op) ctype(x operand) (string, error) {
 	return t, nil
 }
 
+// DType is the element type of operand field: BF16, F16, or F32 when absent.
+func (o Op) DType(field string) device.DType {
+	switch o.DTypes[field] {
+	case "BF16":
+		return device.BF16
+	case "F16":
+		return device.F16
+	}
+	return device.F32
+}
+
 func (o Op) int(key string) int       { return o.Ints[key] }
 func (o Op) float(key string) float64 { return o.Floats[key] }
 

@@ -308,14 +308,14 @@ func (f *gemm) work() (flopsPerRow, weightBytes, rowBytes int64) {
 	if f.glu > 0 {
 		out = int64(f.glu)
 	}
-	size := map[string]int64{"": 4, "F32": 4, "BF16": 2, "F16": 2}
-	weightBytes = n * k * size[lin.DTypes["W"]]
+	size := func(field string) int64 { return int64(lin.DType(field).Size()) }
+	weightBytes = n * k * size("W")
 	if lin.Flags["has_bias"] {
-		weightBytes += n * size[lin.DTypes["B"]]
+		weightBytes += n * size("B")
 	}
-	rowBytes = k*size[lin.DTypes["X"]] + out*size[lin.DTypes["Y"]]
+	rowBytes = k*size("X") + out*size("Y")
 	if lin.Flags["has_res"] {
-		rowBytes += out * size[lin.DTypes["Res"]]
+		rowBytes += out * size("Res")
 	}
 	return 2 * n * k, weightBytes, rowBytes
 }
