@@ -41,18 +41,6 @@ func TestMMAEmulated(t *testing.T) {
 	}
 }
 
-// TestRowsClusterEmulated runs tfc_gemm_mma_rows with its K chunks split over clusters of 2 and 4
-// blocks (testdata/mmaemu/rows_cluster.cpp, the blocks of a cluster on threads of their own): the
-// bits of the tile without a cluster, in both precisions, on decode rows and bands, and the
-// missing-barrier control red.
-func TestRowsClusterEmulated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the emulation takes about a minute")
-	}
-	t.Parallel()
-	runEmulated(t, "rows_cluster.cpp")
-}
-
 // TestAttentionEmulated runs tfc_attention_spans the same way (testdata/mmaemu/attn.cpp): the
 // tensor-core path CUDA takes, and the portable path (EMU_PORTABLE) other targets take, each in
 // F32 and in BF16 precision.

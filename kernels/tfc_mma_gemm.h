@@ -609,15 +609,13 @@ template <int BM, int BN>
 constexpr int tfc_mma_floats = tfc_max_int(tfc_max_int(tfc_mma_smem<BM, BN>::floats, tfc_mma_rows_smem<BM, BN>::floats),
                                              tfc_max_int(tfc_mma_rows_smem<BM, TFC_SMALL_BN>::floats, tfc_mma_rows_smem<BM, TFC_SMALL_BN, 32>::floats));
 
-template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int ROWS = TFC_SMALL_ROWS, int CL = 1, typename COLS>
+template <int BM, int BN, int N, int K, int MUT, int TERMS = TFC_MMA_TERMS, int ROWS = TFC_SMALL_ROWS, typename COLS>
 __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, int ldx, const tfc_bf16* W, int ldw, int M, int m0, COLS cols) {
   using S = tfc_mma_rows_smem<BM, BN, ROWS>;
   constexpr int BK = TFC_MMA_BK, KPAD = (K + BK - 1) / BK * BK, NC = (KPAD + TFC_KC - 1) / TFC_KC;
   constexpr int NT8 = S::nt8, T = S::t, G = S::groups, WPT = S::wpt, U = S::u, WAVE = WPT * U, KS = TFC_KC / 16, MT = S::mt;
-  constexpr int CW = CL * WAVE;                                // a wave's chunks over the cluster
-  constexpr int P = TFC_ROWS_PIPE, NW = (NC + CW - 1) / CW;  // waves in registers; waves of the tile
+  constexpr int P = TFC_ROWS_PIPE, NW = (NC + WAVE - 1) / WAVE;  // waves in registers; waves of the tile
   static_assert(BM >= 16 * MT && BN % 8 == 0 && TFC_KC % 16 == 0 && ROWS <= 32, "tiles of whole mma fragments");
-  static_assert(CL == 1 || (WPT > 1 && TFC_CUDA), "a cluster splits the chunks of a tile whose warps split them");
   static_assert(P >= 1 && (TFC_ROWS_TILE_CHUNKS == 1 || TFC_ROWS_TILE_CHUNKS == 2 || TFC_ROWS_TILE_CHUNKS == 4),
                 "the compiler budgets LDS for at most 4 chunks of tiles a warp a wave");
   // M - m0 <= ROWS: the launch's rows past that are not read
@@ -658,15 +656,10 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
       for (int r = 0; r < MT; ++r) tfc_mma_put(smem + (16 * r + g) * (BN + 1) + j * 8 + 2 * t, BN + 1, a4[r]);
     }
   } else {
-    // slot s of a wave is chunk c0 + s·CL + rank (rank in the cluster, 0 without one); warp q
-    // takes slots WPT-1-q, 2WPT-1-q, ... After a wave's barrier (the cluster's) every thread of
-    // rank 0 adds its outputs' chunk sums, VG a group (the lane values of its fragments), to
-    // their sums in chunk order, reading the other ranks' slots from their LDS: one warp adding
-    // all of them took most of a wave.
+    // slot s of a wave is chunk c0 + s; warp q takes slots WPT-1-q, 2WPT-1-q, ... After a wave's
+    // barrier every thread adds its outputs' chunk sums, VG a group (the lane values of its
+    // fragments), to their sums in chunk order: one warp adding all of them took most of a wave.
     const int gi = warp / WPT, q = warp % WPT, cq = WPT - 1 - q;  // this warp's group of T tiles, place in it, first slot
-    int rank = 0;
-    if constexpr (CL > 1) rank = tfc_cluster_rank();
-    const int first = cq * CL + rank;  // the warp's first chunk of a wave, its next WPT·CL on
     constexpr int VG = MT * T * 128, NV = (G * VG + 255) / 256;  // a group's outputs; a thread's
     float acc[NV];
 #pragma unroll
@@ -675,24 +668,24 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
     unsigned b[P][U][T][KS][2];
     if (gi < G) {
 #pragma unroll
-      for (int p = 0; p + 1 < P; ++p) tfc_mma_rows_load<N, KPAD, NC, U, T, WPT * CL>(b[p], W, ldw, wvec, cols, gi * T, p * CW + first, kend);
+      for (int p = 0; p + 1 < P; ++p) tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[p], W, ldw, wvec, cols, gi * T, p * WAVE + cq, kend);
     }
 #pragma unroll 1
     for (int w0 = 0; w0 < NW; w0 += P)
 #pragma unroll
       for (int p = 0; p < P; ++p) {
-        const int wave = w0 + p, c0 = wave * CW;
+        const int wave = w0 + p, c0 = wave * WAVE;
         if (NW % P != 0 && wave >= NW) continue;
         float* const set = slots + (wave & 1) * G * WAVE * MT * T * 128;
         if (gi < G) {
-          tfc_mma_rows_load<N, KPAD, NC, U, T, WPT * CL>(b[(p + P - 1) % P], W, ldw, wvec, cols, gi * T, c0 + (P - 1) * CW + first, kend);
+          tfc_mma_rows_load<N, KPAD, NC, U, T, WPT>(b[(p + P - 1) % P], W, ldw, wvec, cols, gi * T, c0 + (P - 1) * WAVE + cq, kend);
           float sum[MT][U][T][4];
-          tfc_mma_rows_sums<KPAD, NC, U, T, WPT * CL, TERMS, ROWS>(sum, b[p], X, ldxm, xvec, M, m0, c0 + first, kend);
+          tfc_mma_rows_sums<KPAD, NC, U, T, WPT, TERMS, ROWS>(sum, b[p], X, ldxm, xvec, M, m0, c0 + cq, kend);
           tfc_fill_skew<MUT>();
 #pragma unroll
           for (int u = 0; u < U; ++u) {
             const int s = cq + WPT * u;
-            if (c0 + s * CL + rank >= NC) continue;
+            if (c0 + s >= NC) continue;
 #pragma unroll
             for (int r = 0; r < MT; ++r)
 #pragma unroll
@@ -703,37 +696,27 @@ __device__ __forceinline__ void tfc_gemm_mma_rows(float* smem, const float* X, i
               }
           }
         }
-        if constexpr (CL > 1) {
-          if (MUT != TFC_MUT_BARRIER) tfc_cluster_sync();
-        } else {
-          tfc_fill_barrier<MUT>();
+        tfc_fill_barrier<MUT>();
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+          const int o = threadIdx.x + 256 * v;  // group o / VG's slot place o % VG: [MT][T][32 lanes][4]
+          if (G * VG % 256 != 0 && o >= G * VG) continue;
+          const float* sl = set + o / VG * WAVE * VG + o % VG;
+#pragma unroll
+          for (int s = 0; s < WAVE; ++s)
+            if (c0 + s < NC) acc[v] += sl[s * VG];
         }
-        if (rank == 0)
-#pragma unroll
-          for (int v = 0; v < NV; ++v) {
-            const int o = threadIdx.x + 256 * v;  // group o / VG's slot place o % VG: [MT][T][32 lanes][4]
-            if (G * VG % 256 != 0 && o >= G * VG) continue;
-            const float* sl[CL];
-            sl[0] = set + o / VG * WAVE * VG + o % VG;
-#pragma unroll
-            for (int c = 1; c < CL; ++c) sl[c] = tfc_cluster_map(sl[0], c);
-#pragma unroll
-            for (int s = 0; s < CW; ++s)
-              if (c0 + s < NC) acc[v] += sl[s % CL][s / CL * VG];
-          }
       }
-    if constexpr (CL > 1) tfc_cluster_sync();  // no block leaves while rank 0 reads its LDS
     tfc_fill_skew<MUT>();
-    if (rank == 0)
 #pragma unroll
-      for (int v = 0; v < NV; ++v) {
-        const int o = threadIdx.x + 256 * v, og = o / VG, ow = o % VG;  // element e of lane ln's fragment of tile it
-        if (G * VG % 256 != 0 && o >= G * VG) continue;
-        const int e = ow % 4, ln = ow / 4 % 32, it = ow / 128, r = it / T, i = it % T;
-        smem[(16 * r + ln / 4 + 8 * (e / 2)) * (BN + 1) + (og * T + i) * 8 + 2 * (ln % 4) + e % 2] = acc[v];
-      }
+    for (int v = 0; v < NV; ++v) {
+      const int o = threadIdx.x + 256 * v, og = o / VG, ow = o % VG;  // element e of lane ln's fragment of tile it
+      if (G * VG % 256 != 0 && o >= G * VG) continue;
+      const int e = ow % 4, ln = ow / 4 % 32, it = ow / 128, r = it / T, i = it % T;
+      smem[(16 * r + ln / 4 + 8 * (e / 2)) * (BN + 1) + (og * T + i) * 8 + 2 * (ln % 4) + e % 2] = acc[v];
+    }
   }
-  tfc_fill_barrier<MUT>();  // the epilogue reads C (rank 0's alone: the other ranks leave)
+  tfc_fill_barrier<MUT>();  // the epilogue reads C
 }
 // ---------------------------------------------------------------------------------------------
 // tfc_gemm_mma_fill is tfc_gemm_mma for launches of many rows (prompt chunks, vision towers), laid

@@ -6,7 +6,7 @@
 
 // glmocr_vision_linear_bias: linear(bias, round_product)
 // from graphs/glm_ocr.graph:127
-// launch glmocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 12) as glmocr_vision_linear_bias_rows in clusters of 4 along y when M ≤ 8, or (ceil(M/128), 1) as glmocr_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch glmocr_vision_linear_bias: grid (ceil(M/64), 1), or (1, 3) as glmocr_vision_linear_bias_rows when M ≤ 8, or (ceil(M/128), 1) as glmocr_vision_linear_bias_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -26,16 +26,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -51,9 +46,6 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -63,7 +55,7 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void glmocr_vision_linear_bias_rows(
+extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const tfc_bf16* op0_B, int op0_B_ld,
@@ -82,16 +74,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void glmocr_vision
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -106,9 +93,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void glmocr_vision
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -138,16 +122,11 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_fill
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -162,9 +141,6 @@ extern "C" __global__ __launch_bounds__(256) void glmocr_vision_linear_bias_fill
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

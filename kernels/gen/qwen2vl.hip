@@ -6,7 +6,7 @@
 
 // qwen2vl_vision_linear: linear
 // from graphs/qwen2_vl.graph:118
-// launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 8) as qwen2vl_vision_linear_rows in clusters of 4 along y when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
+// launch qwen2vl_vision_linear: grid (ceil(M/64), 1), or (1, 2) as qwen2vl_vision_linear_rows when M ≤ 8, or (ceil(M/128), 1) as qwen2vl_vision_linear_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -25,16 +25,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -50,9 +45,6 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -62,7 +54,7 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void qwen2vl_vision_linear_rows(
+extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -80,16 +72,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void qwen2vl_visio
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -104,9 +91,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void qwen2vl_visio
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -135,16 +119,11 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -159,9 +138,6 @@ extern "C" __global__ __launch_bounds__(256) void qwen2vl_vision_linear_fill(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

@@ -6,7 +6,7 @@
 
 // vision_patch_embed: linear
 // from sample:vision.patch_embed
-// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 320) as vision_patch_embed_rows in clusters of 4 along y when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 320) as vision_patch_embed_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch vision_patch_embed: grid (ceil(M/32), 20), or (1, 80) as vision_patch_embed_rows when M ≤ 8, or (ceil(M/16), 20) as vision_patch_embed_mid when M ≤ 64, or (ceil(M/128), 20) as vision_patch_embed_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_patch_embed_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -25,16 +25,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -52,9 +47,6 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -64,7 +56,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_embed_rows(
+extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -82,16 +74,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -108,9 +95,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -139,16 +123,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -165,9 +144,6 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -196,16 +172,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -223,9 +194,6 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -235,7 +203,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_fill(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_embed_band(
+extern "C" __global__ __launch_bounds__(256) void vision_patch_embed_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     float* op0_Y, int op0_Y_ld,
@@ -253,16 +221,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -279,9 +242,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_patch_
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -663,7 +623,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_attention(
 
 // vision_proj_residual: linear(bias, res)
 // from sample:vision.proj
-// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 320) as vision_proj_residual_rows in clusters of 4 along y when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 320) as vision_proj_residual_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch vision_proj_residual: grid (ceil(M/32), 20), or (1, 80) as vision_proj_residual_rows when M ≤ 8, or (ceil(M/16), 20) as vision_proj_residual_mid when M ≤ 64, or (ceil(M/128), 20) as vision_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 80) as vision_proj_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -684,16 +644,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -711,9 +666,6 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -724,7 +676,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_residual_rows(
+extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -744,16 +696,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_r
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -770,9 +717,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_r
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -804,16 +748,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -830,9 +769,6 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -864,16 +800,11 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -891,9 +822,6 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -904,7 +832,7 @@ extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_fill(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_residual_band(
+extern "C" __global__ __launch_bounds__(256) void vision_proj_residual_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -924,16 +852,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_r
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -950,9 +873,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void vision_proj_r
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -1646,7 +1566,7 @@ extern "C" __global__ __launch_bounds__(256) void residual_rmsnorm(
 
 // q_proj_mrope: linear(bias) → rope
 // from sample:layer.q_proj, sample:layer.mrope_q
-// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 192) as q_proj_mrope_rows in clusters of 2 along y when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 192) as q_proj_mrope_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch q_proj_mrope: grid (ceil(M/32), 12), or (1, 96) as q_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 12) as q_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 96) as q_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float q_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1665,17 +1585,12 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1690,9 +1605,6 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1717,7 +1629,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_rows(
+extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -1734,17 +1646,12 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1759,9 +1666,6 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1803,17 +1707,12 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1828,9 +1727,6 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1855,7 +1751,7 @@ extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_mid(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_band(
+extern "C" __global__ __launch_bounds__(256) void q_proj_mrope_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -1872,17 +1768,12 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1897,9 +1788,6 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1926,7 +1814,7 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void q_proj_mrope_
 
 // k_proj_mrope: linear(bias) → rope
 // from sample:layer.k_proj, sample:layer.mrope_k
-// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 64) as k_proj_mrope_rows in clusters of 4 along y when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 64) as k_proj_mrope_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch k_proj_mrope: grid (ceil(M/32), 2), or (1, 16) as k_proj_mrope_rows when M ≤ 8, or (ceil(M/16), 2) as k_proj_mrope_mid when M ≤ 64, or (ceil(M/32), 16) as k_proj_mrope_band when M ≤ 64 with the band layout, 256 threads
 __device__ const float k_proj_mrope_op1_inv[64] = {1.0f, 0.8058422f, 0.64938164f, 0.52329916f, 0.4216965f, 0.33982083f, 0.27384198f, 0.2206734f, 0.17782794f, 0.14330126f, 0.1154782f, 0.0930572f, 0.074989416f, 0.060429644f, 0.048696753f, 0.0392419f, 0.03162278f, 0.025482967f, 0.020535251f, 0.016548172f, 0.013335215f, 0.010746079f, 0.008659643f, 0.006978306f, 0.0056234132f, 0.0045315837f, 0.0036517414f, 0.0029427272f, 0.0023713738f, 0.0019109529f, 0.0015399265f, 0.0012409379f, 0.001f, 0.0008058422f, 0.00064938166f, 0.0005232991f, 0.0004216965f, 0.0003398208f, 0.00027384196f, 0.00022067342f, 0.00017782794f, 0.00014330127f, 0.00011547819f, 9.3057206e-05f, 7.4989424e-05f, 6.0429637e-05f, 4.8696755e-05f, 3.92419e-05f, 3.1622774e-05f, 2.5482967e-05f, 2.053525e-05f, 1.654817e-05f, 1.3335214e-05f, 1.0746078e-05f, 8.659644e-06f, 6.9783064e-06f, 5.6234135e-06f, 4.5315837e-06f, 3.6517413e-06f, 2.9427272e-06f, 2.3713737e-06f, 1.910953e-06f, 1.5399265e-06f, 1.2409378e-06f};
 extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     const float* op0_X, int op0_X_ld,
@@ -1945,17 +1833,12 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -1970,9 +1853,6 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -1997,7 +1877,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_rows(
+extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -2014,17 +1894,12 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2039,9 +1914,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -2083,17 +1955,12 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2108,9 +1975,6 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -2135,7 +1999,7 @@ extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_mid(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_band(
+extern "C" __global__ __launch_bounds__(256) void k_proj_mrope_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -2152,17 +2016,12 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const bool pairs = small;
   const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;
-  const int j0 = by % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = by / tiles * BN + j0;
+  const int j0 = blockIdx.y % tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;
 #if TFC_CUDA
   if (pairs)
-    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
+    tfc_gemm_mma_rows<BM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_mma<BM, BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #elif TFC_AMD_MATRIX
@@ -2177,9 +2036,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_
     tfc_gemm_rows<BM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<BM, BN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});
   else
     tfc_gemm_tile<BM, BN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + (c < bn / 2 ? c : c - bn / 2 + BN / 2);
@@ -2206,7 +2062,7 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void k_proj_mrope_
 
 // v_proj: linear(bias)
 // from sample:layer.v_proj
-// launch v_proj: grid (ceil(M/32), 4), or (1, 64) as v_proj_rows in clusters of 4 along y when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 64) as v_proj_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch v_proj: grid (ceil(M/32), 4), or (1, 16) as v_proj_rows when M ≤ 8, or (ceil(M/16), 4) as v_proj_mid when M ≤ 64, or (ceil(M/128), 4) as v_proj_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 16) as v_proj_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void v_proj(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2226,16 +2082,11 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2253,9 +2104,6 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -2265,7 +2113,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_proj_rows(
+extern "C" __global__ __launch_bounds__(256) void v_proj_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -2284,16 +2132,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_proj_rows(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2310,9 +2153,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_proj_rows(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2342,16 +2182,11 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2368,9 +2203,6 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2400,16 +2232,11 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2427,9 +2254,6 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -2439,7 +2263,7 @@ extern "C" __global__ __launch_bounds__(256) void v_proj_fill(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_proj_band(
+extern "C" __global__ __launch_bounds__(256) void v_proj_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_B, int op0_B_ld,
@@ -2458,16 +2282,11 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_proj_band(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 4 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2484,9 +2303,6 @@ extern "C" __global__ TFC_CLUSTER_Y(4) __launch_bounds__(256) void v_proj_band(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2576,7 +2392,7 @@ extern "C" __global__ TFC_CLUSTER_Y(8) __launch_bounds__(256) void decode_attent
 
 // o_proj_residual: linear(res)
 // from sample:layer.o_proj
-// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 192) as o_proj_residual_rows in clusters of 2 along y when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 192) as o_proj_residual_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch o_proj_residual: grid (ceil(M/32), 24), or (1, 96) as o_proj_residual_rows when M ≤ 8, or (ceil(M/16), 24) as o_proj_residual_mid when M ≤ 64, or (ceil(M/128), 24) as o_proj_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as o_proj_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -2596,16 +2412,11 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2623,9 +2434,6 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -2636,7 +2444,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void o_proj_residual_rows(
+extern "C" __global__ __launch_bounds__(256) void o_proj_residual_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -2655,16 +2463,11 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void o_proj_residu
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2681,9 +2484,6 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void o_proj_residu
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2714,16 +2514,11 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2740,9 +2535,6 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -2773,16 +2565,11 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2800,9 +2587,6 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -2813,7 +2597,7 @@ extern "C" __global__ __launch_bounds__(256) void o_proj_residual_fill(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void o_proj_residual_band(
+extern "C" __global__ __launch_bounds__(256) void o_proj_residual_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -2832,16 +2616,11 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void o_proj_residu
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -2858,9 +2637,6 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void o_proj_residu
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3412,7 +3188,7 @@ extern "C" __global__ __launch_bounds__(256) void swiglu(
 
 // mlp_down_residual: linear(res)
 // from sample:layer.down_proj
-// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 192) as mlp_down_residual_rows in clusters of 2 along y when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 192) as mlp_down_residual_band when M ≤ 64 with the band layout (clusters likewise), 256 threads
+// launch mlp_down_residual: grid (ceil(M/32), 24), or (1, 96) as mlp_down_residual_rows when M ≤ 8, or (ceil(M/16), 24) as mlp_down_residual_mid when M ≤ 64, or (ceil(M/128), 24) as mlp_down_residual_fill with 163840 bytes of dynamic LDS when M > 256 with the fill layout, or (ceil(M/32), 96) as mlp_down_residual_band when M ≤ 64 with the band layout, 256 threads
 extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
@@ -3432,16 +3208,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3459,9 +3230,6 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -3472,7 +3240,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void mlp_down_residual_rows(
+extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_rows(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -3491,16 +3259,11 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void mlp_down_resi
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3517,9 +3280,6 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void mlp_down_resi
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3550,16 +3310,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3576,9 +3331,6 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_mid(
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
@@ -3609,16 +3361,11 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3636,9 +3383,6 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
 #endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
-#endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;
     if (m >= M || n >= N) continue;
@@ -3649,7 +3393,7 @@ extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_fill(
   }
 }
 
-extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void mlp_down_residual_band(
+extern "C" __global__ __launch_bounds__(256) void mlp_down_residual_band(
     const float* op0_X, int op0_X_ld,
     const tfc_bf16* op0_W, int op0_W_ld,
     const float* op0_Res, int op0_Res_ld,
@@ -3668,16 +3412,11 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void mlp_down_resi
   constexpr int BK = 16;
   __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];
 #endif
-  constexpr int CL = small ? 2 : 1;  // blocks of a cluster sharing a small tile's K chunks
-#if !TFC_CUDA
-  if (CL > 1 && blockIdx.y % CL != 0) return;  // no clusters: a tile's first block takes it alone
-#endif
-  const int by = blockIdx.y / CL;
   const int bn = small ? TFC_SMALL_BN : BN;
-  const int m0 = blockIdx.x * BM, n0 = by * bn;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;
 #if TFC_CUDA
   if (small)
-    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
+    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else if (fill)
     tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
@@ -3694,9 +3433,6 @@ extern "C" __global__ TFC_CLUSTER_Y(2) __launch_bounds__(256) void mlp_down_resi
     tfc_gemm_rows<TBM, TFC_SMALL_BN, BK, N, K, MUT, tfc_gemm_smem<TBM, TBN, BK>::floats>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
   else
     tfc_gemm_tile<TBM, TBN, BK, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);
-#endif
-#if TFC_CUDA
-  if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C
 #endif
   for (int e = threadIdx.x; e < BM * bn; e += 256) {
     const int r = e / bn, c = e % bn, m = m0 + r, n = n0 + c;

@@ -49,9 +49,9 @@ type Launch struct {
 	// SmallSymbol, when set, is the function launched instead at M ≤ SmallRows: the same kernel
 	// built for small launches alone, so each layout has its own registers.
 	SmallSymbol string `json:"small_symbol,omitempty"`
-	// SmallClusterY, when above 1, launches SmallSymbol's blocks (and BandSymbol's) in clusters
-	// of that many along y where the device has clusters (CUDA sm_90; the function says so
-	// itself); SmallRowsGridY is a multiple of it.
+	// SmallClusterY, when above 1, launches SmallSymbol's blocks in clusters of that many along
+	// y where the device has clusters (CUDA sm_90; the function says so itself); SmallRowsGridY
+	// is a multiple of it.
 	SmallClusterY int `json:"small_cluster_y,omitempty"`
 	// MidSymbol, when set, is the function launched at SmallRows < M ≤ MidRows: the same kernel
 	// on tiles of MidRowsPerBlock rows, so that a launch of a few dozen rows has blocks enough.
@@ -214,7 +214,7 @@ func (s *Schedule) Check() error {
 			(l.FillSymbol != "") != (l.FillRowsPerBlock > 0) || (l.FillSymbol != "") != (l.FillGridY > 0) || (l.FillSymbol != "") != (l.FillLDS > 0) ||
 			(l.FillSymbol != "" && (l.FillRows < l.SmallRows || l.FillRows < l.MidRows || l.PlusSpans)) ||
 			(l.BandSymbol != "") != (l.BandRows > 0) || (l.BandSymbol != "") != (l.BandRowsPerBlock > 0) ||
-			(l.BandSymbol != "" && (l.SmallSymbol == "" || l.BandRows <= l.SmallRows || l.PlusSpans || (l.FillSymbol != "" && l.BandRows > l.FillRows))) {
+			(l.BandSymbol != "" && (l.SmallSymbol == "" || l.BandRows <= l.SmallRows || l.SmallClusterY > 1 || l.PlusSpans || (l.FillSymbol != "" && l.BandRows > l.FillRows))) {
 			return fmt.Errorf("schedule of kernel %s: launch %+v", s.Kernel, l)
 		}
 	}

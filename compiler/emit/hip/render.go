@@ -270,9 +270,6 @@ func Describe(l device.Launch) string {
 		}
 		if l.BandSymbol != "" {
 			mid += fmt.Sprintf(", or (ceil(M/%d), %d) as %s when M ≤ %d with the band layout", l.BandRowsPerBlock, l.SmallRowsGridY, l.BandSymbol, l.BandRows)
-			if l.SmallClusterY > 1 {
-				mid += " (clusters likewise)"
-			}
 		}
 		return fmt.Sprintf("grid (%s, %d), or (%s, %d)%s when M ≤ %d%s, %d threads", x, l.GridY, small, l.SmallRowsGridY, as, l.SmallRows, mid, l.Threads)
 	}

@@ -2,7 +2,6 @@ package hip
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -293,7 +292,7 @@ func TestVisionMMA(t *testing.T) {
 				"  __shared__ __align__(16) float tile_lds[fill ? 4 : tfc_mma_floats<TBM, TBN>];\n  float* const smem = fill ? tfc_fill_lds() : tile_lds;\n" +
 				"  static_assert(tfc_fill_smem<FBM, FBN>::bytes <= 163840, \"the launch passes 163840 bytes of dynamic LDS (the schedule's fill_lds)\");\n" +
 				"#else\n  constexpr int BK = 16;\n  __shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];\n#endif\n",
-			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, TFC_SMALL_ROWS, CL>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
+			"#if TFC_CUDA\n  if (small)\n    tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else if (fill)\n    tfc_gemm_mma_fill<FBM, FBN, N, K, MUT, TFC_MMA_TERMS, 4>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
 				"  else\n    tfc_gemm_mma<TBM, TBN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n#elif TFC_AMD_MATRIX\n" +
 				"  if (small)\n    tfc_gemm_amd<16, TFC_SMALL_BN, N, K, MUT>(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, n0);\n" +
@@ -338,7 +337,7 @@ func TestVisionMMA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.k.Ops[len(c.k.Ops)-1].Kind != "rope" && l[0].SmallRowsGridY != ceilDiv(c.k.Ops[0].int("N"), smallBN)*max(1, l[0].SmallClusterY) {
+		if c.k.Ops[len(c.k.Ops)-1].Kind != "rope" && l[0].SmallRowsGridY != ceilDiv(c.k.Ops[0].int("N"), smallBN) {
 			t.Errorf("%s: small-row grid %d", c.k.Name, l[0].SmallRowsGridY)
 		}
 	}
@@ -380,55 +379,6 @@ func TestPagedHeads(t *testing.T) {
 	for qg, want := range map[int]int{1: 1, 2: 2, 3: 3, 6: 6, 7: 7, 8: 8, 9: 3, 11: 1, 12: 6, 14: 7, 16: 8} {
 		if got := pagedHeads(qg); got != want {
 			t.Errorf("pagedHeads(%d) = %d, want %d", qg, got, want)
-		}
-	}
-}
-
-// TestClusterY: a tensor-core linear whose small tiles are fewer than clusterBlocks splits its K
-// chunks over a cluster (CUDA) of up to clusterMax blocks while each keeps two chunks or more;
-// its small and band functions say so, and only rank 0 (elsewhere: the tile's first block) goes
-// on to the epilogue.
-func TestClusterY(t *testing.T) {
-	bf16 := map[string]string{"W": "BF16"}
-	lin := func(n, k int) Op {
-		return Op{Kind: "linear", Ints: map[string]int{"N": n, "K": k}, Flags: map[string]bool{"has_res": true}, DTypes: bf16}
-	}
-	for _, c := range []struct {
-		n, k, cl int
-	}{
-		{1536, 8960, 2}, // a 1.5 B decoder's down projection: 96 tiles
-		{1536, 1536, 2}, // its o projection
-		{64, 8960, 4},   // 4 tiles
-		{64, 128, 1},    // 2 chunks: one a block at most
-		{64, 256, 2},    // 4 chunks
-		{8192, 1536, 1}, // 512 tiles
-	} {
-		k := Kernel{Name: "d", Role: "decoder", Ops: []Op{lin(c.n, c.k)}}
-		ls, err := Launches(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := ls[0]
-		if cl := max(1, l.SmallClusterY); cl != c.cl || l.SmallRowsGridY != ceilDiv(c.n, smallBN)*cl {
-			t.Errorf("N=%d K=%d: clusters of %d, small grid.y %d; want %d, %d", c.n, c.k, cl, l.SmallRowsGridY, c.cl, ceilDiv(c.n, smallBN)*c.cl)
-		}
-		got, err := Render("t", []Kernel{k})
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(got)
-		want := []string{
-			fmt.Sprintf("TFC_CLUSTER_Y(%d) __launch_bounds__(256) void d_rows(", c.cl),
-			fmt.Sprintf("TFC_CLUSTER_Y(%d) __launch_bounds__(256) void d_band(", c.cl),
-			fmt.Sprintf("constexpr int CL = small ? %d : 1;", c.cl),
-			"if (CL > 1 && blockIdx.y % CL != 0) return;",
-			"tfc_gemm_mma_rows<TBM, TFC_SMALL_BN, N, K, MUT, TFC_MMA_TERMS, band ? 32 : TFC_SMALL_ROWS, CL>",
-			"if (CL > 1 && tfc_cluster_rank() != 0) return;",
-		}
-		for _, w := range want {
-			if has := strings.Contains(text, w); has != (c.cl > 1) {
-				t.Errorf("N=%d K=%d: %q rendered %v, want %v", c.n, c.k, w, has, c.cl > 1)
-			}
 		}
 	}
 }

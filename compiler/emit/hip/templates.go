@@ -140,41 +140,6 @@ func mmaRowsFloats(bm, bn int) int {
 // kernels/tfc_kernels.h names them TFC_SMALL_BN and TFC_SMALL_ROWS.
 const smallBN, smallRows = 16, 8
 
-// A tensor-core linear launched on at most smallRows rows whose small tiles are fewer than
-// clusterBlocks (the down and o projections of a 1.5 B decoder: 96 blocks for an H100's 132
-// multiprocessors, its DRAM 28% busy, docs/receipts/2026-12-07-h100-band-split-chunk-adder-sweep.md)
-// splits each tile's K chunks over a cluster of up to clusterMax blocks on CUDA (two at a time
-// while each keeps two chunks or more): block c of the cluster sums chunks c, c + CL, ... and
-// the first adds them all in chunk order, the same bits. Elsewhere a tile's first block takes it
-// alone and the others leave.
-const clusterBlocks, clusterMax = 192, 4
-
-// clusterY is the blocks of a cluster that share a small tile (1: none).
-func (f *gemm) clusterY() int {
-	if !f.mma || (len(f.ropeOf) > 0 && !f.pairs) {
-		return 1
-	}
-	blocks, chunks := f.smallBlocks(), ceilDiv(f.k.Ops[0].int("K"), 64) // TFC_KC
-	cl := 1
-	for cl < clusterMax && blocks*cl < clusterBlocks && 4*cl <= chunks {
-		cl *= 2
-	}
-	return cl
-}
-
-// smallBlocks is the small function's grid.y before clusters: its small tiles.
-func (f *gemm) smallBlocks() int {
-	switch {
-	case f.glu > 0:
-		return ceilDiv(f.glu, smallBN/2)
-	case len(f.ropeOf) == 0:
-		return ceilDiv(f.n, smallBN)
-	case f.pairs:
-		return ceilDiv(f.n, f.bn) * (f.bn / smallBN)
-	}
-	return 0
-}
-
 // smallSuffix ends the name of a kernel's function for launches of at most smallRows rows: the
 // same body with small a constant, so the compiler keeps only the small-row layout in it and
 // each function has the registers of its own layout.
@@ -274,14 +239,17 @@ func (f *gemm) bnExpr() string {
 
 func (f *gemm) launches() []device.Launch {
 	l := device.Launch{Symbol: f.k.Name, Threads: threads, RowsPerBlock: f.bm, GridY: ceilDiv(f.n, f.bn)}
-	if f.glu > 0 {
+	switch {
+	case f.glu > 0:
 		l.GridY = ceilDiv(f.glu, f.bn/2)
+		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.glu, smallBN/2)
+	case len(f.ropeOf) == 0:
+		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, smallBN)
+	case f.pairs:
+		l.SmallRows, l.SmallRowsGridY = smallRows, ceilDiv(f.n, f.bn)*(f.bn/smallBN)
 	}
-	if b := f.smallBlocks(); b > 0 {
-		l.SmallRows, l.SmallRowsGridY, l.SmallSymbol = smallRows, b*f.clusterY(), f.k.Name+smallSuffix
-		if cl := f.clusterY(); cl > 1 {
-			l.SmallClusterY = cl
-		}
+	if l.SmallRows > 0 {
+		l.SmallSymbol = f.k.Name + smallSuffix
 	}
 	if f.mid() {
 		l.MidRows, l.MidRowsPerBlock, l.MidSymbol = midRows, midBM, f.k.Name+midSuffix
@@ -354,12 +322,6 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 		if f.band() {
 			rows = fmt.Sprintf(", TFC_MMA_TERMS, band ? %d : TFC_SMALL_ROWS", bandBM)
 		}
-		if f.clusterY() > 1 {
-			if rows == "" {
-				rows = ", TFC_MMA_TERMS, TFC_SMALL_ROWS"
-			}
-			rows += ", CL"
-		}
 		g.raw("#if TFC_CUDA")
 		g.line("if (%s)", small)
 		g.line("  tfc_gemm_mma_rows<%s, TFC_SMALL_BN, N, K, MUT%s>%s", bm, rows, smallArgs)
@@ -390,32 +352,6 @@ func (f *gemm) tileCall(g *gen, small, smallArgs, args, fillArgs, tile string) {
 	if f.mma {
 		g.raw("#endif")
 	}
-}
-
-// clusterHead renders, for a linear whose small tiles take clusters, CL (the blocks sharing a
-// tile in the small function, 1 in the others) and by, the block's tile along y; elsewhere than
-// CUDA a tile's first block takes it alone. It returns the expression of the tile along y.
-func (f *gemm) clusterHead(g *gen) string {
-	cl := f.clusterY()
-	if cl == 1 {
-		return "blockIdx.y"
-	}
-	g.line("constexpr int CL = small ? %d : 1;  // blocks of a cluster sharing a small tile's K chunks", cl)
-	g.raw("#if !TFC_CUDA")
-	g.line("if (CL > 1 && blockIdx.y %% CL != 0) return;  // no clusters: a tile's first block takes it alone")
-	g.raw("#endif")
-	g.line("const int by = blockIdx.y / CL;")
-	return "by"
-}
-
-// clusterTail renders, after the tile, the return of a cluster's blocks but rank 0, which holds C.
-func (f *gemm) clusterTail(g *gen) {
-	if f.clusterY() == 1 {
-		return
-	}
-	g.raw("#if TFC_CUDA")
-	g.line("if (CL > 1 && tfc_cluster_rank() != 0) return;  // rank 0 holds the tile's C")
-	g.raw("#endif")
 }
 
 // tileNames are the names of the tile the layouts other than the fill one take: TBM×TBN in a
@@ -460,36 +396,32 @@ func (f *gemm) body(g *gen) error {
 		g.line("__shared__ float smem[tfc_gemm_smem<BM, BN, BK>::floats];")
 		g.raw("#endif")
 	}
-	by := f.clusterHead(g)
 	if f.glu > 0 {
 		// A tile holds bn / 2 gate columns and their up partners HALF columns on, so that the
 		// epilogue pairs them; launches of at most TFC_SMALL_ROWS rows take TFC_SMALL_BN columns.
 		g.line("constexpr int HALF = %d;", f.glu)
 		g.line("const int bn = small ? TFC_SMALL_BN : BN;")
-		g.line("const int m0 = blockIdx.x * BM, n0 = %s * (bn / 2);", by)
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * (bn / 2);")
 		cols := func(bn string) string {
 			return fmt.Sprintf("(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_glu_pairs<%s, HALF>{n0});", bn)
 		}
 		f.tileCall(g, "small", cols("TFC_SMALL_BN"), cols(bn), cols("FBN"), fmt.Sprintf("tfc_gemm_tile<%s, %s, BK, N, K, MUT>", bm, bn)+cols(bn))
-		f.clusterTail(g)
 		f.gluPass(g)
 		return nil
 	}
 	if len(f.ropeOf) == 0 {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles TFC_SMALL_BN columns wide.
 		g.line("const int bn = small ? TFC_SMALL_BN : BN;")
-		g.line("const int m0 = blockIdx.x * BM, n0 = %s * bn;", by)
+		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
 		f.tileCall(g, "small", args, args, args, tile)
-		f.clusterTail(g)
 	} else if f.pairs {
 		// Launches of at most TFC_SMALL_ROWS rows take tiles of TFC_SMALL_BN / 2 rotary pairs, BN /
 		// TFC_SMALL_BN a head: a head's columns n0 + [0, bn / 2), then their partners BN / 2 on.
 		pairs := "(smem, op0_X, op0_X_ld, op0_W, op0_W_ld, M, m0, tfc_rope_pairs<BN / 2>{n0});"
 		g.line("const bool pairs = small;")
 		g.line("const int bn = pairs ? TFC_SMALL_BN : BN, tiles = pairs ? BN / TFC_SMALL_BN : 1;")
-		g.line("const int j0 = %s %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = %s / tiles * BN + j0;", by, by)
+		g.line("const int j0 = blockIdx.y %% tiles * (bn / 2), m0 = blockIdx.x * BM, n0 = blockIdx.y / tiles * BN + j0;")
 		f.tileCall(g, "pairs", pairs, args, args, tile)
-		f.clusterTail(g)
 	} else {
 		g.line("constexpr int bn = BN;")
 		g.line("const int m0 = blockIdx.x * BM, n0 = blockIdx.y * bn;")
