@@ -135,3 +135,13 @@ func TestBF16AgainstPublisher(t *testing.T) {
 		t.Error("a short run passed")
 	}
 }
+
+// TestSweepBF16CPU gates every config with a BF16 reference on the CPU in BF16 precision: prompt
+// ids equal, and greedy ids equal to the publisher's BF16 run up to a step where that run's margin
+// between its pick and tfc's is at most one BF16 step of its top logit.
+func TestSweepBF16CPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every BF16 sweep config")
+	}
+	gateSweepBF16(t, "cpu")
+}
