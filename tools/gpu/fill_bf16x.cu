@@ -27,9 +27,11 @@ __global__ __launch_bounds__(256) void fill_mma(const float* X, const tfc_bf16* 
 
 template <int BM, int BN, int N, int K>
 __global__ __launch_bounds__(256) void fill_wgmma(const float* X, const tfc_bf16* W, float* Y, int M) {
+#if TFC_WGMMA  // the device pass for sm_90a; the host pass sees an empty body
   float* smem = tfc_fill_lds();
   tfc_gemm_wgmma_fill<BM, BN, N, K, 0>(smem, X, K, W, K, M, blockIdx.x * BM, (int)blockIdx.y * BN);
   out<BM, BN, N>(smem, Y, M, blockIdx.x * BM, blockIdx.y * BN);
+#endif
 }
 
 // to_bf16 is the conversion X would take once: each F32 to its high half, NaNs quieted as tfc_put_terms does.
@@ -45,6 +47,7 @@ constexpr int probe_bytes() { return P * (BM + BN) * BK * 2 > BM * (BN + 1) * 4 
 // copied by cp.async into core matrices, a step's k16 wgmma chained from zero in a TFC_KC chunk.
 template <int BM, int BN, int N, int K, int BK, int P>
 __global__ __launch_bounds__(256) void fill_bf16x(const tfc_bf16* X, const tfc_bf16* W, float* Y, int M) {
+#if TFC_WGMMA
   extern __shared__ __align__(128) unsigned char sm[];
   constexpr int XB = BM * BK * 2, ST = (BM + BN) * BK * 2, KT = K / BK, NT = BN / 8;
   static_assert(K % BK == 0 && TFC_KC % BK == 0 && BM == 128, "whole steps; chunks hold whole steps");
@@ -90,6 +93,7 @@ __global__ __launch_bounds__(256) void fill_bf16x(const tfc_bf16* X, const tfc_b
   for (int i = 0; i < NT; ++i) tfc_mma_put(smem + (16 * warp + g) * (BN + 1) + 8 * i + 2 * t, BN + 1, acc[i]);
   __syncthreads();
   out<BM, BN, N>(smem, Y, M, m0, n0);
+#endif
 }
 
 // timed runs f n times a sample, 7 samples: the median µs of one.
