@@ -135,7 +135,7 @@ sweep-gpu)
 	;;
 sweep-bf16)
 	step 60 sweep-write bin/tfc sweep --out /tmp/tfc-sweep
-	names=${SWEEP_NAMES:-$(python3 -c "import json; print(' '.join(c['name'] for c in json.load(open('testdata/sweep/sweep.json'))['configs'] if c.get('dtype', 'BF16') == 'BF16'))")}
+	names=${SWEEP_NAMES:-$(python3 -c "import json; print(' '.join(c['name'] for c in json.load(open('testdata/sweep/sweep.json'))['configs']))")}
 	step 330 sweep-oracle-bf16 python3 tools/oracle/sweep.py --bf16 --dir /tmp/tfc-sweep --refs "$out/refs-bf16" --budget 300 $names
 	cp "$out"/refs-bf16/*.json testdata/sweep/refs-bf16/
 	step 430 sweep-gates-bf16 bash -c "cd cmd/tfc && ../../bin/gatetest -test.v -test.run 'TestSweepBF16CUDA'"
