@@ -20,7 +20,7 @@
 #   tools/gpu/receipts.sh sweep-gpu OUT every sweep config on the GPU: TestSweepCUDA (and the tiny
 #                                    gates) against testdata/sweep/refs, and tfc contract --model on
 #                                    each config's checkpoint, six at a time
-#   tools/gpu/receipts.sh sweep-bf16 OUT the publisher's BF16 run of each BF16 sweep config on this
+#   tools/gpu/receipts.sh sweep-bf16 OUT the publisher's BF16 run of each sweep config on this
 #                                    card (OUT/refs-bf16; copy to testdata/sweep/refs-bf16), then
 #                                    TestSweepBF16CUDA against it (SWEEP_NAMES limits both)
 #   tools/gpu/receipts.sh bf16 OUT   kernel contracts of every family in BF16 precision, and every
