@@ -96,27 +96,6 @@ __global__ __launch_bounds__(256) void fill_bf16x(const tfc_bf16* X, const tfc_b
 #endif
 }
 
-// timed runs f n times a sample, 7 samples: the median µs of one.
-template <class F>
-static float timed(F f) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> us;
-  for (int rep = 0; rep < 7; ++rep) {
-    const int n = 10;
-    CHECK(cudaEventRecord(a));
-    for (int i = 0; i < n; ++i) f();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.f / n);
-  }
-  CHECK(cudaGetLastError());
-  return median(us);
-}
-
 static void report(const char* shape, const char* what, int M, int N, int K, float us, const std::vector<float>& ref, float* Y, const char* note = nullptr) {
   std::vector<float> got((size_t)M * N);
   CHECK(cudaMemcpy(got.data(), Y, got.size() * 4, cudaMemcpyDeviceToHost));

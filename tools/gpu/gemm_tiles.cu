@@ -38,21 +38,7 @@ static void bench(const char* shape, int M, const float* X, const tfc_bf16* W, f
   } else {
     bits = std::memcmp(ref.data(), out.data(), out.size() * 4) == 0 ? "same" : "DIFFER";
   }
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> us;
-  for (int rep = 0; rep < 7; ++rep) {
-    const int n = 20;
-    CHECK(cudaEventRecord(a));
-    for (int i = 0; i < n; ++i) gemm<BM, BN, WM, N, K><<<grid, 256>>>(X, W, Y, M);
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.f / n);
-  }
-  const float t = median(us);
+  const float t = timed([&] { gemm<BM, BN, WM, N, K><<<grid, 256>>>(X, W, Y, M); }, 20);
   int regs = 0;
   cudaFuncAttributes attr;
   if (cudaFuncGetAttributes(&attr, gemm<BM, BN, WM, N, K>) == cudaSuccess) regs = attr.numRegs;

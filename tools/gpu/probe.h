@@ -1,4 +1,4 @@
-// probe.h: what the GPU probes of tools/gpu share: CHECK on CUDA calls, a median, and the
+// probe.h: what the GPU probes of tools/gpu share: CHECK on CUDA calls, a median, a timer, and the
 // random operands of a linear (X normal, BF16-exact when asked; W normal × 0.05 as BF16).
 #pragma once
 #include <algorithm>
@@ -23,6 +23,26 @@
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// timed runs f n times a sample, 7 samples: the median µs of one.
+template <class F>
+static float timed(F f, int n = 10) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> us;
+  for (int rep = 0; rep < 7; ++rep) {
+    CHECK(cudaEventRecord(a));
+    for (int i = 0; i < n; ++i) f();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1000.f / n);
+  }
+  CHECK(cudaGetLastError());
+  return median(us);
 }
 
 // operands fills X [rows, K] and W [N, K] from a generator seeded by N and K; bf16x keeps X's high halves alone.

@@ -545,8 +545,6 @@ def main():
             traceback.print_exc()
             failed.append(n)
             continue
-        if rec is None:
-            continue
         rec["versions"] = versions
         common.write_json(os.path.join(args.refs, n + ".json"), rec)
     log(f"done in {time.time() - t0:.0f}s; failed: {failed}")
